@@ -1,0 +1,108 @@
+"""Tokens → weighted features: the sparse vector that SimHash projects.
+
+A fingerprint is the sign pattern of 64 random projections of this vector, so two pages are
+near-duplicates exactly when their vectors point the same way. Weights decide what "the same
+way" means: TF-IDF (jieba's IDF table; the table's median for unknown words, as
+``jieba.analyse`` does) lets rare, content-bearing words steer the fingerprint, so a changed
+date or a counter barely moves it; plain TF treats every word alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .stopwords import STOP_WORDS
+from .tokenize import Segmenter, normalise, tokenize
+
+__all__ = ["FeatureConfig", "features", "idf_table"]
+
+Weighting = Literal["tfidf", "tf"]
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """How text becomes features. Frozen: one config is shared by every page of a crawl.
+
+    ``weighting``: ``"tfidf"`` or ``"tf"``. ``sublinear_tf``: use ``1 + log(tf)`` so one word
+    repeated many times cannot outweigh the rest. ``shingle``: 1 for words, n for word n-grams
+    (order-sensitive). ``top_k``: keep only the k heaviest features (the seeds' keyword variant);
+    ``None`` keeps all. ``drop_stop_words`` and ``min_token_chars`` filter tokens before weighting.
+    """
+
+    weighting: Weighting = "tfidf"
+    sublinear_tf: bool = False
+    shingle: int = 1
+    top_k: int | None = None
+    drop_stop_words: bool = True
+    min_token_chars: int = 1
+    segmenter: Segmenter = "rjieba"
+    stop_words: frozenset[str] = field(default=STOP_WORDS, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.weighting not in ("tfidf", "tf"):
+            raise ValueError(f"weighting must be 'tfidf' or 'tf', not {self.weighting!r}")
+        if self.segmenter not in ("rjieba", "jieba"):
+            raise ValueError(f"segmenter must be 'rjieba' or 'jieba', not {self.segmenter!r}")
+        if not 1 <= self.shingle <= 8:
+            raise ValueError(f"shingle must be between 1 and 8, not {self.shingle!r}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k must be a positive integer or None, not {self.top_k!r}")
+        if self.min_token_chars < 1:
+            raise ValueError(f"min_token_chars must be >= 1, not {self.min_token_chars!r}")
+
+
+DEFAULT_FEATURES = FeatureConfig()
+
+
+@functools.cache
+def idf_table() -> tuple[dict[str, float], float]:
+    """jieba's IDF table and its median (the weight of unknown words), loaded once."""
+    path = importlib.resources.files("jieba") / "analyse" / "idf.txt"
+    table: dict[str, float] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        word, _, value = line.partition(" ")
+        if value:
+            table[word] = float(value)
+    values = sorted(table.values())
+    return table, values[len(values) // 2]
+
+
+def _select_tokens(tokens: list[str], config: FeatureConfig) -> list[str]:
+    stop = config.stop_words if config.drop_stop_words else frozenset()
+    min_chars = config.min_token_chars
+    return [t for t in tokens if len(t) >= min_chars and t not in stop]
+
+
+def _shingles(tokens: list[str], n: int) -> list[str]:
+    if n == 1 or len(tokens) < n:
+        return tokens if n == 1 else [" ".join(tokens)] if tokens else []
+    return [" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def features(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> dict[str, float]:
+    """Weighted features of ``text``; empty when it has no usable token."""
+    tokens = _select_tokens(tokenize(normalise(text), config.segmenter, normalised=True), config)
+    counts = Counter(_shingles(tokens, config.shingle))
+    if not counts:
+        return {}
+    if config.sublinear_tf:
+        weights = {f: 1.0 + math.log(c) for f, c in counts.items()}
+    else:
+        weights = {f: float(c) for f, c in counts.items()}
+    if config.weighting == "tfidf":
+        table, median = idf_table()
+        if config.shingle == 1:
+            weights = {f: w * table.get(f, median) for f, w in weights.items()}
+        else:  # a shingle is as rare as its rarest word
+            weights = {
+                f: w * max(table.get(p, median) for p in f.split(" ")) for f, w in weights.items()
+            }
+    if config.top_k is not None and len(weights) > config.top_k:
+        top = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: config.top_k]
+        weights = dict(top)
+    return weights

@@ -1,0 +1,105 @@
+"""HTML → main text with trafilatura, with hard bounds on what one page may cost.
+
+Boilerplate (navigation, ads, related links, cookie banners) is what makes two copies of one
+article look different to an exact hash, so it must be gone before fingerprinting. trafilatura
+does that; this module only adds the limits a crawler of untrusted pages needs and a reason for
+every page that yields no text, so callers can count skips instead of guessing.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from configparser import ConfigParser
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import trafilatura
+from trafilatura.settings import use_config
+
+__all__ = ["Extraction", "TextLimits", "extract", "extract_text", "normalise_whitespace"]
+
+_WS_RE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class TextLimits:
+    """Bounds on the work spent on one page.
+
+    ``max_html_bytes``: larger documents are refused (not parsed), so a 50 MB page costs nothing.
+    ``max_text_chars``: extracted text is cut to this many characters before tokenising.
+    ``max_tree_size``: trafilatura gives up on documents with more elements than this.
+    """
+
+    max_html_bytes: int = 5_000_000
+    max_text_chars: int = 200_000
+    max_tree_size: int = 50_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_html_bytes", "max_text_chars", "max_tree_size"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"TextLimits.{name} must be a positive integer")
+
+
+DEFAULT_LIMITS = TextLimits()
+
+
+class Extraction(NamedTuple):
+    """The text of a page, or ``None`` with the reason (``html_too_large``, ``no_text``...)."""
+
+    text: str | None
+    reason: str | None = None
+    truncated: bool = False
+
+
+def normalise_whitespace(text: str) -> str:
+    """Collapse runs of white space so that re-wrapped copies of a text compare equal."""
+    return _WS_RE.sub(" ", text).strip()
+
+
+@functools.cache
+def _trafilatura_config(limits: TextLimits) -> ConfigParser:
+    config: ConfigParser = use_config()  # a fresh copy of trafilatura's defaults
+    config["DEFAULT"]["MAX_TREE_SIZE"] = str(limits.max_tree_size)
+    config["DEFAULT"]["MAX_FILE_SIZE"] = str(limits.max_html_bytes)
+    config["DEFAULT"]["EXTRACTION_TIMEOUT"] = "0"  # signal-based timeouts break in threads
+    return config
+
+
+def extract(
+    html: str | bytes, url: str | None = None, limits: TextLimits = DEFAULT_LIMITS
+) -> Extraction:
+    """Extract the main text of ``html``; never raises for bad input, returns a reason instead."""
+    if not isinstance(html, (str, bytes)):
+        return Extraction(None, "not_text")
+    if len(html) > limits.max_html_bytes:  # bytes, or characters for an already decoded page
+        return Extraction(None, "html_too_large")
+    if not html.strip():
+        return Extraction(None, "empty_body")
+    try:
+        text = trafilatura.extract(
+            html,
+            url=url,
+            include_comments=False,
+            include_tables=True,
+            deduplicate=False,  # trafilatura's own process-global LRU would hide re-seen pages
+            output_format="txt",
+            config=_trafilatura_config(limits),
+        )
+    except Exception:  # lxml and trafilatura raise many types on hostile input
+        return Extraction(None, "extract_error")
+    if not text:
+        return Extraction(None, "no_text")
+    text = normalise_whitespace(text)
+    if not text:
+        return Extraction(None, "no_text")
+    if len(text) > limits.max_text_chars:
+        return Extraction(text[: limits.max_text_chars], None, truncated=True)
+    return Extraction(text)
+
+
+def extract_text(
+    html: str | bytes, url: str | None = None, limits: TextLimits = DEFAULT_LIMITS
+) -> str | None:
+    """Main text of a page with boilerplate removed, or ``None`` when there is none to use."""
+    return extract(html, url, limits).text

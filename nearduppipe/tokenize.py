@@ -1,0 +1,88 @@
+"""Text → tokens: jieba segmentation for Chinese runs, word tokens for other scripts.
+
+The text is NFKC-normalised and case-folded first, so full-width and half-width forms and upper
+and lower case give the same features. It is then split into runs by script:
+
+* Han runs (jieba's own range, U+4E00..U+9FD5) go to the segmenter. The default is ``rjieba``
+  (jieba-rs), whose output on Han-only runs is identical to ``jieba.cut`` at ~25x the speed; the
+  tests hold it to that on a corpus of real sentences. ``segmenter="jieba"`` uses jieba itself.
+* Runs of scripts written without spaces that jieba does not segment (kana, Thai, Lao, Khmer,
+  Myanmar) become overlapping character bigrams, a standard language-agnostic substitute.
+* Everything else becomes word tokens (letters and digits, with inner apostrophes).
+
+Punctuation and white space never become tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import unicodedata
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+__all__ = ["Segmenter", "get_segmenter", "normalise", "tokenize"]
+
+Segmenter = Literal["rjieba", "jieba"]
+
+_HAN = "\u4e00-\u9fd5"  # jieba's re_han_default Han range: keep identical to jieba
+_NOSPACE = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff"
+_TOKEN_RE = re.compile(
+    rf"(?P<han>[{_HAN}]+)"
+    rf"|(?P<nospace>[{_NOSPACE}]+)"
+    rf"|(?P<word>[^\W_{_HAN}{_NOSPACE}]+(?:['’][^\W_{_HAN}{_NOSPACE}]+)*)"
+)
+
+
+def normalise(text: str) -> str:
+    """NFKC + case-fold: the form every feature is taken from."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+@functools.cache
+def get_segmenter(name: Segmenter = "rjieba") -> Callable[[str], list[str]]:
+    """A function cutting a Han-only run into words, loaded once per process."""
+    if name == "rjieba":
+        import rjieba
+
+        cut: Callable[[str], list[str]] = rjieba.cut
+        return cut
+    if name == "jieba":
+        import jieba
+
+        # jieba logs its dictionary loading to stderr at DEBUG through its own handler.
+        jieba.setLogLevel(logging.WARNING)
+        tokenizer = jieba.Tokenizer()
+
+        def jieba_cut(run: str) -> list[str]:
+            return list(tokenizer.cut(run))
+
+        return jieba_cut
+    raise ValueError(f"unknown segmenter {name!r}: use 'rjieba' or 'jieba'")
+
+
+def _bigrams(run: str) -> Iterator[str]:
+    if len(run) == 1:
+        yield run
+        return
+    for i in range(len(run) - 1):
+        yield run[i : i + 2]
+
+
+def tokenize(text: str, segmenter: Segmenter = "rjieba", *, normalised: bool = False) -> list[str]:
+    """Tokens of ``text`` in order. Pass ``normalised=True`` if :func:`normalise` was applied."""
+    if not normalised:
+        text = normalise(text)
+    cut = get_segmenter(segmenter)
+    tokens: list[str] = []
+    for m in _TOKEN_RE.finditer(text):
+        kind = m.lastgroup
+        run = m.group()
+        if kind == "word":
+            tokens.append(run)
+        elif kind == "han":
+            tokens.extend(cut(run))
+        else:
+            tokens.extend(_bigrams(run))
+    return tokens

@@ -1,0 +1,104 @@
+"""The index returns exactly what a brute-force scan returns, for random and adversarial data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nearduppipe.index import BlockIndex, Layout
+
+U64 = np.uint64
+
+
+def brute(fps: np.ndarray, q: int, k: int) -> list[tuple[int, int]]:
+    d = np.bitwise_count(fps ^ U64(q))
+    return sorted(((int(i), int(d[i])) for i in np.flatnonzero(d <= k)), key=lambda h: (h[1], h[0]))
+
+
+def flip(fp: int, n: int, rng: np.random.Generator, bits: int = 64) -> int:
+    for b in rng.choice(bits, size=n, replace=False).tolist():
+        fp ^= 1 << b
+    return fp
+
+
+def random_fps(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.integers(0, np.iinfo(np.uint64).max, n, dtype=U64, endpoint=True)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [Layout(), Layout(blocks=6), Layout(distance=0), Layout(distance=1), Layout(distance=5)],
+)
+def test_matches_brute_force_with_planted_neighbours(layout: Layout) -> None:
+    rng = np.random.default_rng(7)
+    k = layout.distance
+    base = random_fps(rng, 20_000)
+    planted = [flip(int(base[i]), d, rng) for i in range(0, 2000) for d in [i % (k + 2)]]
+    stored = np.concatenate([base, np.array(planted, dtype=U64)])
+    idx = BlockIndex(layout, tail_capacity=97)  # small tail: many merges and rebuilds
+    for fp in stored[:5000].tolist():
+        idx.add(fp)
+    idx.add_many(stored[5000:15000])
+    for fp in stored[15000:].tolist():
+        idx.add(fp)
+    assert len(idx) == len(stored)
+    queries = [flip(int(stored[i]), int(rng.integers(0, k + 2)), rng) for i in range(0, 22_000, 11)]
+    queries += random_fps(rng, 300).tolist()
+    for q in queries:
+        assert idx.query(q) == brute(stored, q, k)
+
+
+def test_adversarial_clusters_and_block_boundaries() -> None:
+    rng = np.random.default_rng(3)
+    layout = Layout()
+    # Many fingerprints sharing whole blocks (worst case for bucket sizes), all-zero/all-one,
+    # and neighbours differing exactly at block boundaries (bits 15/16, 31/32, 47/48, 63/0).
+    shared_top = [(0xDEAD << 48) | int(x) for x in rng.integers(0, 1 << 48, 3000).tolist()]
+    shared_mid = [(0xBEEF << 16) | int(x & ~(0xFFFF << 16)) for x in random_fps(rng, 3000).tolist()]
+    edges = [0, (1 << 64) - 1]
+    for b in [0, 15, 16, 31, 32, 47, 48, 63]:
+        edges += [1 << b, ((1 << 64) - 1) ^ (1 << b), (1 << b) | (1 << ((b + 1) % 64))]
+    stored = np.array(shared_top + shared_mid + edges, dtype=U64)
+    for blocks in (None, 6):
+        idx = BlockIndex(Layout(blocks=blocks), tail_capacity=500)
+        for fp in stored.tolist():
+            idx.add(fp)
+        qs = edges + [flip(x, 3, rng) for x in shared_top[:300] + shared_mid[:300]]
+        qs += [flip(x, 4, rng) for x in shared_top[:100]]
+        for q in qs:
+            assert idx.query(q) == brute(stored, q, layout.distance)
+
+
+def test_reads_do_not_grow_the_index() -> None:
+    idx = BlockIndex()
+    idx.add_many(random_fps(np.random.default_rng(1), 10_000))
+    before = (len(idx), idx.nbytes)
+    for q in random_fps(np.random.default_rng(2), 1000).tolist():
+        idx.query(q)
+    assert (len(idx), idx.nbytes) == before
+
+
+def test_tables_are_combinations() -> None:
+    assert len(Layout().tables()) == 4
+    assert len(Layout(blocks=6).tables()) == 20
+    widths = [w for _, w in Layout(blocks=6).block_ranges()]
+    assert sum(widths) == 64 and max(widths) - min(widths) <= 1
+
+
+def test_memory_per_fingerprint_is_compact() -> None:
+    idx = BlockIndex()
+    idx.add_many(random_fps(np.random.default_rng(1), 200_000))
+    assert idx.nbytes / len(idx) <= 32
+
+
+def test_bad_parameters() -> None:
+    with pytest.raises(ValueError):
+        Layout(distance=3, blocks=3)
+    with pytest.raises(ValueError):
+        Layout(bits=65)
+    with pytest.raises(ValueError):
+        BlockIndex().add(-1)
+    with pytest.raises(ValueError):
+        BlockIndex().add(1 << 64)
+    with pytest.raises(ValueError):
+        BlockIndex().query("12")  # type: ignore[arg-type]

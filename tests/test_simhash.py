@@ -1,0 +1,132 @@
+"""SimHash arithmetic: the seeds' worked examples, stability, and near-duplicate behaviour."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nearduppipe import EmptyFeaturesError, FeatureConfig, features, fingerprint, hamming, simhash
+from nearduppipe.simhash import xxh3_64
+
+
+def test_seed_001_five_keywords_six_bits() -> None:
+    # seed 001 §1.1: sums [15, -7, -1, 3, 5, 15] (most significant bit first) → 100111
+    hashes = {
+        "美国": 0b100101,
+        "51区": 0b101011,
+        "飞碟": 0b100111,
+        "灰色": 0b101111,
+        "外星人": 0b111011,
+    }
+    weights = {"美国": 5, "51区": 2, "飞碟": 3, "灰色": 1, "外星人": 4}
+    assert simhash(weights, bits=6, hashfunc=hashes.__getitem__) == 0b100111
+    # the same as (feature, weight) pairs
+    assert simhash(list(weights.items()), bits=6, hashfunc=hashes.__getitem__) == 0b100111
+
+
+def test_seed_000_three_features() -> None:
+    # seed 000: [-5,5,-5,5,5,5] + [-3,-3,-3,3,-3,3] + [1,-1,-1,1,1,1] = [-7,1,-9,9,3,9] → 010111
+    pairs = [(0b010111, 5), (0b000101, 3), (0b100111, 1)]
+    assert simhash(pairs, bits=6, hashfunc=lambda h: h) == 0b010111
+
+
+def test_seed_004_random_hyperplanes() -> None:
+    # seed 004: h(w1..w5) = (1,-1,1) (-1,1,1) (1,-1,-1) (-1,-1,1) (1,1,-1); d = (1,2,0,3,0)
+    # m = (-4, -2, 6) → 001
+    h = {"w1": 0b101, "w2": 0b011, "w3": 0b100, "w4": 0b001, "w5": 0b110}
+    d = {"w1": 1, "w2": 2, "w3": 0, "w4": 3, "w5": 0}
+    assert simhash(d, bits=3, hashfunc=h.__getitem__) == 0b001
+
+
+def test_tie_gives_zero_bit_and_hash_is_masked() -> None:
+    # equal and opposite contributions: every sum is 0 → every bit 0
+    assert simhash([(0b1010, 1.0), (0b0101, 1.0)], bits=4, hashfunc=lambda h: h) == 0
+    # bits above `bits` are ignored
+    assert simhash([(0b1_0000_0001, 2.0)], bits=8, hashfunc=lambda h: h) == 0b0000_0001
+
+
+def test_single_feature_fingerprint_is_its_hash() -> None:
+    assert simhash({"hello": 3.5}) == xxh3_64("hello")
+
+
+def test_bad_input() -> None:
+    with pytest.raises(EmptyFeaturesError):
+        simhash({})
+    with pytest.raises(ValueError):
+        simhash({"a": 1.0}, bits=65)
+    with pytest.raises(ValueError):
+        simhash({"a": float("nan")})
+    with pytest.raises(EmptyFeaturesError):
+        fingerprint("  ,。!  ")
+    with pytest.raises(ValueError):
+        hamming(-1, 3)
+
+
+def test_weights_are_exact_and_order_independent() -> None:
+    feats = {f"f{i}": 1.0 / (i + 1) for i in range(500)}
+    a = simhash(feats)
+    b = simhash(dict(reversed(list(feats.items()))))
+    assert a == b
+    # huge weights do not overflow
+    assert simhash({"a": 1e12, "b": 3e11, "c": -5e11}) == simhash({"a": 1.0, "b": 0.3, "c": -0.5})
+
+
+def test_hamming() -> None:
+    assert hamming(0, 0) == 0
+    assert hamming(0b1011, 0b1001) == 1
+    assert hamming(0, (1 << 64) - 1) == 64
+
+
+ZH = (
+    "国家统计局今天发布数据显示,今年上半年国内生产总值同比增长百分之五点三,经济运行总体平稳。"
+    "其中,第一产业增加值增长百分之三点七,第二产业增加值增长百分之五点八,第三产业增加值增长百分之五点"
+    "零。专家表示,消费对经济增长的贡献率继续提高,新能源汽车、集成电路等高技术产品产量保持较快增长,"
+    "但外部环境复杂多变,国内需求仍显不足,下半年需要进一步扩大内需、稳定就业、防范化解重点领域风险。"
+)
+
+
+def test_fingerprint_is_stable_across_processes() -> None:
+    here = fingerprint(ZH)
+    code = "import sys; from nearduppipe import fingerprint;print(fingerprint(sys.stdin.read()))"
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=ZH, capture_output=True, text=True, env=env, check=True
+    )
+    assert int(out.stdout) == here
+    # pinned value: a change here changes every stored fingerprint, so it must be deliberate
+    assert here == fingerprint(ZH, FeatureConfig())
+    assert here == 0xE71C1F5F542048BE
+
+
+def test_near_duplicates_are_close_and_different_texts_are_far() -> None:
+    edited = ZH.replace("专家表示", "有专家表示").replace("较快增长", "快速增长")
+    other = (
+        "气象台发布暴雨蓝色预警,预计未来二十四小时内我市大部分地区将有大到暴雨,局部地区有大暴雨,"
+        "并伴有短时强降水、雷电和七级以上雷暴大风等强对流天气。请有关单位和人员做好防范工作,注意"
+        "防范城市内涝、山洪和地质灾害,尽量减少外出,驾车出行注意交通安全。"
+    )
+    assert hamming(fingerprint(ZH), fingerprint(edited)) <= 3
+    assert hamming(fingerprint(ZH), fingerprint(other)) > 10
+
+
+def test_features_weighting_options() -> None:
+    tf = features("apple banana apple cherry", FeatureConfig(weighting="tf"))
+    assert tf == {"apple": 2.0, "banana": 1.0, "cherry": 1.0}
+    tfidf = features("apple banana apple", FeatureConfig())
+    assert tfidf["apple"] == pytest.approx(2 * tfidf["banana"])
+    top = features("apple banana apple cherry", FeatureConfig(weighting="tf", top_k=1))
+    assert top == {"apple": 2.0}
+    sh = features(
+        "a quick brown fox", FeatureConfig(weighting="tf", shingle=2, drop_stop_words=False)
+    )
+    assert set(sh) == {"a quick", "quick brown", "brown fox"}
+    sub = features("go go go go", FeatureConfig(weighting="tf", sublinear_tf=True))
+    assert sub["go"] == pytest.approx(1 + __import__("math").log(4))
+    assert "the" not in features("the cat and the hat")
+    with pytest.raises(ValueError):
+        FeatureConfig(weighting="bm25")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        FeatureConfig(top_k=0)
