@@ -155,9 +155,13 @@ class IndexedStore(Store):
     def _save_decision(self, decision: Decision) -> None: ...
 
     # -- the interface ----------------------------------------------------------------------
-    def _check_open(self) -> None:
+    read_only = False
+
+    def _check_open(self, write: bool = False) -> None:
         if self._closed:
             raise StoreError(f"store {self.uri} is closed")
+        if write and self.read_only:
+            raise StoreError(f"store {self.uri} was opened read-only")
 
     def near(self, fp: int) -> list[Match]:
         with self._lock:
@@ -168,7 +172,7 @@ class IndexedStore(Store):
     def check_and_add(self, fp: int, key: str) -> Match | None:
         check_key(key)
         with self._lock:
-            self._check_open()
+            self._check_open(write=True)
             hit = self._index.nearest(fp)
             now = time.time()
             if hit is None:
@@ -183,7 +187,7 @@ class IndexedStore(Store):
     def add(self, fp: int, key: str) -> None:
         check_key(key)
         with self._lock:
-            self._check_open()
+            self._check_open(write=True)
             i = self._index.add(fp)
             self._save_entry(i, fp, key, time.time())
 

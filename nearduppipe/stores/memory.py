@@ -48,7 +48,9 @@ class MemoryStore(IndexedStore):
 
 def _open(uri: str, distance: int = 3, **options: Any) -> MemoryStore:
     blocks = options.pop("blocks", None)
-    options.pop("reset", None)  # a memory store always starts empty
+    # A memory store always starts empty and has nothing to commit.
+    for ignored in ("reset", "commit_every", "commit_interval"):
+        options.pop(ignored, None)
     if options:
         raise StoreError(f"memory store: unknown options {sorted(options)}")
     return MemoryStore(uri, distance, blocks)

@@ -15,6 +15,8 @@ write), and at :meth:`flush` / :meth:`close`; a killed process loses at most wha
 last commit. Callers that may sit idle call :meth:`flush` on a timer (the Scrapy adapters do).
 An advisory lock file (``<file>.lock``) keeps a second process from opening the same store:
 the in-memory index of one process cannot see another's inserts, so sharing needs Redis.
+``read_only=True`` opens without the lock and without a writer, e.g. to report on a store that a
+running crawl holds; it sees what that crawl has committed.
 
 At open, the fingerprints are read with a plain read-only sqlite3 cursor (sqlitedict's select
 hands rows one by one through a thread queue, ~10x slower) and the index is built in one step.
@@ -96,6 +98,7 @@ class SqliteStore(IndexedStore):
         commit_every: int = 1000,
         commit_interval: float = 1.0,
         busy_timeout: float = 5.0,
+        read_only: bool = False,
         uri: str | None = None,
     ) -> None:
         self.path = Path(path)
@@ -112,12 +115,18 @@ class SqliteStore(IndexedStore):
         self._lockfile: int | None = None
         self._db: SqliteDict | None = None
         self._ndecisions = 0
+        self.read_only = read_only
         try:
-            self._prepare_path()
-            if self.path.exists():
+            if read_only:
+                if not self.path.is_file():
+                    raise StoreError(f"{self.path}: no such store file")
                 self._validate_existing()
-            self._take_lock()
-            self._open_db(reset, busy_timeout)
+            else:
+                self._prepare_path()
+                if self.path.exists():
+                    self._validate_existing()
+                self._take_lock()
+                self._open_db(reset, busy_timeout)
             self._load()
         except BaseException:
             self._release()
@@ -248,14 +257,23 @@ class SqliteStore(IndexedStore):
     @property
     def _sd(self) -> SqliteDict:
         if self._db is None:
+            if self.read_only:
+                raise StoreError(f"store {self.uri} was opened read-only")
             raise StoreError(f"store {self.uri} is closed")
         return self._db
 
     def _key_of(self, i: int) -> str:
         key = self._unwritten_keys.get(i)
-        if key is None:
-            key = self._sd[f"e:{i:012x}"][2]
-        return key
+        if key is not None:
+            return key
+        if self.read_only:
+            conn = self._read_only()
+            try:
+                row = conn.execute(f'SELECT value FROM "{TABLE}" WHERE key = ?', (f"e:{i:012x}",))
+                return str(_decode(row.fetchone()[0])[2])
+            finally:
+                conn.close()
+        return str(self._sd[f"e:{i:012x}"][2])
 
     def _queue(self, row_key: str, value: str) -> None:
         self._buffer.append((row_key, value))
@@ -297,7 +315,8 @@ class SqliteStore(IndexedStore):
 
     # -- reading back ----------------------------------------------------------------------
     def _scan(self, prefix: str) -> Iterator[Any]:
-        self.flush()
+        if not self.read_only:
+            self.flush()
         conn = self._read_only()
         try:
             rows = conn.execute(

@@ -1,0 +1,184 @@
+"""Per-crawler state shared by the middleware and the pipeline: settings, one store, one thread
+pool, stats and log lines. Created by whichever component Scrapy builds first."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from scrapy import signals
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.project import data_path
+from twisted.internet import threads
+from twisted.internet.task import LoopingCall
+from twisted.python.threadpool import ThreadPool
+
+from .dedup import Deduplicator, Outcome
+from .settings import NearDupConfig
+from .stores import Store, open_store
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger("nearduppipe")
+
+T = TypeVar("T")
+Source = Literal["pages", "items"]
+_ATTR = "_nearduppipe_runtime"
+
+
+def default_store_uri(spider_name: str) -> str:
+    """``.scrapy/neardup/<spider>.sqlite`` in the project's data directory (like HTTPCACHE_DIR)."""
+    return str(Path(data_path("neardup")) / f"{spider_name}.sqlite")
+
+
+class NearDupRuntime:
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> NearDupRuntime:
+        runtime: NearDupRuntime | None = getattr(crawler, _ATTR, None)
+        if runtime is None:
+            runtime = cls(crawler)
+            setattr(crawler, _ATTR, runtime)
+        return runtime
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.config = NearDupConfig.from_settings(crawler.settings)
+        self.middleware_active = False
+        self._first_logged: set[Source] = set()
+        self._closed = False
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        spider = crawler.spider
+        name = spider.name if spider is not None and spider.name else "default"
+        uri = self.config.store.replace("{spider}", name) if self.config.store else None
+        self.store: Store = open_store(
+            uri or default_store_uri(name),
+            distance=self.config.distance,
+            blocks=self.config.blocks,
+            reset=self.config.reset,
+            commit_every=self.config.commit_every,
+            commit_interval=self.config.commit_interval,
+        )
+        self.size_at_open = len(self.store)
+        self.dedup = Deduplicator(
+            self.store, self.config.features, self.config.limits, self.config.min_text_length
+        )
+        self.stats.set_value("neardup/store_size/open", self.size_at_open)
+        logger.info(
+            "nearduppipe: store %(uri)s opened with %(n)d fingerprints (distance %(k)d%(reset)s)",
+            {
+                "uri": self.store.uri,
+                "n": self.size_at_open,
+                "k": self.config.distance,
+                "reset": ", reset" if self.config.reset else "",
+            },
+            extra={"crawler": crawler},
+        )
+        self._pool = ThreadPool(minthreads=1, maxthreads=self.config.threads, name="nearduppipe")
+        self._pool.start()
+        self._flusher = LoopingCall(self._flush)
+        self._flusher.start(self.config.commit_interval, now=False)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    # -- work off the reactor thread ----------------------------------------------------------
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        from twisted.internet import reactor
+
+        d = threads.deferToThreadPool(reactor, self._pool, fn, *args)  # type: ignore[arg-type]
+        result: T = await maybe_deferred_to_future(d)
+        return result
+
+    def _flush(self) -> None:
+        if not self._closed:
+            from twisted.internet import reactor
+
+            d = threads.deferToThreadPool(reactor, self._pool, self.store.flush)  # type: ignore[arg-type]
+            d.addErrback(lambda f: logger.error("nearduppipe: store flush failed: %s", f.value))
+
+    # -- stats and logs ----------------------------------------------------------------------
+    def _stat(self, source: Source, name: str) -> str:
+        return f"neardup/{name}" if source == "pages" else f"neardup/items/{name}"
+
+    def record(self, source: Source, outcome: Outcome, key: str) -> None:
+        inc = self.stats.inc_value
+        if outcome.skipped is not None:
+            self.skip(source, outcome.skipped)
+            return
+        inc(self._stat(source, "checked"))
+        match = outcome.match
+        if match is None:
+            inc(self._stat(source, "unique"))
+            return
+        inc(self._stat(source, "dropped"))
+        inc(f"neardup/distance/{match.distance}")
+        what = "page" if source == "pages" else "item"
+        args = {"what": what, "key": key, "match": match.key, "d": match.distance}
+        if self.config.debug:
+            logger.info(
+                "Dropped near-duplicate %(what)s %(key)s: distance %(d)d from %(match)s",
+                args,
+                extra={"crawler": self.crawler},
+            )
+        elif source not in self._first_logged:
+            self._first_logged.add(source)
+            logger.info(
+                "Dropped near-duplicate %(what)s %(key)s: distance %(d)d from %(match)s "
+                "(further ones are counted in neardup/ stats; set NEARDUP_DEBUG = True to log all)",
+                args,
+                extra={"crawler": self.crawler},
+            )
+
+    def skip(self, source: Source, reason: str) -> None:
+        self.stats.inc_value(self._stat(source, f"skipped/{reason}"))
+
+    def error(self, source: Source, key: str, exc: BaseException) -> None:
+        """An unexpected failure while checking: the page or item is kept, never lost."""
+        self.skip(source, "error")
+        logger.error(
+            "nearduppipe: could not check %(key)s, keeping it: %(exc)r",
+            {"key": key, "exc": exc},
+            exc_info=exc if self.stats.get_value(self._stat(source, "skipped/error")) == 1 else None,
+            extra={"crawler": self.crawler},
+        )
+
+    # -- shutdown ----------------------------------------------------------------------------
+    def spider_closed(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._flusher.running:
+            self._flusher.stop()
+        try:
+            self.store.close()
+        finally:
+            self._pool.stop()
+        size = len(self.store)
+        self.stats.set_value("neardup/store_size/close", size)
+        get = self.stats.get_value
+        stats = self.stats.get_stats()
+        skipped = {
+            k.rsplit("/", 1)[1]: v for k, v in stats.items() if k.startswith("neardup/skipped/")
+        }
+        logger.info(
+            "nearduppipe: %(checked)d pages checked, %(unique)d unique, %(dropped)d dropped as "
+            "near-duplicates, %(skipped)d skipped%(why)s; items: %(ichecked)d checked, "
+            "%(idropped)d dropped; store %(uri)s holds %(size)d fingerprints (%(delta)+d)",
+            {
+                "checked": get("neardup/checked", 0),
+                "unique": get("neardup/unique", 0),
+                "dropped": get("neardup/dropped", 0),
+                "skipped": sum(skipped.values()),
+                "why": f" ({', '.join(f'{k}: {v}' for k, v in sorted(skipped.items()))})"
+                if skipped
+                else "",
+                "ichecked": get("neardup/items/checked", 0),
+                "idropped": get("neardup/items/dropped", 0),
+                "uri": self.store.uri,
+                "size": size,
+                "delta": size - self.size_at_open,
+            },
+            extra={"crawler": self.crawler},
+        )

@@ -1,0 +1,86 @@
+"""``NearDupMiddleware``: drop near-duplicate pages at crawl time, before any callback runs.
+
+Dropping in the downloader, not in a spider callback, means a near-duplicate page's links are
+never followed (Manku et al. §1: duplicates waste crawl resources). Enable with::
+
+    DOWNLOADER_MIDDLEWARES = {"nearduppipe.middlewares.NearDupMiddleware": 950}
+
+A priority near 1000 places it right after HttpCompressionMiddleware has decoded the body.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import HtmlResponse
+
+from ._runtime import NearDupRuntime
+from .dedup import Outcome
+from .stores import Match
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+__all__ = ["NearDupMiddleware", "NearDuplicatePage"]
+
+
+class NearDuplicatePage(IgnoreRequest):
+    """The response was a near-duplicate of an earlier page; it never reaches the spider."""
+
+    def __init__(self, url: str, match: Match) -> None:
+        super().__init__(f"near-duplicate of {match.key} (distance {match.distance}): {url}")
+        self.url = url
+        self.match = match
+
+
+class NearDupMiddleware:
+    def __init__(self, runtime: NearDupRuntime) -> None:
+        self.runtime = runtime
+        runtime.middleware_active = True
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NearDupMiddleware:
+        if not crawler.settings.getbool("NEARDUP_ENABLED", True):
+            raise NotConfigured("NEARDUP_ENABLED is off")
+        return cls(NearDupRuntime.for_crawler(crawler))
+
+    def _skip_reason(self, request: Request, response: Response) -> str | None:
+        if request.meta.get("dont_neardup"):
+            return "dont_neardup"
+        if response.status != 200:
+            return "non_200"
+        if not isinstance(response, HtmlResponse):
+            return "not_html"
+        if len(response.body) > self.runtime.config.limits.max_html_bytes:
+            return "html_too_large"
+        return None
+
+    def _check(self, response: HtmlResponse) -> Outcome:
+        return self.runtime.dedup.check_html(response.text, response.url, response.url)
+
+    async def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Response:
+        runtime = self.runtime
+        reason = self._skip_reason(request, response)
+        if reason is not None:
+            runtime.skip("pages", reason)
+            return response
+        assert isinstance(response, HtmlResponse)
+        try:
+            outcome = await runtime.run(self._check, response)
+        except Exception as e:
+            runtime.error("pages", response.url, e)
+            return response
+        runtime.record("pages", outcome, response.url)
+        if outcome.match is not None:
+            raise NearDuplicatePage(response.url, outcome.match)
+        if outcome.fingerprint is not None:
+            request.meta["neardup_fingerprint"] = outcome.fingerprint
+        return response
+
+    def __repr__(self) -> str:
+        return f"<NearDupMiddleware store={self.runtime.store.uri!r}>"

@@ -1,0 +1,117 @@
+"""``NearDupPipeline``: drop items whose text is a near-duplicate of an earlier item or page.
+
+Enable with ``ITEM_PIPELINES = {"nearduppipe.pipelines.NearDupPipeline": 300}``. The item's
+``NEARDUP_TEXT_FIELD`` is fingerprinted, or, when absent, the main text extracted from its
+``NEARDUP_HTML_FIELD``. Works with every item type itemadapter knows (dicts, Items, dataclass
+and attrs objects).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import xxhash
+from itemadapter import ItemAdapter
+from scrapy.exceptions import DropItem, NotConfigured
+
+from ._runtime import NearDupRuntime
+from .dedup import Outcome
+from .stores import Match
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+__all__ = ["NearDupPipeline", "NearDuplicateItem"]
+
+
+class NearDuplicateItem(DropItem):
+    """The item's text was a near-duplicate of an earlier item or page."""
+
+    def __init__(self, key: str, match: Match) -> None:
+        super().__init__(
+            f"near-duplicate of {match.key} (distance {match.distance}): {key}", log_level="INFO"
+        )
+        self.key = key
+        self.match = match
+
+
+def text_key(text: str | bytes) -> str:
+    """Stable key for an item without a key field: a 128-bit digest of its text."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return "xxh3_128:" + xxhash.xxh3_128_hexdigest(data)
+
+
+class NearDupPipeline:
+    def __init__(self, runtime: NearDupRuntime) -> None:
+        self.runtime = runtime
+        self.config = runtime.config
+        self._field_error_logged = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NearDupPipeline:
+        if not crawler.settings.getbool("NEARDUP_ENABLED", True):
+            raise NotConfigured("NEARDUP_ENABLED is off")
+        return cls(NearDupRuntime.for_crawler(crawler))
+
+    def _check(self, text: str | None, html: str | bytes | None, key: str) -> Outcome:
+        dedup = self.runtime.dedup
+        if text is not None:
+            return dedup.check_text(text, key)
+        assert html is not None
+        return dedup.check_html(html, key)
+
+    async def process_item(self, item: Any, spider: Spider | None = None) -> Any:
+        runtime, config = self.runtime, self.config
+        adapter = ItemAdapter(item)
+        text = adapter.get(config.text_field)
+        html = adapter.get(config.html_field) if text is None else None
+        if text is None and html is None:
+            runtime.skip("items", "no_text")
+            return item
+        if text is not None and not isinstance(text, str):
+            runtime.skip("items", "text_not_string")
+            return item
+        if html is not None and not isinstance(html, (str, bytes)):
+            runtime.skip("items", "html_not_string")
+            return item
+        raw_key = adapter.get(config.key_field)
+        content = text if text is not None else html
+        assert content is not None
+        key = raw_key if isinstance(raw_key, str) and raw_key else text_key(content)
+        try:
+            outcome = await runtime.run(self._check, text, html, key)
+        except Exception as e:
+            runtime.error("items", key, e)
+            return item
+        match = outcome.match
+        if match is not None and match.key == key and runtime.middleware_active:
+            # The middleware stored this item's own page moments ago: not a duplicate.
+            runtime.stats.inc_value("neardup/items/own_page")
+            match = None
+            outcome = Outcome(outcome.fingerprint, None, None, outcome.text_length)
+        runtime.record("items", outcome, key)
+        if match is not None:
+            raise NearDuplicateItem(key, match)
+        if config.fingerprint_field and outcome.fingerprint is not None:
+            self._set_fingerprint(adapter, outcome.fingerprint)
+        return item
+
+    def _set_fingerprint(self, adapter: ItemAdapter, fp: int) -> None:
+        field = self.config.fingerprint_field
+        assert field is not None
+        try:
+            adapter[field] = f"{fp:016x}"
+        except (KeyError, TypeError, AttributeError) as e:
+            self.runtime.skip("items", "fingerprint_field_error")
+            if not self._field_error_logged:
+                self._field_error_logged = True
+                import logging
+
+                logging.getLogger("nearduppipe").error(
+                    "nearduppipe: cannot set NEARDUP_FINGERPRINT_FIELD %r on %s items (%r); "
+                    "declare the field on the item class",
+                    field,
+                    type(adapter.item).__name__,
+                    e,
+                )

@@ -1,0 +1,172 @@
+"""``NEARDUP_*`` Scrapy settings → one frozen, validated configuration, read once per crawler.
+
+A bad value stops the crawl at start-up with a message naming the setting, never a silently
+disabled component. This module imports nothing from Scrapy: it reads any mapping-like object
+with ``.get`` (Scrapy's ``Settings`` is one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .features import FeatureConfig
+from .text import TextLimits
+
+__all__ = ["DEFAULTS", "NearDupConfig", "NearDupConfigError"]
+
+
+class NearDupConfigError(ValueError):
+    """A ``NEARDUP_*`` setting has a value nearduppipe cannot use."""
+
+
+class _SettingsLike(Protocol):
+    def get(self, name: str, default: Any = None) -> Any: ...
+
+
+DEFAULTS: dict[str, Any] = {
+    "NEARDUP_ENABLED": True,
+    "NEARDUP_STORE": None,  # None: sqlite file .scrapy/neardup/<spider>.sqlite
+    "NEARDUP_DISTANCE": 3,
+    "NEARDUP_BLOCKS": None,
+    "NEARDUP_MIN_TEXT_LENGTH": 200,
+    "NEARDUP_TEXT_FIELD": "text",
+    "NEARDUP_HTML_FIELD": "html",
+    "NEARDUP_KEY_FIELD": "url",
+    "NEARDUP_FINGERPRINT_FIELD": None,
+    "NEARDUP_RESET": False,
+    "NEARDUP_DEBUG": False,
+    "NEARDUP_WEIGHTING": "tfidf",
+    "NEARDUP_SUBLINEAR_TF": False,
+    "NEARDUP_SHINGLE": 1,
+    "NEARDUP_TOP_K": None,
+    "NEARDUP_STOP_WORDS": True,
+    "NEARDUP_SEGMENTER": "rjieba",
+    "NEARDUP_MAX_HTML_BYTES": 5_000_000,
+    "NEARDUP_MAX_TEXT_CHARS": 200_000,
+    "NEARDUP_COMMIT_EVERY": 1000,
+    "NEARDUP_COMMIT_INTERVAL": 1.0,
+    "NEARDUP_THREADS": 4,
+}
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise NearDupConfigError(f"{name} must be true or false, got {value!r}")
+
+
+def _int(name: str, value: Any, lo: int, hi: int | None = None, *, optional: bool = False) -> Any:
+    if optional and (value is None or value == ""):
+        return None
+    try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        number = int(value)
+    except (TypeError, ValueError):
+        raise NearDupConfigError(f"{name} must be an integer, got {value!r}") from None
+    if number < lo or (hi is not None and number > hi):
+        span = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+        raise NearDupConfigError(f"{name} must be {span}, got {number}")
+    return number
+
+
+def _float(name: str, value: Any, lo: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise NearDupConfigError(f"{name} must be a number, got {value!r}") from None
+    if not number > lo:
+        raise NearDupConfigError(f"{name} must be greater than {lo}, got {number}")
+    return number
+
+
+def _field(name: str, value: Any, *, optional: bool = False) -> Any:
+    if optional and (value is None or value == ""):
+        return None
+    if not isinstance(value, str) or not value:
+        raise NearDupConfigError(f"{name} must be a field name, got {value!r}")
+    return value
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise NearDupConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class NearDupConfig:
+    enabled: bool
+    store: str | None
+    distance: int
+    blocks: int | None
+    min_text_length: int
+    text_field: str
+    html_field: str
+    key_field: str
+    fingerprint_field: str | None
+    reset: bool
+    debug: bool
+    features: FeatureConfig
+    limits: TextLimits
+    commit_every: int
+    commit_interval: float
+    threads: int
+
+    @classmethod
+    def from_settings(cls, settings: _SettingsLike) -> NearDupConfig:
+        def get(name: str) -> Any:
+            return settings.get(name, DEFAULTS[name])
+
+        store = get("NEARDUP_STORE")
+        if store is not None and (not isinstance(store, str) or not store.strip()):
+            raise NearDupConfigError(f"NEARDUP_STORE must be a store URI or path, got {store!r}")
+        distance = _int("NEARDUP_DISTANCE", get("NEARDUP_DISTANCE"), 0, 32)
+        blocks = _int("NEARDUP_BLOCKS", get("NEARDUP_BLOCKS"), distance + 1, 64, optional=True)
+        try:
+            features = FeatureConfig(
+                weighting=_choice("NEARDUP_WEIGHTING", get("NEARDUP_WEIGHTING"), ("tfidf", "tf")),  # type: ignore[arg-type]
+                sublinear_tf=_bool("NEARDUP_SUBLINEAR_TF", get("NEARDUP_SUBLINEAR_TF")),
+                shingle=_int("NEARDUP_SHINGLE", get("NEARDUP_SHINGLE"), 1, 8),
+                top_k=_int("NEARDUP_TOP_K", get("NEARDUP_TOP_K"), 1, optional=True),
+                drop_stop_words=_bool("NEARDUP_STOP_WORDS", get("NEARDUP_STOP_WORDS")),
+                segmenter=_choice(  # type: ignore[arg-type]
+                    "NEARDUP_SEGMENTER", get("NEARDUP_SEGMENTER"), ("rjieba", "jieba")
+                ),
+            )
+            limits = TextLimits(
+                max_html_bytes=_int("NEARDUP_MAX_HTML_BYTES", get("NEARDUP_MAX_HTML_BYTES"), 1),
+                max_text_chars=_int("NEARDUP_MAX_TEXT_CHARS", get("NEARDUP_MAX_TEXT_CHARS"), 1),
+            )
+        except NearDupConfigError:
+            raise
+        except ValueError as e:  # pragma: no cover - the checks above come first
+            raise NearDupConfigError(str(e)) from e
+        return cls(
+            enabled=_bool("NEARDUP_ENABLED", get("NEARDUP_ENABLED")),
+            store=store.strip() if store else None,
+            distance=distance,
+            blocks=blocks,
+            min_text_length=_int("NEARDUP_MIN_TEXT_LENGTH", get("NEARDUP_MIN_TEXT_LENGTH"), 0),
+            text_field=_field("NEARDUP_TEXT_FIELD", get("NEARDUP_TEXT_FIELD")),
+            html_field=_field("NEARDUP_HTML_FIELD", get("NEARDUP_HTML_FIELD")),
+            key_field=_field("NEARDUP_KEY_FIELD", get("NEARDUP_KEY_FIELD")),
+            fingerprint_field=_field(
+                "NEARDUP_FINGERPRINT_FIELD", get("NEARDUP_FINGERPRINT_FIELD"), optional=True
+            ),
+            reset=_bool("NEARDUP_RESET", get("NEARDUP_RESET")),
+            debug=_bool("NEARDUP_DEBUG", get("NEARDUP_DEBUG")),
+            features=features,
+            limits=limits,
+            commit_every=_int("NEARDUP_COMMIT_EVERY", get("NEARDUP_COMMIT_EVERY"), 1),
+            commit_interval=_float("NEARDUP_COMMIT_INTERVAL", get("NEARDUP_COMMIT_INTERVAL"), 0),
+            threads=_int("NEARDUP_THREADS", get("NEARDUP_THREADS"), 1, 64),
+        )
