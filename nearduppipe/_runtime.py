@@ -3,7 +3,9 @@ pool, stats and log lines. Created by whichever component Scrapy builds first.""
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -23,6 +25,14 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger("nearduppipe")
+
+
+class _DaemonThreadPool(ThreadPool):
+    """Worker threads that cannot keep the process alive if a crawl dies before its
+    spider_closed signal (e.g. another component fails at start-up)."""
+
+    threadFactory = functools.partial(threading.Thread, daemon=True)  # type: ignore[assignment]
+
 
 T = TypeVar("T")
 Source = Literal["pages", "items"]
@@ -77,17 +87,23 @@ class NearDupRuntime:
             },
             extra={"crawler": crawler},
         )
-        self._pool = ThreadPool(minthreads=1, maxthreads=self.config.threads, name="nearduppipe")
+        self._pool = _DaemonThreadPool(
+            minthreads=1, maxthreads=self.config.threads, name="nearduppipe"
+        )
         self._pool.start()
         self._flusher = LoopingCall(self._flush)
         self._flusher.start(self.config.commit_interval, now=False)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        from twisted.internet import reactor
+
+        # If the crawl never opens or closes normally, still commit and release the store.
+        reactor.addSystemEventTrigger("before", "shutdown", self.close)  # type: ignore[arg-type]
 
     # -- work off the reactor thread ----------------------------------------------------------
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         from twisted.internet import reactor
 
-        d = threads.deferToThreadPool(reactor, self._pool, fn, *args)  # type: ignore[arg-type]
+        d = threads.deferToThreadPool(reactor, self._pool, fn, *args)
         result: T = await maybe_deferred_to_future(d)
         return result
 
@@ -95,7 +111,7 @@ class NearDupRuntime:
         if not self._closed:
             from twisted.internet import reactor
 
-            d = threads.deferToThreadPool(reactor, self._pool, self.store.flush)  # type: ignore[arg-type]
+            d = threads.deferToThreadPool(reactor, self._pool, self.store.flush)
             d.addErrback(lambda f: logger.error("nearduppipe: store flush failed: %s", f.value))
 
     # -- stats and logs ----------------------------------------------------------------------
@@ -140,12 +156,15 @@ class NearDupRuntime:
         logger.error(
             "nearduppipe: could not check %(key)s, keeping it: %(exc)r",
             {"key": key, "exc": exc},
-            exc_info=exc if self.stats.get_value(self._stat(source, "skipped/error")) == 1 else None,
+            exc_info=exc
+            if self.stats.get_value(self._stat(source, "skipped/error")) == 1
+            else None,
             extra={"crawler": self.crawler},
         )
 
     # -- shutdown ----------------------------------------------------------------------------
-    def spider_closed(self) -> None:
+    def close(self) -> None:
+        """Stop the flusher and the workers, commit and close the store; idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -155,6 +174,11 @@ class NearDupRuntime:
             self.store.close()
         finally:
             self._pool.stop()
+
+    def spider_closed(self) -> None:
+        if self._closed:
+            return
+        self.close()
         size = len(self.store)
         self.stats.set_value("neardup/store_size/close", size)
         get = self.stats.get_value

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 import scrapy
@@ -16,7 +16,7 @@ SITE = Path(__file__).resolve().parents[1] / "site"
 
 class SampleSpider(scrapy.Spider):
     name = "sample"
-    custom_settings = {"DEPTH_LIMIT": 3}
+    custom_settings: ClassVar[dict[str, Any]] = {"DEPTH_LIMIT": 3}
 
     def __init__(self, start_url: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
@@ -38,7 +38,7 @@ class SampleSpider(scrapy.Spider):
         return parsed.netloc == self.site
 
     def parse(self, response: Response) -> Iterator[Any]:
-        paragraphs = response.css("article p::text, div.body p::text").getall()
+        paragraphs = response.css("article p:not(.meta)::text, div.body p::text").getall()
         if paragraphs:
             yield {
                 "url": response.url,

@@ -1,0 +1,74 @@
+"""Run one real Scrapy crawl in this process and write what happened to a JSON file.
+
+Usage: python -m tests.support.crawl CONFIG.json — the config names the start URLs, whether to
+follow links, the settings, and where to write ``{"reached": [...], "items": [...], "stats"}``.
+A crawl per subprocess because Twisted's reactor cannot be restarted within one process.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import scrapy
+from scrapy.crawler import CrawlerProcess
+
+
+class ProbeSpider(scrapy.Spider):
+    name = "probe"
+
+    def __init__(
+        self, start_urls: list[str], follow: bool = False, item: str = "text", **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = start_urls
+        self.follow = follow
+        self.item = item  # "text": the article's paragraphs; "html": the whole page
+        self.reached: list[str] = []
+
+    def parse(self, response: Any) -> Any:
+        self.reached.append(response.url)
+        paragraphs = response.css("article p:not(.meta)::text, div.body p::text").getall()
+        if paragraphs and self.item == "html":
+            yield {"url": response.url, "html": response.text}
+        elif paragraphs:
+            yield {"url": response.url, "text": "\n".join(paragraphs)}
+        if self.follow:
+            for href in response.css("a::attr(href)").getall():
+                yield response.follow(href, callback=self.parse)
+
+
+def main(config_path: str) -> None:
+    config = json.loads(Path(config_path).read_text())
+    items: list[dict[str, Any]] = []
+    settings = {
+        "LOG_LEVEL": "INFO",
+        "TELNETCONSOLE_ENABLED": False,
+        "ROBOTSTXT_OBEY": False,
+        "CLOSESPIDER_TIMEOUT": 120,
+        **config["settings"],
+    }
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(ProbeSpider)
+
+    def collect(item: Any) -> None:
+        items.append(dict(item))
+
+    crawler.signals.connect(collect, signal=scrapy.signals.item_scraped)
+    process.crawl(
+        crawler,
+        start_urls=config["start_urls"],
+        follow=config.get("follow", False),
+        item=config.get("item", "text"),
+    )
+    process.start()
+    assert crawler.stats is not None and crawler.spider is not None
+    stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, str, float))}
+    out = {"reached": crawler.spider.reached, "items": items, "stats": stats}  # type: ignore[attr-defined]
+    Path(config["output"]).write_text(json.dumps(out, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,164 @@
+"""Real crawls (CrawlerProcess in a subprocess) against the demo site on a loopback HTTP server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nearduppipe import open_store
+from sample_spider.site_builder import DISTINCT, GROUPS, build_site
+
+from .support.server import serve_directory
+
+ROOT = Path(__file__).resolve().parents[1]
+MIDDLEWARE = {"DOWNLOADER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupMiddleware": 950}}
+PIPELINE = {"ITEM_PIPELINES": {"nearduppipe.pipelines.NearDupPipeline": 300}}
+ARTICLES = [p for g in GROUPS for p in g] + DISTINCT
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = build_site(tmp_path_factory.mktemp("site"))
+    with serve_directory(root) as base:
+        yield base
+
+
+def crawl(
+    tmp: Path,
+    start_urls: list[str],
+    settings: dict[str, Any],
+    follow: bool = False,
+    expect_ok: bool = True,
+    item: str = "text",
+) -> dict[str, Any]:
+    n = len(list(tmp.glob("crawl*.json")))
+    config = tmp / f"crawl{n}.json"
+    output = tmp / f"out{n}.json"
+    config.write_text(
+        json.dumps(
+            {
+                "start_urls": start_urls,
+                "settings": settings,
+                "follow": follow,
+                "output": str(output),
+                "item": item,
+            }
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.support.crawl", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    if not expect_ok:
+        return {"returncode": proc.returncode, "log": proc.stderr}
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result: dict[str, Any] = json.loads(output.read_text())
+    result["log"] = proc.stderr
+    return result
+
+
+def rel(base: str, urls: list[str]) -> list[str]:
+    return sorted(u.removeprefix(base) for u in urls)
+
+
+def assert_one_per_group(base: str, kept: list[str]) -> None:
+    kept_rel = rel(base, kept)
+    for group in GROUPS:
+        assert sum(p in kept_rel for p in group) == 1, (group, kept_rel)
+    for page in DISTINCT:
+        assert page in kept_rel
+
+
+def test_middleware_drops_near_duplicates_then_everything_on_recrawl(
+    site: str, tmp_path: Path
+) -> None:
+    store = tmp_path / "pages.sqlite"
+    settings = {**MIDDLEWARE, "NEARDUP_STORE": str(store)}
+    urls = [site + p for p in ARTICLES]
+    first = crawl(tmp_path, urls, settings)
+    assert_one_per_group(site, first["reached"])
+    assert len(first["reached"]) == len(GROUPS) + len(DISTINCT)
+    stats = first["stats"]
+    dropped = sum(len(g) - 1 for g in GROUPS)
+    assert stats["neardup/checked"] == len(ARTICLES)
+    assert stats["neardup/dropped"] == dropped
+    assert stats["neardup/unique"] == len(GROUPS) + len(DISTINCT)
+    assert sum(v for k, v in stats.items() if k.startswith("neardup/distance/")) == dropped
+    assert stats["neardup/store_size/open"] == 0
+    assert stats["neardup/store_size/close"] == len(GROUPS) + len(DISTINCT)
+    assert "Dropped near-duplicate page" in first["log"]
+    assert first["log"].count("Dropped near-duplicate page") == 1  # only the first without DEBUG
+
+    second = crawl(tmp_path, urls, settings)
+    assert second["reached"] == []
+    assert second["stats"]["neardup/dropped"] == len(ARTICLES)
+    assert second["stats"]["neardup/store_size/open"] == len(GROUPS) + len(DISTINCT)
+
+    third = crawl(tmp_path, urls, {**settings, "NEARDUP_RESET": True, "NEARDUP_DEBUG": True})
+    assert_one_per_group(site, third["reached"])
+    assert third["log"].count("Dropped near-duplicate page") == dropped
+    with open_store(str(store)) as s:
+        assert len(s) == len(GROUPS) + len(DISTINCT)
+        assert s.decision_count() == dropped
+
+
+def test_links_of_dropped_pages_are_not_followed(site: str, tmp_path: Path) -> None:
+    settings = {**MIDDLEWARE, "NEARDUP_STORE": str(tmp_path / "s.sqlite")}
+    first = crawl(tmp_path, [site + "index.html"], settings, follow=True)
+    assert_one_per_group(site, first["reached"])
+    # second crawl: the index page itself is already known, so nothing behind it is fetched
+    second = crawl(tmp_path, [site + "index.html"], settings, follow=True)
+    assert second["reached"] == [] and second["stats"]["neardup/dropped"] == 1
+    assert second["stats"].get("downloader/request_count") == 1
+
+
+def test_pipeline_alone_keeps_one_item_per_group(site: str, tmp_path: Path) -> None:
+    settings = {
+        **PIPELINE,
+        "NEARDUP_STORE": str(tmp_path / "items.sqlite"),
+        "NEARDUP_MIN_TEXT_LENGTH": 100,
+        "NEARDUP_FINGERPRINT_FIELD": "fingerprint",
+    }
+    urls = [site + p for p in ARTICLES]
+    result = crawl(tmp_path, urls, settings, item="html")  # the pipeline extracts the text
+    assert len(result["reached"]) == len(ARTICLES)  # the pipeline does not stop pages
+    assert_one_per_group(site, [i["url"] for i in result["items"]])
+    assert all(len(i["fingerprint"]) == 16 for i in result["items"])
+    assert result["stats"]["neardup/items/dropped"] == sum(len(g) - 1 for g in GROUPS)
+    again = crawl(tmp_path, urls, settings, item="html")
+    assert again["items"] == []  # every item was seen by the first crawl
+
+
+def test_middleware_and_pipeline_together(site: str, tmp_path: Path) -> None:
+    settings = {
+        **MIDDLEWARE,
+        **PIPELINE,
+        "NEARDUP_STORE": str(tmp_path / "both.sqlite"),
+        "NEARDUP_MIN_TEXT_LENGTH": 100,
+    }
+    result = crawl(tmp_path, [site + p for p in ARTICLES], settings)
+    # every page that reached the spider has its item in the feed: none was dropped as a
+    # near-duplicate of its own page
+    assert rel(site, [i["url"] for i in result["items"]]) == rel(site, result["reached"])
+    assert_one_per_group(site, result["reached"])
+    assert result["stats"].get("neardup/items/dropped", 0) == 0
+
+
+def test_bad_setting_fails_at_start_up(site: str, tmp_path: Path) -> None:
+    settings = {
+        **MIDDLEWARE,
+        "NEARDUP_STORE": str(tmp_path / "x.sqlite"),
+        "NEARDUP_DISTANCE": "three",
+    }
+    result = crawl(tmp_path, [site + "index.html"], settings, expect_ok=False)
+    assert "NEARDUP_DISTANCE must be an integer, got 'three'" in result["log"]
+    assert "Spider opened" not in result["log"]

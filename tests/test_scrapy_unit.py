@@ -1,0 +1,308 @@
+"""Middleware, pipeline and settings, driven directly with built responses and items."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+import pytest
+import scrapy
+from scrapy.exceptions import NotConfigured
+from scrapy.http import HtmlResponse, Response, TextResponse
+from scrapy.utils.test import get_crawler
+
+from nearduppipe import StoreError
+from nearduppipe.middlewares import NearDuplicatePage, NearDupMiddleware
+from nearduppipe.pipelines import NearDuplicateItem, NearDupPipeline, text_key
+from nearduppipe.settings import NearDupConfig, NearDupConfigError
+
+T = TypeVar("T")
+
+ARTICLE = " ".join(
+    f"Paragraph {w} explains how the harbour authority plans to dredge the northern channel."
+    for w in ("one", "two", "three", "four", "five", "six", "seven", "eight")
+)
+OTHER = " ".join(
+    f"Section {w} of the cookbook describes slow roasting vegetables with rosemary and garlic."
+    for w in ("one", "two", "three", "four", "five", "six", "seven", "eight")
+)
+
+
+def page(text: str, extra: str = "") -> str:
+    return (
+        f"<html><body><nav>Home | About {extra}</nav><article><p>{text}</p></article></body></html>"
+    )
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.get_event_loop().run_until_complete(coro)
+
+
+class UnitSpider(scrapy.Spider):
+    name = "unit"
+
+
+@pytest.fixture
+def make_crawler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.chdir(tmp_path)
+    crawlers: list[Any] = []
+
+    def make(**settings: Any) -> Any:
+        crawler = get_crawler(UnitSpider, {"NEARDUP_STORE": "memory:", **settings})
+        crawler.spider = crawler._create_spider()
+        crawlers.append(crawler)
+        return crawler
+
+    yield make
+    for crawler in crawlers:
+        runtime = getattr(crawler, "_nearduppipe_runtime", None)
+        if runtime is not None:
+            runtime.close()
+
+
+def middleware(make_crawler: Any, **settings: Any) -> NearDupMiddleware:
+    return NearDupMiddleware.from_crawler(make_crawler(**settings))
+
+
+def respond(mw: NearDupMiddleware, response: Response, **meta: Any) -> Response:
+    request = scrapy.Request(response.url, meta=meta)
+    return run(mw.process_response(request, response))
+
+
+def html(url: str, body: str, status: int = 200) -> HtmlResponse:
+    return HtmlResponse(url, body=body.encode("utf-8"), encoding="utf-8", status=status)
+
+
+def stats(mw: NearDupMiddleware | NearDupPipeline) -> dict[str, Any]:
+    return {k: v for k, v in mw.runtime.stats.get_stats().items() if k.startswith("neardup/")}
+
+
+# -- middleware -------------------------------------------------------------------------------
+
+
+def test_unique_then_duplicate(make_crawler: Any) -> None:
+    mw = middleware(make_crawler)
+    request = scrapy.Request("http://a/1")
+    response = html("http://a/1", page(ARTICLE))
+    assert run(mw.process_response(request, response)) is response
+    assert isinstance(request.meta["neardup_fingerprint"], int)
+    with pytest.raises(NearDuplicatePage) as e:
+        respond(mw, html("http://b/1", page(ARTICLE, "Contact Careers")))
+    assert e.value.match.key == "http://a/1" and e.value.url == "http://b/1"
+    respond(mw, html("http://c/1", page(OTHER)))
+    mw.runtime.spider_closed()
+    assert stats(mw) == {
+        "neardup/store_size/open": 0,
+        "neardup/checked": 3,
+        "neardup/unique": 2,
+        "neardup/dropped": 1,
+        f"neardup/distance/{e.value.match.distance}": 1,
+        "neardup/store_size/close": 2,
+    }
+
+
+def test_every_skip_reason(make_crawler: Any) -> None:
+    mw = middleware(make_crawler, NEARDUP_MAX_HTML_BYTES=50_000, NEARDUP_MIN_TEXT_LENGTH=200)
+    cases = {
+        "dont_neardup": (html("http://a/1", page(ARTICLE)), {"dont_neardup": True}),
+        "non_200": (html("http://a/2", page(ARTICLE), status=404), {}),
+        "not_html": (TextResponse("http://a/3", body=b'{"a": 1}', encoding="utf-8"), {}),
+        "html_too_large": (html("http://a/4", page("x " * 30_000)), {}),
+        "empty_body": (html("http://a/5", "   "), {}),
+        "no_text": (html("http://a/6", "<html><body><div></div></body></html>"), {}),
+        "too_short": (html("http://a/7", page("Too short to judge.")), {}),
+        "no_features": (html("http://a/8", page("the and of to in " * 60)), {}),
+    }
+    for reason, (response, meta) in cases.items():
+        assert respond(mw, response, **meta) is response, reason
+        assert stats(mw)[f"neardup/skipped/{reason}"] == 1, reason
+    binary = Response("http://a/9", body=b"\x00\x01\x02")
+    assert respond(mw, binary) is binary
+    assert stats(mw)["neardup/skipped/not_html"] == 2
+    assert len(mw.runtime.store) == 0  # nothing skipped was stored
+    mw.runtime.spider_closed()
+
+
+def test_binary_served_as_html_and_wrong_charset(make_crawler: Any) -> None:
+    mw = middleware(make_crawler)
+    junk = HtmlResponse(
+        "http://a/bin", body=bytes(range(256)) * 40, headers={"Content-Type": "text/html"}
+    )
+    assert respond(mw, junk) is junk
+    latin = HtmlResponse(
+        "http://a/latin", body=page(ARTICLE + " café").encode("latin-1"), encoding="utf-8"
+    )
+    assert respond(mw, latin) is latin
+    mw.runtime.spider_closed()
+
+
+def test_store_failure_keeps_the_page(make_crawler: Any) -> None:
+    mw = middleware(make_crawler)
+    mw.runtime.store.close()
+    response = html("http://a/1", page(ARTICLE))
+    assert respond(mw, response) is response
+    assert stats(mw)["neardup/skipped/error"] == 1
+
+
+def test_disabled_and_bad_settings(make_crawler: Any) -> None:
+    with pytest.raises(NotConfigured):
+        NearDupMiddleware.from_crawler(make_crawler(NEARDUP_ENABLED=False))
+    with pytest.raises(NotConfigured):
+        NearDupPipeline.from_crawler(make_crawler(NEARDUP_ENABLED="false"))
+    with pytest.raises(NearDupConfigError, match="NEARDUP_DISTANCE must be between 0 and 32"):
+        middleware(make_crawler, NEARDUP_DISTANCE=40)
+    with pytest.raises(StoreError, match="unknown store scheme"):
+        middleware(make_crawler, NEARDUP_STORE="ftp://x")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("NEARDUP_ENABLED", "maybe", "must be true or false"),
+        ("NEARDUP_DISTANCE", "three", "must be an integer"),
+        ("NEARDUP_DISTANCE", 2.5, "must be an integer"),
+        ("NEARDUP_BLOCKS", 3, "must be between 4 and 64"),
+        ("NEARDUP_MIN_TEXT_LENGTH", -1, "must be >= 0"),
+        ("NEARDUP_TEXT_FIELD", "", "must be a field name"),
+        ("NEARDUP_WEIGHTING", "bm25", "must be one of tfidf, tf"),
+        ("NEARDUP_SEGMENTER", "pkuseg", "must be one of rjieba, jieba"),
+        ("NEARDUP_SHINGLE", 0, "must be between 1 and 8"),
+        ("NEARDUP_TOP_K", 0, "must be >= 1"),
+        ("NEARDUP_MAX_HTML_BYTES", 0, "must be >= 1"),
+        ("NEARDUP_COMMIT_INTERVAL", 0, "must be greater than 0"),
+        ("NEARDUP_THREADS", 0, "must be between 1 and 64"),
+        ("NEARDUP_STORE", "  ", "must be a store URI"),
+    ],
+)
+def test_each_setting_is_validated(name: str, value: Any, message: str) -> None:
+    with pytest.raises(NearDupConfigError, match=f"{name} {message}"):
+        NearDupConfig.from_settings({name: value})
+
+
+def test_settings_parse_strings_from_the_command_line() -> None:
+    config = NearDupConfig.from_settings(
+        {"NEARDUP_DISTANCE": "4", "NEARDUP_RESET": "1", "NEARDUP_TOP_K": "", "NEARDUP_DEBUG": "no"}
+    )
+    assert (config.distance, config.reset, config.features.top_k, config.debug) == (
+        4,
+        True,
+        None,
+        False,
+    )
+
+
+def test_default_store_is_a_sqlite_file_per_spider(make_crawler: Any, tmp_path: Path) -> None:
+    mw = middleware(make_crawler, NEARDUP_STORE=None)
+    respond(mw, html("http://a/1", page(ARTICLE)))
+    mw.runtime.spider_closed()
+    assert (tmp_path / ".scrapy" / "neardup" / "unit.sqlite").is_file()
+    mw2 = middleware(make_crawler, NEARDUP_STORE=str(tmp_path / "by-{spider}.sqlite"))
+    assert mw2.runtime.store.uri.endswith("by-unit.sqlite")
+    mw2.runtime.spider_closed()
+
+
+# -- pipeline ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class DataItem:
+    url: str
+    text: str
+    fingerprint: str | None = None
+
+
+@attrs.define
+class AttrsItem:
+    url: str
+    text: str
+    fingerprint: str | None = None
+
+
+class ScrapyItem(scrapy.Item):
+    url = scrapy.Field()
+    text = scrapy.Field()
+
+
+def pipeline(make_crawler: Any, **settings: Any) -> NearDupPipeline:
+    return NearDupPipeline.from_crawler(make_crawler(**settings))
+
+
+@pytest.mark.parametrize("kind", ["dict", "dataclass", "attrs", "item"])
+def test_pipeline_item_types(make_crawler: Any, kind: str) -> None:
+    pl = pipeline(make_crawler, NEARDUP_FINGERPRINT_FIELD="fingerprint")
+    factory: Any = {
+        "dict": lambda **kw: dict(kw),
+        "dataclass": DataItem,
+        "attrs": AttrsItem,
+        "item": ScrapyItem,
+    }[kind]
+    first = factory(url="http://a/1", text=ARTICLE)
+    assert run(pl.process_item(first)) is first
+    if kind != "item":
+        fp = first["fingerprint"] if kind == "dict" else first.fingerprint
+        assert len(fp) == 16
+    else:  # the Item class declares no such field: counted and logged, the item is kept
+        assert stats(pl)["neardup/items/skipped/fingerprint_field_error"] == 1
+    with pytest.raises(NearDuplicateItem, match=r"near-duplicate of http://a/1 \(distance 0\)"):
+        run(pl.process_item(factory(url="http://a/2", text=ARTICLE + " ")))
+    pl.runtime.spider_closed()
+
+
+def test_pipeline_fields_keys_and_skips(make_crawler: Any) -> None:
+    pl = pipeline(
+        make_crawler, NEARDUP_TEXT_FIELD="body", NEARDUP_HTML_FIELD="page", NEARDUP_KEY_FIELD="link"
+    )
+    assert run(pl.process_item({"link": "k1", "page": page(ARTICLE)}))  # html field extracted
+    with pytest.raises(NearDuplicateItem, match="k1"):
+        run(pl.process_item({"link": "k2", "body": ARTICLE}))
+    keyless = {"body": OTHER}
+    run(pl.process_item(keyless))
+    with pytest.raises(NearDuplicateItem, match=text_key(OTHER)):
+        run(pl.process_item({"body": OTHER}))
+    for item, reason in [
+        ({"link": "x"}, "no_text"),
+        ({"body": 42}, "text_not_string"),
+        ({"page": ["<p>"]}, "html_not_string"),
+        ({"body": "short"}, "too_short"),
+    ]:
+        assert run(pl.process_item(item)) is item
+        assert stats(pl)[f"neardup/items/skipped/{reason}"] == 1
+    assert stats(pl)["neardup/items/dropped"] == 2
+    pl.runtime.spider_closed()
+
+
+def test_item_is_not_a_duplicate_of_its_own_page(make_crawler: Any) -> None:
+    crawler = make_crawler()
+    mw = NearDupMiddleware.from_crawler(crawler)
+    pl = NearDupPipeline.from_crawler(crawler)
+    assert mw.runtime is pl.runtime  # one store, one pool for both
+    respond(mw, html("http://a/1", page(ARTICLE)))
+    item = {"url": "http://a/1", "text": ARTICLE}
+    assert run(pl.process_item(item)) is item
+    assert stats(pl)["neardup/items/own_page"] == 1
+    with pytest.raises(NearDuplicateItem):
+        run(pl.process_item({"url": "http://a/2", "text": ARTICLE}))
+    pl.runtime.spider_closed()
+
+
+def test_concurrent_items_keep_exactly_one_per_group(make_crawler: Any) -> None:
+    pl = pipeline(make_crawler, NEARDUP_THREADS=8)
+    texts = [ARTICLE, OTHER]
+
+    async def one(i: int) -> bool:
+        try:
+            await pl.process_item({"url": f"http://x/{i}", "text": texts[i % 2] + " " * (i % 5)})
+            return True
+        except NearDuplicateItem:
+            return False
+
+    async def all_at_once() -> list[bool]:
+        return await asyncio.gather(*(one(i) for i in range(40)))
+
+    kept = run(all_at_once())
+    assert sum(kept) == 2
+    pl.runtime.spider_closed()
