@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import multiprocessing
+import signal
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -14,10 +18,11 @@ from scrapy import signals
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.project import data_path
 from twisted.internet import threads
+from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
 from twisted.python.threadpool import ThreadPool
 
-from .dedup import Deduplicator, Outcome
+from .dedup import Deduplicator, Fingerprinted, FingerprintParams, Outcome, fingerprint_text
 from .settings import NearDupConfig
 from .stores import Store, open_store
 
@@ -37,6 +42,12 @@ class _DaemonThreadPool(ThreadPool):
 T = TypeVar("T")
 Source = Literal["pages", "items"]
 _ATTR = "_nearduppipe_runtime"
+
+
+def _worker_init(params: FingerprintParams) -> None:
+    """Worker process start: leave Ctrl-C to the crawl process, load dictionaries up front."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    fingerprint_text("预热分词词典 warm up the dictionaries " * 20, params)
 
 
 def default_store_uri(spider_name: str) -> str:
@@ -73,9 +84,13 @@ class NearDupRuntime:
             commit_interval=self.config.commit_interval,
         )
         self.size_at_open = len(self.store)
-        self.dedup = Deduplicator(
-            self.store, self.config.features, self.config.limits, self.config.min_text_length
+        self.params = FingerprintParams(
+            self.config.features, self.config.limits, self.config.min_text_length
         )
+        self.dedup = Deduplicator(self.store, self.params)
+        self._processes: ProcessPoolExecutor | None = None
+        if self.config.executor == "process":
+            self._processes = self._new_process_pool()
         self.stats.set_value("neardup/store_size/open", self.size_at_open)
         logger.info(
             "nearduppipe: store %(uri)s opened with %(n)d fingerprints (distance %(k)d%(reset)s)",
@@ -100,12 +115,57 @@ class NearDupRuntime:
         reactor.addSystemEventTrigger("before", "shutdown", self.close)  # type: ignore[arg-type]
 
     # -- work off the reactor thread ----------------------------------------------------------
+    def _new_process_pool(self) -> ProcessPoolExecutor:
+        # spawn, not fork: forking a process that runs a reactor and threads is unsafe.
+        return ProcessPoolExecutor(
+            max_workers=self.config.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_worker_init,
+            initargs=(self.params,),
+        )
+
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` in the thread pool (store calls; CPU work in thread mode)."""
         from twisted.internet import reactor
 
         d = threads.deferToThreadPool(reactor, self._pool, fn, *args)
         result: T = await maybe_deferred_to_future(d)
         return result
+
+    async def _run_in_process(self, fn: Callable[..., T], *args: Any) -> T:
+        from twisted.internet import reactor
+
+        assert self._processes is not None
+        d: Deferred[T] = Deferred()
+
+        def fire(f: Future[T]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                d.errback(exc)
+            else:
+                d.callback(f.result())
+
+        future = self._processes.submit(fn, *args)
+        future.add_done_callback(lambda f: reactor.callFromThread(fire, f))
+        result: T = await maybe_deferred_to_future(d)
+        return result
+
+    async def check(self, fn: Callable[..., Fingerprinted], *args: Any, key: str) -> Outcome:
+        """Fingerprint (``fn(*args)`` in a worker process or thread), then check-and-add ``key``
+        in the thread pool. A dead worker process is replaced; the error reaches the caller,
+        which keeps the page."""
+        if self._processes is None:
+            result = await self.run(fn, *args)
+        else:
+            try:
+                result = await self._run_in_process(fn, *args)
+            except BrokenProcessPool:
+                broken, self._processes = self._processes, self._new_process_pool()
+                broken.shutdown(wait=False, cancel_futures=True)
+                raise
+        if result.fingerprint is None:
+            return Outcome(skipped=result.skipped, text_length=result.text_length)
+        return await self.run(self.dedup.decide, result, key)
 
     def _flush(self) -> None:
         if not self._closed:
@@ -174,6 +234,8 @@ class NearDupRuntime:
             self.store.close()
         finally:
             self._pool.stop()
+            if self._processes is not None:
+                self._processes.shutdown(wait=False, cancel_futures=True)
 
     def spider_closed(self) -> None:
         if self._closed:

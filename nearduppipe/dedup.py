@@ -1,20 +1,71 @@
 """One page or text → one decision against a store: the whole per-page job, free of Scrapy.
 
-Everything here is CPU work plus one atomic store call, so adapters run it in a worker thread.
+The job has two halves. :func:`fingerprint_html` / :func:`fingerprint_text` are pure CPU work
+on picklable arguments, so adapters may run them in worker processes; the store's atomic
+``check_and_add`` is the only shared state and runs where the store lives.
+
 Texts shorter than ``min_text_length`` are never checked: short texts have few features, and a
 store full of near-identical stubs ("Page not found", empty templates) would drop pages wholesale.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .features import DEFAULT_FEATURES, FeatureConfig, features
 from .simhash import simhash
 from .stores.base import Match, Store
 from .text import DEFAULT_LIMITS, TextLimits, extract, normalise_whitespace
 
-__all__ = ["Deduplicator", "Outcome"]
+__all__ = [
+    "Deduplicator",
+    "FingerprintParams",
+    "Fingerprinted",
+    "Outcome",
+    "fingerprint_html",
+    "fingerprint_text",
+]
+
+
+@dataclass(frozen=True)
+class FingerprintParams:
+    """Everything the CPU half needs; frozen and picklable (sent to worker processes)."""
+
+    features: FeatureConfig = field(default=DEFAULT_FEATURES)
+    limits: TextLimits = field(default=DEFAULT_LIMITS)
+    min_text_length: int = 200
+
+
+class Fingerprinted(NamedTuple):
+    """A fingerprint, or ``None`` with the reason nothing could be fingerprinted."""
+
+    fingerprint: int | None
+    skipped: str | None
+    text_length: int
+
+
+def fingerprint_text(text: str, params: FingerprintParams) -> Fingerprinted:
+    """Fingerprint already extracted text (cut to the text limit, white space normalised)."""
+    if len(text) > params.limits.max_text_chars:
+        text = text[: params.limits.max_text_chars]
+    text = normalise_whitespace(text)
+    if len(text) < params.min_text_length:
+        return Fingerprinted(None, "too_short" if text else "no_text", len(text))
+    feats = features(text, params.features)
+    if not feats:
+        return Fingerprinted(None, "no_features", len(text))
+    return Fingerprinted(simhash(feats), None, len(text))
+
+
+def fingerprint_html(
+    html: str | bytes, url: str | None, params: FingerprintParams
+) -> Fingerprinted:
+    """Extract the main text of a page and fingerprint it."""
+    extraction = extract(html, url, params.limits)
+    if extraction.text is None:
+        return Fingerprinted(None, extraction.reason, 0)
+    return fingerprint_text(extraction.text, params)
 
 
 @dataclass(frozen=True)
@@ -33,38 +84,21 @@ class Outcome:
 
 
 class Deduplicator:
-    def __init__(
-        self,
-        store: Store,
-        feature_config: FeatureConfig = DEFAULT_FEATURES,
-        limits: TextLimits = DEFAULT_LIMITS,
-        min_text_length: int = 200,
-    ) -> None:
-        self.store = store
-        self.feature_config = feature_config
-        self.limits = limits
-        self.min_text_length = min_text_length
+    """Both halves in one call, for callers that run everything in one place."""
 
-    def fingerprint_text(self, text: str) -> tuple[int | None, str | None, int]:
-        """``(fingerprint, skip reason, text length)`` for already extracted text."""
-        if len(text) > self.limits.max_text_chars:
-            text = text[: self.limits.max_text_chars]
-        text = normalise_whitespace(text)
-        if len(text) < self.min_text_length:
-            return None, "too_short" if text else "no_text", len(text)
-        feats = features(text, self.feature_config)
-        if not feats:
-            return None, "no_features", len(text)
-        return simhash(feats), None, len(text)
+    def __init__(self, store: Store, params: FingerprintParams | None = None) -> None:
+        self.store = store
+        self.params = params or FingerprintParams()
+
+    def decide(self, result: Fingerprinted, key: str) -> Outcome:
+        """The store half: check-and-add a fingerprint computed anywhere."""
+        if result.fingerprint is None:
+            return Outcome(skipped=result.skipped, text_length=result.text_length)
+        match = self.store.check_and_add(result.fingerprint, key)
+        return Outcome(result.fingerprint, match, None, result.text_length)
 
     def check_text(self, text: str, key: str) -> Outcome:
-        fp, reason, n = self.fingerprint_text(text)
-        if fp is None:
-            return Outcome(skipped=reason, text_length=n)
-        return Outcome(fp, self.store.check_and_add(fp, key), None, n)
+        return self.decide(fingerprint_text(text, self.params), key)
 
     def check_html(self, html: str | bytes, key: str, url: str | None = None) -> Outcome:
-        extraction = extract(html, url, self.limits)
-        if extraction.text is None:
-            return Outcome(skipped=extraction.reason)
-        return self.check_text(extraction.text, key)
+        return self.decide(fingerprint_html(html, url, self.params), key)

@@ -75,6 +75,8 @@ def idf_table() -> tuple[dict[str, float], float]:
 def _select_tokens(tokens: list[str], config: FeatureConfig) -> list[str]:
     stop = config.stop_words if config.drop_stop_words else frozenset()
     min_chars = config.min_token_chars
+    if min_chars == 1:
+        return [t for t in tokens if t not in stop]
     return [t for t in tokens if len(t) >= min_chars and t not in stop]
 
 

@@ -3,9 +3,11 @@
 Dropping in the downloader, not in a spider callback, means a near-duplicate page's links are
 never followed (Manku et al. §1: duplicates waste crawl resources). Enable with::
 
-    DOWNLOADER_MIDDLEWARES = {"nearduppipe.middlewares.NearDupMiddleware": 950}
+    DOWNLOADER_MIDDLEWARES = {"nearduppipe.middlewares.NearDupMiddleware": 543}
 
-A priority near 1000 places it right after HttpCompressionMiddleware has decoded the body.
+Responses pass downloader middlewares from the highest priority number to the lowest, so 543
+puts it after HttpCompressionMiddleware (590, the body is decoded), RedirectMiddleware (600) and
+RetryMiddleware (550): it fingerprints the final, decompressed page.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import HtmlResponse
 
 from ._runtime import NearDupRuntime
-from .dedup import Outcome
+from .dedup import fingerprint_html
 from .stores import Match
 
 if TYPE_CHECKING:
@@ -58,9 +60,6 @@ class NearDupMiddleware:
             return "html_too_large"
         return None
 
-    def _check(self, response: HtmlResponse) -> Outcome:
-        return self.runtime.dedup.check_html(response.text, response.url, response.url)
-
     async def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Response:
@@ -71,7 +70,9 @@ class NearDupMiddleware:
             return response
         assert isinstance(response, HtmlResponse)
         try:
-            outcome = await runtime.run(self._check, response)
+            outcome = await runtime.check(
+                fingerprint_html, response.text, response.url, runtime.params, key=response.url
+            )
         except Exception as e:
             runtime.error("pages", response.url, e)
             return response

@@ -15,7 +15,7 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem, NotConfigured
 
 from ._runtime import NearDupRuntime
-from .dedup import Outcome
+from .dedup import Outcome, fingerprint_html, fingerprint_text
 from .stores import Match
 
 if TYPE_CHECKING:
@@ -54,13 +54,6 @@ class NearDupPipeline:
             raise NotConfigured("NEARDUP_ENABLED is off")
         return cls(NearDupRuntime.for_crawler(crawler))
 
-    def _check(self, text: str | None, html: str | bytes | None, key: str) -> Outcome:
-        dedup = self.runtime.dedup
-        if text is not None:
-            return dedup.check_text(text, key)
-        assert html is not None
-        return dedup.check_html(html, key)
-
     async def process_item(self, item: Any, spider: Spider | None = None) -> Any:
         runtime, config = self.runtime, self.config
         adapter = ItemAdapter(item)
@@ -80,7 +73,10 @@ class NearDupPipeline:
         assert content is not None
         key = raw_key if isinstance(raw_key, str) and raw_key else text_key(content)
         try:
-            outcome = await runtime.run(self._check, text, html, key)
+            if text is not None:
+                outcome = await runtime.check(fingerprint_text, text, runtime.params, key=key)
+            else:
+                outcome = await runtime.check(fingerprint_html, html, None, runtime.params, key=key)
         except Exception as e:
             runtime.error("items", key, e)
             return item

@@ -7,6 +7,7 @@ with ``.get`` (Scrapy's ``Settings`` is one).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -47,6 +48,8 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_COMMIT_EVERY": 1000,
     "NEARDUP_COMMIT_INTERVAL": 1.0,
     "NEARDUP_THREADS": 4,
+    "NEARDUP_EXECUTOR": "process",
+    "NEARDUP_WORKERS": None,  # None: one worker process per CPU, at most 8
 }
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -120,6 +123,8 @@ class NearDupConfig:
     commit_every: int
     commit_interval: float
     threads: int
+    executor: str
+    workers: int
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike) -> NearDupConfig:
@@ -169,4 +174,7 @@ class NearDupConfig:
             commit_every=_int("NEARDUP_COMMIT_EVERY", get("NEARDUP_COMMIT_EVERY"), 1),
             commit_interval=_float("NEARDUP_COMMIT_INTERVAL", get("NEARDUP_COMMIT_INTERVAL"), 0),
             threads=_int("NEARDUP_THREADS", get("NEARDUP_THREADS"), 1, 64),
+            executor=_choice("NEARDUP_EXECUTOR", get("NEARDUP_EXECUTOR"), ("process", "thread")),
+            workers=_int("NEARDUP_WORKERS", get("NEARDUP_WORKERS"), 1, 64, optional=True)
+            or min(8, os.cpu_count() or 1),
         )

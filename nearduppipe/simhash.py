@@ -57,6 +57,18 @@ def _fixed_point(weights: list[float]) -> np.ndarray:
     return result
 
 
+def _hash_pairs(
+    pairs: Iterable[tuple[Any, float]], h: HashFunc, bits: int
+) -> tuple[list[int], list[float]]:
+    mask = (1 << bits) - 1
+    hashes: list[int] = []
+    weights: list[float] = []
+    for feature, weight in pairs:
+        hashes.append(h(feature) & mask)
+        weights.append(weight)
+    return hashes, weights
+
+
 def simhash(features: Features, bits: int = 64, hashfunc: HashFunc | None = None) -> int:
     """Fingerprint of weighted features: a mapping ``{feature: weight}`` or ``(feature, weight)``
     pairs. ``hashfunc`` maps a feature to an int of at least ``bits`` bits (its low ``bits`` bits
@@ -64,14 +76,17 @@ def simhash(features: Features, bits: int = 64, hashfunc: HashFunc | None = None
     """
     if not 1 <= bits <= 64:
         raise ValueError(f"bits must be between 1 and 64, not {bits!r}")
-    pairs = features.items() if isinstance(features, Mapping) else features
-    h = hashfunc or xxh3_64
-    mask = (1 << bits) - 1
-    hashes: list[int] = []
-    weights: list[float] = []
-    for feature, weight in pairs:
-        hashes.append(h(feature) & mask)
-        weights.append(weight)
+    if hashfunc is None and isinstance(features, Mapping) and bits == 64:
+        # Fast path of the default pipeline: no per-feature wrapper call, no masking.
+        try:
+            digest = xxhash.xxh3_64_intdigest
+            hashes = [digest(f.encode("utf-8")) for f in features]
+            weights = list(features.values())
+        except AttributeError:  # a non-str feature: take the general path
+            hashes, weights = _hash_pairs(features.items(), xxh3_64, bits)
+    else:
+        pairs = features.items() if isinstance(features, Mapping) else features
+        hashes, weights = _hash_pairs(pairs, hashfunc or xxh3_64, bits)
     if not hashes:
         raise EmptyFeaturesError("no features to fingerprint")
     # (n, 64) matrix of hash bits, bit j in column j (little-endian bytes on every host).

@@ -74,15 +74,30 @@ def tokenize(text: str, segmenter: Segmenter = "rjieba", *, normalised: bool = F
     """Tokens of ``text`` in order. Pass ``normalised=True`` if :func:`normalise` was applied."""
     if not normalised:
         text = normalise(text)
-    cut = get_segmenter(segmenter)
-    tokens: list[str] = []
+    pieces: list[str | None] = []  # None marks the place of the next Han run
+    han_runs: list[str] = []
     for m in _TOKEN_RE.finditer(text):
         kind = m.lastgroup
-        run = m.group()
         if kind == "word":
-            tokens.append(run)
+            pieces.append(m.group())
         elif kind == "han":
-            tokens.extend(cut(run))
+            han_runs.append(m.group())
+            pieces.append(None)
         else:
-            tokens.extend(_bigrams(run))
+            pieces.extend(_bigrams(m.group()))
+    if not han_runs:
+        return pieces  # type: ignore[return-value]
+    # One segmenter call for all runs: a newline is a hard boundary for jieba, so each run is
+    # cut exactly as on its own, without ~1 us of call overhead per run.
+    cut = get_segmenter(segmenter)("\n".join(han_runs))
+    tokens: list[str] = []
+    run_tokens = iter(cut)
+    for piece in pieces:
+        if piece is not None:
+            tokens.append(piece)
+            continue
+        for token in run_tokens:
+            if token == "\n":
+                break
+            tokens.append(token)
     return tokens

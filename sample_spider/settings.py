@@ -11,7 +11,7 @@ DOWNLOAD_TIMEOUT = 30
 TELNETCONSOLE_ENABLED = False
 
 # nearduppipe: the two lines a project adds.
-DOWNLOADER_MIDDLEWARES = {"nearduppipe.middlewares.NearDupMiddleware": 950}
+DOWNLOADER_MIDDLEWARES = {"nearduppipe.middlewares.NearDupMiddleware": 543}
 ITEM_PIPELINES = {"nearduppipe.pipelines.NearDupPipeline": 300}
 
 # Show every drop in the log (by default only the first one is logged, the rest are counted).

@@ -17,7 +17,7 @@ from sample_spider.site_builder import DISTINCT, GROUPS, build_site
 from .support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[1]
-MIDDLEWARE = {"DOWNLOADER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupMiddleware": 950}}
+MIDDLEWARE = {"DOWNLOADER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupMiddleware": 543}}
 PIPELINE = {"ITEM_PIPELINES": {"nearduppipe.pipelines.NearDupPipeline": 300}}
 ARTICLES = [p for g in GROUPS for p in g] + DISTINCT
 

@@ -306,3 +306,32 @@ def test_concurrent_items_keep_exactly_one_per_group(make_crawler: Any) -> None:
     kept = run(all_at_once())
     assert sum(kept) == 2
     pl.runtime.spider_closed()
+
+
+def test_killed_worker_process_loses_no_page(make_crawler: Any) -> None:
+    import os
+    import signal
+
+    mw = middleware(make_crawler, NEARDUP_WORKERS=1)
+    respond(mw, html("http://a/0", page(OTHER)))  # the pool is up
+    pool = mw.runtime._processes
+    assert pool is not None
+    for pid in list(pool._processes):  # type: ignore[attr-defined]
+        os.kill(pid, signal.SIGKILL)
+    response = html("http://a/1", page(ARTICLE))
+    assert respond(mw, response) is response  # kept, not lost
+    assert stats(mw)["neardup/skipped/error"] == 1
+    assert mw.runtime._processes is not pool  # replaced
+    with pytest.raises(NearDuplicatePage):  # and working again
+        respond(mw, html("http://a/2", page(OTHER)))
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_both_executors_decide_alike(make_crawler: Any, executor: str) -> None:
+    mw = middleware(make_crawler, NEARDUP_EXECUTOR=executor)
+    assert (mw.runtime._processes is None) == (executor == "thread")
+    respond(mw, html("http://a/1", page(ARTICLE)))
+    with pytest.raises(NearDuplicatePage):
+        respond(mw, html("http://b/1", page(ARTICLE, "Other chrome")))
+    with pytest.raises(NearDupConfigError, match="NEARDUP_EXECUTOR must be one of process, thread"):
+        NearDupConfig.from_settings({"NEARDUP_EXECUTOR": "fork"})

@@ -29,6 +29,15 @@ def test_rjieba_segments_exactly_like_jieba() -> None:
         assert tokenize(s, "rjieba") == tokenize(s, "jieba"), s
 
 
+def test_one_call_for_all_runs_equals_one_call_per_run() -> None:
+    fast = get_segmenter("rjieba")
+    for s in SENTENCES:
+        per_run: list[str] = []
+        for m in re.finditer(r"([\u4e00-\u9fd5]+)|([^\W_\u4e00-\u9fd5]+)", normalise(s)):
+            per_run.extend(fast(m.group(1)) if m.group(1) else [m.group(2)])
+        assert tokenize(s) == per_run, s
+
+
 def test_mixed_scripts_and_punctuation() -> None:
     tokens = tokenize("Scrapy 爬虫抓取网页, don't panic! 東京タワー 2024年")
     assert "scrapy" in tokens and "don't" in tokens and "panic" in tokens

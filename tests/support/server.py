@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gzip
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,8 +12,27 @@ from pathlib import Path
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
+    """Serves HTML gzip-compressed when the client accepts it, as real servers do."""
+
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+    def do_GET(self) -> None:
+        path = Path(self.translate_path(self.path))
+        if path.suffix != ".html" or "gzip" not in self.headers.get("Accept-Encoding", ""):
+            super().do_GET()
+            return
+        try:
+            body = gzip.compress(path.read_bytes(), compresslevel=1)
+        except OSError:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
 
 @contextmanager

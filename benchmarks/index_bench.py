@@ -1,0 +1,128 @@
+"""Index exactness against brute force, and query speed / memory at 1,000,000 fingerprints.
+
+    python benchmarks/index_bench.py [--n 1000000] [--simhash-n 100000]
+
+Prints: mismatches against a numpy full scan (must be 0) for the default and the 20-table
+layout; median/p99 query time and bytes per fingerprint; the same query's numpy brute-force
+scan time in the same run (the floor a naive implementation pays) and the ratio; and, for
+reference, the `simhash` package's SimhashIndex on a smaller store if it is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from _common import flip, random_fps
+
+from nearduppipe.index import BlockIndex, Layout
+
+
+def brute(fps: np.ndarray, q: int, k: int) -> list[tuple[int, int]]:
+    d = np.bitwise_count(fps ^ np.uint64(q))
+    return sorted(((int(i), int(d[i])) for i in np.flatnonzero(d <= k)), key=lambda h: (h[1], h[0]))
+
+
+def exactness(layout: Layout, rng: np.random.Generator) -> None:
+    k = layout.distance
+    base = random_fps(rng, 90_000)
+    planted = [flip(int(base[i]), i % (k + 2), rng) for i in range(10_000)]  # 0..k+1
+    stored = np.concatenate([base, np.array(planted, dtype=np.uint64)])
+    idx = BlockIndex(layout)
+    for fp in stored.tolist():
+        idx.add(fp)
+    queries = [
+        flip(int(stored[i]), int(rng.integers(0, k + 2)), rng)
+        for i in rng.integers(0, len(stored), 8000)
+    ]
+    queries += random_fps(rng, 2000).tolist()
+    wrong = sum(idx.query(q) != brute(stored, q, k) for q in queries)
+    found = sum(len(idx.query(q)) for q in queries)
+    print(
+        f"exactness {layout}: {len(queries)} queries vs {len(stored)} stored, "
+        f"{found} matches returned, mismatches vs brute force: {wrong}"
+    )
+
+
+def speed(layout: Layout, n: int, rng: np.random.Generator) -> None:
+    fps = random_fps(rng, n)
+    idx = BlockIndex(layout)
+    t0 = time.perf_counter()
+    idx.add_many(fps)
+    build = time.perf_counter() - t0
+    queries = [flip(int(fps[i]), 2, rng) for i in rng.integers(0, n, 10_000)] + random_fps(
+        rng, 10_000
+    ).tolist()
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        idx.query(q)
+        times.append(time.perf_counter() - t)
+    scan = []
+    for q in queries[:200]:
+        t = time.perf_counter()
+        np.flatnonzero(np.bitwise_count(fps ^ np.uint64(q)) <= layout.distance)
+        scan.append(time.perf_counter() - t)
+    med, p99 = np.median(times) * 1e6, np.percentile(times, 99) * 1e6
+    med_scan = np.median(scan) * 1e6
+    print(
+        f"speed {layout} n={n}: build {build:.2f} s, query median {med:.1f} us, p99 {p99:.1f} us, "
+        f"{idx.nbytes / n:.1f} bytes/fingerprint; numpy brute-force scan median {med_scan:.0f} us "
+        f"-> index is {med_scan / med:.0f}x faster"
+    )
+
+
+def simhash_package(n: int, rng: np.random.Generator) -> None:
+    try:
+        from simhash import Simhash, SimhashIndex
+    except ImportError:
+        print("simhash package not installed: reference skipped")
+        return
+    import tracemalloc
+
+    fps = random_fps(rng, n).tolist()
+    tracemalloc.start()
+    idx = SimhashIndex([(str(i), Simhash(fp)) for i, fp in enumerate(fps)], k=3)
+    mem = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    times = []
+    for fp in fps[:2000]:
+        q = Simhash(flip(fp, 2, rng))
+        t = time.perf_counter()
+        idx.get_near_dups(q)
+        times.append(time.perf_counter() - t)
+    print(
+        f"reference simhash.SimhashIndex n={n}: query median {np.median(times) * 1e6:.0f} us, "
+        f"~{mem / n:.0f} bytes/fingerprint (traced)"
+    )
+    ours = BlockIndex()
+    ours.add_many(np.array(fps, dtype=np.uint64))
+    t2 = []
+    for fp in fps[:2000]:
+        q = flip(fp, 2, rng)
+        t = time.perf_counter()
+        ours.query(q)
+        t2.append(time.perf_counter() - t)
+    print(
+        f"nearduppipe BlockIndex same n: query median {np.median(t2) * 1e6:.1f} us, "
+        f"{ours.nbytes / n:.1f} bytes/fingerprint -> {np.median(times) / np.median(t2):.0f}x faster"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--simhash-n", type=int, default=100_000)
+    args = ap.parse_args()
+    rng = np.random.default_rng(2026)
+    for layout in (Layout(), Layout(blocks=6)):
+        exactness(layout, rng)
+    for layout in (Layout(), Layout(blocks=6)):
+        speed(layout, args.n, rng)
+    if args.simhash_n:
+        simhash_package(args.simhash_n, rng)
+
+
+if __name__ == "__main__":
+    main()
