@@ -12,7 +12,7 @@ import scrapy
 from scrapy.crawler import CrawlerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nearduppipe import extract_text  # noqa: E402
+from nearduppipe import extract_text
 
 
 class ExtractOnlyPipeline:

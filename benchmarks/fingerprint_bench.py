@@ -9,20 +9,19 @@ extraction cost, so the ratio there is an upper bound).
 from __future__ import annotations
 
 import logging
+import random
 import sys
 from pathlib import Path
 
 import jieba
 import trafilatura
-import random
-
 from _common import timed
 from pages import article_paragraphs, portal_page
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nearduppipe import extract_text, features, fingerprint  # noqa: E402
-from nearduppipe.tokenize import tokenize  # noqa: E402
-from sample_spider.site_builder import template_a  # noqa: E402
+from nearduppipe import extract_text, features, fingerprint
+from nearduppipe.tokenize import tokenize
+from sample_spider.site_builder import template_a
 
 
 def measure(name: str, html: str) -> None:
