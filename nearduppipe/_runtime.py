@@ -8,6 +8,7 @@ import logging
 import multiprocessing
 import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -25,6 +26,7 @@ from twisted.python.threadpool import ThreadPool
 from .dedup import Deduplicator, Fingerprinted, FingerprintParams, Outcome, fingerprint_text
 from .settings import NearDupConfig
 from .stores import Store, open_store
+from .stores.base import StoreUnavailable
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -70,11 +72,15 @@ class NearDupRuntime:
         self.middleware_active = False
         self._first_logged: set[Source] = set()
         self._closed = False
+        self._stopping = False
         assert crawler.stats is not None
         self.stats = crawler.stats
         spider = crawler.spider
         name = spider.name if spider is not None and spider.name else "default"
         uri = self.config.store.replace("{spider}", name) if self.config.store else None
+        options: dict[str, Any] = {"name": name}
+        if self.config.ttl is not None:
+            options["ttl"] = self.config.ttl
         self.store: Store = open_store(
             uri or default_store_uri(name),
             distance=self.config.distance,
@@ -82,7 +88,9 @@ class NearDupRuntime:
             reset=self.config.reset,
             commit_every=self.config.commit_every,
             commit_interval=self.config.commit_interval,
+            **options,
         )
+        self._last_store_error_log = -1e9
         self.size_at_open = len(self.store)
         self.params = FingerprintParams(
             self.config.features, self.config.limits, self.config.min_text_length
@@ -211,7 +219,10 @@ class NearDupRuntime:
         self.stats.inc_value(self._stat(source, f"skipped/{reason}"))
 
     def error(self, source: Source, key: str, exc: BaseException) -> None:
-        """An unexpected failure while checking: the page or item is kept, never lost."""
+        """A failure while checking: the page or item is kept, never lost."""
+        if isinstance(exc, StoreUnavailable):
+            self._store_unavailable(key, exc)
+            return
         self.skip(source, "error")
         logger.error(
             "nearduppipe: could not check %(key)s, keeping it: %(exc)r",
@@ -221,6 +232,32 @@ class NearDupRuntime:
             else None,
             extra={"crawler": self.crawler},
         )
+
+    def _store_unavailable(self, key: str, exc: StoreUnavailable) -> None:
+        """NEARDUP_ON_STORE_ERROR: ``keep`` lets pages through (counted, logged once a minute;
+        the client reconnects by itself), ``stop`` closes the spider with a clear reason."""
+        self.stats.inc_value("neardup/store_error")
+        now = time.monotonic()
+        policy = self.config.on_store_error
+        if policy == "keep" and now - self._last_store_error_log < 60:
+            return
+        self._last_store_error_log = now
+        logger.error(
+            "nearduppipe: store unavailable, %(what)s (%(n)d errors so far): %(exc)s",
+            {
+                "what": "keeping pages unchecked" if policy == "keep" else "stopping the spider",
+                "n": self.stats.get_value("neardup/store_error", 0),
+                "exc": exc,
+            },
+            extra={"crawler": self.crawler},
+        )
+        if policy == "stop" and not self._stopping:
+            self._stopping = True
+            engine = self.crawler.engine
+            if engine is not None and engine.spider is not None:
+                from scrapy.utils.defer import deferred_from_coro
+
+                deferred_from_coro(engine.close_spider_async(reason="neardup_store_error"))
 
     # -- shutdown ----------------------------------------------------------------------------
     def close(self) -> None:

@@ -40,7 +40,7 @@ class NearDupCommand(ScrapyCommand):
         from nearduppipe.stores.sqlite import sqlite_path
 
         if opts.store:
-            targets = [("(--store)", opts.store)]
+            targets = [("default", opts.store)]
         else:
             loader = get_spider_loader(self.settings)
             names = args or sorted(loader.list())
@@ -57,7 +57,7 @@ class NearDupCommand(ScrapyCommand):
             if _scheme(uri) == "sqlite" and not sqlite_path(uri).exists():
                 print("  no store yet (nothing crawled with nearduppipe)")
                 continue
-            options = {"read_only": True} if _scheme(uri) == "sqlite" else {}
+            options = {"read_only": True} if _scheme(uri) == "sqlite" else {"name": name}
             try:
                 with open_store(uri, **options) as store:
                     info = store.info()

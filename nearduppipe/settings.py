@@ -49,6 +49,8 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_COMMIT_INTERVAL": 1.0,
     "NEARDUP_THREADS": 4,
     "NEARDUP_EXECUTOR": "process",
+    "NEARDUP_TTL": None,  # seconds; Redis store only
+    "NEARDUP_ON_STORE_ERROR": "keep",
     "NEARDUP_WORKERS": None,  # None: one worker process per CPU, at most 8
 }
 
@@ -125,6 +127,8 @@ class NearDupConfig:
     threads: int
     executor: str
     workers: int
+    ttl: float | None
+    on_store_error: str
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike) -> NearDupConfig:
@@ -177,4 +181,10 @@ class NearDupConfig:
             executor=_choice("NEARDUP_EXECUTOR", get("NEARDUP_EXECUTOR"), ("process", "thread")),
             workers=_int("NEARDUP_WORKERS", get("NEARDUP_WORKERS"), 1, 64, optional=True)
             or min(8, os.cpu_count() or 1),
+            ttl=None
+            if get("NEARDUP_TTL") in (None, "")
+            else _float("NEARDUP_TTL", get("NEARDUP_TTL"), 0),
+            on_store_error=_choice(
+                "NEARDUP_ON_STORE_ERROR", get("NEARDUP_ON_STORE_ERROR"), ("keep", "stop")
+            ),
         )

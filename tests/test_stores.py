@@ -22,11 +22,42 @@ from nearduppipe.stores.sqlite import FORMAT_VERSION, sqlite_path
 A = 0x0123_4567_89AB_CDEF
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "redis":
+        server = request.getfixturevalue("redis_server")
+        with open_store(server.url, prefix=f"test:{request.node.name}", reset=True) as s:
+            yield s
+        return
     uri = "memory:" if request.param == "memory" else str(tmp_path / "s.sqlite")
     with open_store(uri) as s:
         yield s
+
+
+def test_same_answers_as_brute_force(store: Store) -> None:
+    rng = np.random.default_rng(17)
+    base = rng.integers(0, np.iinfo(np.uint64).max, 3000, dtype=np.uint64, endpoint=True).tolist()
+    base += [(1 << 64) - 1, 0, 1 << 63]  # the top bit must survive (no float scores)
+    kept: list[tuple[str, int]] = []
+    matched = 0
+    for i, fp in enumerate(base):
+        probe = fp
+        if i % 3 == 0 and kept:  # 0..4 bits away from a stored fingerprint
+            probe = kept[int(rng.integers(0, len(kept)))][1]
+            for b in rng.choice(64, size=int(rng.integers(0, 5)), replace=False).tolist():
+                probe ^= 1 << b
+        got = store.check_and_add(probe, f"k{i}")
+        near = [(k, f, d) for k, f in kept if (d := (f ^ probe).bit_count()) <= 3]
+        near.sort(key=lambda m: m[2])  # stable: oldest first among equals
+        if near:
+            assert got == Match(*near[0]), i
+            matched += 1
+        else:
+            assert got is None, i
+            kept.append((f"k{i}", probe))
+    assert matched > 700
+    assert len(store) == len(kept)
+    assert [(e.key, e.fingerprint) for e in store.entries()] == kept
 
 
 def test_check_and_add(store: Store) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple
@@ -25,6 +25,7 @@ __all__ = [
     "Match",
     "Store",
     "StoreError",
+    "StoreUnavailable",
     "open_store",
     "register_store",
 ]
@@ -59,6 +60,11 @@ class Decision(NamedTuple):
 
 class StoreError(Exception):
     """A store cannot be opened or used; the message names the store and what is wrong."""
+
+
+class StoreUnavailable(StoreError):
+    """A networked store could not be reached or did not answer in time: a passing condition
+    that the failure policy (``NEARDUP_ON_STORE_ERROR``) decides about."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,11 @@ class Store(ABC):
     @abstractmethod
     def decision_count(self) -> int:
         """Number of recorded decisions."""
+
+    @abstractmethod
+    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+        """Append entries (with their own times, unchecked, in order) and decisions, e.g. when
+        copying a store to another backend. Returns the number of entries imported."""
 
     def flush(self) -> None:  # noqa: B027 - optional for backends that write through
         """Make everything so far durable (backends that batch writes override this)."""
@@ -193,6 +204,18 @@ class IndexedStore(Store):
 
     def __len__(self) -> int:
         return len(self._index)
+
+    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+        n = 0
+        with self._lock:
+            self._check_open(write=True)
+            for entry in entries:
+                i = self._index.add(entry.fingerprint)
+                self._save_entry(i, entry.fingerprint, check_key(entry.key), entry.stored_at)
+                n += 1
+            for decision in decisions:
+                self._save_decision(decision)
+        return n
 
     @property
     def index_nbytes(self) -> int:

@@ -49,8 +49,10 @@ class MemoryStore(IndexedStore):
 def _open(uri: str, distance: int = 3, **options: Any) -> MemoryStore:
     blocks = options.pop("blocks", None)
     # A memory store always starts empty and has nothing to commit.
-    for ignored in ("reset", "commit_every", "commit_interval"):
+    for ignored in ("reset", "commit_every", "commit_interval", "name"):
         options.pop(ignored, None)
+    if options.pop("ttl", None) is not None:
+        raise StoreError("memory store: ttl is supported by the redis store only")
     if options:
         raise StoreError(f"memory store: unknown options {sorted(options)}")
     return MemoryStore(uri, distance, blocks)

@@ -372,6 +372,9 @@ class SqliteStore(IndexedStore):
 
 
 def _open(uri: str, distance: int = 3, **options: Any) -> SqliteStore:
+    options.pop("name", None)  # the file path already names the store
+    if options.pop("ttl", None) is not None:
+        raise StoreError(f"{uri}: ttl is supported by the redis store only")
     try:
         return SqliteStore(sqlite_path(uri), distance, uri=uri, **options)
     except TypeError as e:

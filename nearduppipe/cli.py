@@ -1,0 +1,118 @@
+"""``nearduppipe``: command-line tools over stores and texts.
+
+nearduppipe info STORE               what a store holds
+nearduppipe copy SRC DST             copy a store to another backend (sqlite ↔ redis)
+nearduppipe fingerprint [FILE|-]     a text's (or with --html, a page's) fingerprint in hex
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .stores import Store, StoreError, open_store
+from .stores.base import _scheme
+
+
+def _open_for_reading(uri: str, **options: Any) -> Store:
+    """Open without taking a sqlite store's writer lock, so a running crawl is not disturbed."""
+    if _scheme(uri) == "sqlite":
+        options.setdefault("read_only", True)
+    return open_store(uri, **options)
+
+
+def _store_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if getattr(args, "prefix", None):
+        options["prefix"] = args.prefix
+    return options
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    with _open_for_reading(args.store, distance=args.distance, **_store_options(args)) as store:
+        info = store.info()
+    total = info.entries + info.decisions
+    print(f"store:      {info.uri}")
+    print(f"entries:    {info.entries} (unique pages)")
+    print(f"decisions:  {info.decisions} near-duplicates dropped")
+    print(f"dup rate:   {info.decisions / total:.1%}" if total else "dup rate:   n/a")
+    return 0
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    with _open_for_reading(args.src, distance=args.distance) as src:
+        entries = list(src.entries())
+        decisions = list(src.decisions())
+    dst_options: dict[str, Any] = {"reset": args.reset, **_store_options(args)}
+    with open_store(args.dst, distance=args.distance, **dst_options) as dst:
+        if len(dst) and not args.reset:
+            print(
+                f"nearduppipe copy: {dst.uri} already holds {len(dst)} fingerprints; "
+                "pass --reset to replace them",
+                file=sys.stderr,
+            )
+            return 2
+        n = dst.import_records(entries, decisions)
+        print(f"copied {n} fingerprints and {len(decisions)} decisions to {dst.uri}")
+    return 0
+
+
+def cmd_fingerprint(args: argparse.Namespace) -> int:
+    from .dedup import FingerprintParams, fingerprint_html, fingerprint_text
+
+    data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    params = FingerprintParams(min_text_length=args.min_length)
+    if args.html:
+        result = fingerprint_html(data, None, params)
+    else:
+        result = fingerprint_text(data.decode("utf-8", errors="replace"), params)
+    if result.fingerprint is None:
+        print(f"nearduppipe fingerprint: no fingerprint ({result.skipped})", file=sys.stderr)
+        return 1
+    print(f"{result.fingerprint:016x}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nearduppipe", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def store_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--distance", type=int, default=3, help="Hamming distance k (default 3)")
+        p.add_argument("--prefix", help="key prefix of a redis store (default neardup:default)")
+
+    p = sub.add_parser("info", help="what a store holds")
+    p.add_argument("store", help="store URI or sqlite path")
+    store_args(p)
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("copy", help="copy a store to another backend (e.g. sqlite to redis)")
+    p.add_argument("src", help="source store (a redis source takes ?prefix=... in its URI)")
+    p.add_argument("dst", help="destination store")
+    p.add_argument("--reset", action="store_true", help="empty the destination first")
+    store_args(p)  # --prefix: of a redis destination
+    p.set_defaults(func=cmd_copy)
+
+    p = sub.add_parser("fingerprint", help="print the fingerprint of a text or page in hex")
+    p.add_argument("file", nargs="?", default="-", help="a file, or - for standard input")
+    p.add_argument("--html", action="store_true", help="the input is HTML: extract its text")
+    p.add_argument("--min-length", type=int, default=0, help="shortest text to fingerprint")
+    p.set_defaults(func=cmd_fingerprint)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except StoreError as e:
+        print(f"nearduppipe {args.command}: {e}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,407 @@
+"""``redis://host:port/db``, ``rediss://…``, ``unix:///path/redis.sock?db=0``: one index shared by
+many crawler processes and machines.
+
+Every check-and-add is one ``EVALSHA`` of a Lua script: the lookup in every block table and the
+insert run as one atomic step on the server, so two workers can never both keep two
+near-duplicates that arrive at the same moment, and each page costs one round trip.
+
+Keys (``P`` is the prefix, default ``neardup:<spider>``, in braces so all keys of one store share
+a Redis Cluster slot):
+
+* ``{P}:meta``            hash: format, bits, distance, blocks (a store keeps its layout)
+* ``{P}:seq``             counter: insertion sequence numbers
+* ``{P}:g<G>:t<T>:<hex>`` set: members of block table T for one key value, each 16 bytes: the
+  fingerprint and its sequence number, big-endian (exact 64-bit values, never float scores)
+* ``{P}:g<G>:e``          hash: sequence number → ``["<fp hex>", stored_at, "<key>"]`` (JSON)
+* ``{P}:d``               list of decisions (JSON), oldest first
+
+``G`` is the generation. Without a TTL it is always 0. With ``ttl`` seconds, generation
+``floor(now / ttl)`` receives new fingerprints, lookups read it and the one before, and each
+generation's keys expire ``2 * ttl`` after it starts: a fingerprint is forgotten between ``ttl``
+and ``2 * ttl`` after it was stored, so a recrawl months later can keep the page again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..index import Layout
+from .base import (
+    Decision,
+    Entry,
+    Match,
+    Store,
+    StoreError,
+    StoreUnavailable,
+    check_key,
+    register_store,
+)
+
+__all__ = ["RedisStore", "StoreUnavailable"]
+
+FORMAT_VERSION = 1
+
+
+_LUA = r"""
+-- KEYS: [1..R] block-table keys to read, [R+1..R+W] block-table keys to write,
+--       then entries hash (write generation), decisions list, seq counter, then the entries
+--       hashes of every read generation (R / T of them, write generation first).
+-- ARGV: mode ("check" | "add" | "near"), fp (8 bytes), key, now, k, R, W,
+--       expire (seconds, 0 = never), nread_gens, T, fp as hex
+local mode, fp, key, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local k, R, W = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local expire = tonumber(ARGV[8])
+local ngens, T = tonumber(ARGV[9]), tonumber(ARGV[10])
+local band, bxor, rshift = bit.band, bit.bxor, bit.rshift
+
+local function popcount(x)
+  x = x - band(rshift(x, 1), 0x55555555)
+  x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
+  x = band(x + rshift(x, 4), 0x0F0F0F0F)
+  return rshift(x * 0x01010101, 24) % 256
+end
+
+local qhi, qlo = struct.unpack('>I4I4', fp)
+local hits = {}
+local seen = {}
+if mode ~= "add" then
+  for i = 1, R do
+    local gen = math.floor((i - 1) / T) + 1
+    for _, m in ipairs(redis.call('SMEMBERS', KEYS[i])) do
+      if not seen[m] then
+        seen[m] = true
+        local hi, lo, shi, slo = struct.unpack('>I4I4I4I4', m)
+        local d = popcount(bxor(hi, qhi)) + popcount(bxor(lo, qlo))
+        if d <= k then
+          hits[#hits + 1] = {d, shi * 4294967296 + slo, string.sub(m, 1, 8), gen}
+        end
+      end
+    end
+  end
+  table.sort(hits, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    return a[2] < b[2]
+  end)
+end
+local ehash_first = R + W + 4
+local function entry(h)
+  return redis.call('HGET', KEYS[ehash_first + h[4] - 1], string.format('%d', h[2]))
+end
+if mode == "near" then
+  local out = {}
+  for i, h in ipairs(hits) do out[i] = {h[1], string.format('%d', h[2]), entry(h) or false} end
+  return out
+end
+if mode == "check" then
+  for _, h in ipairs(hits) do
+    local record = entry(h)
+    if record then  -- (an entry can only be missing if its generation is expiring)
+      local e = cjson.decode(record)
+      redis.call('RPUSH', KEYS[R + W + 2], cjson.encode({
+        key = key, fp = ARGV[11], match = e[3], match_fp = e[1], distance = h[1],
+        t = tonumber(now)}))
+      return {h[1], string.format('%d', h[2]), record}
+    end
+  end
+end
+local seq = redis.call('INCR', KEYS[R + W + 3])
+local member = fp .. struct.pack('>I4I4', math.floor(seq / 4294967296), seq % 4294967296)
+for i = R + 1, R + W do
+  redis.call('SADD', KEYS[i], member)
+  if expire > 0 then redis.call('EXPIRE', KEYS[i], expire) end
+end
+local record = cjson.encode({ARGV[11], tonumber(now), key})
+redis.call('HSET', KEYS[R + W + 1], string.format('%d', seq), record)
+if expire > 0 then redis.call('EXPIRE', KEYS[R + W + 1], expire) end
+return false
+"""
+
+
+def _split_uri(uri: str) -> tuple[str, dict[str, str]]:
+    """Take nearduppipe's own query parameters (prefix, ttl) out of a redis URI."""
+    base, _, query = uri.partition("?")
+    ours: dict[str, str] = {}
+    rest = []
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name in ("prefix", "ttl"):
+            ours[name] = value
+        else:
+            rest.append((name, value))
+    # string surgery, not urlunsplit, which would turn unix:///path into unix:/path
+    return (base + "?" + urlencode(rest) if rest else base), ours
+
+
+def _redact(uri: str) -> str:
+    parts = urlsplit(uri)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return uri
+
+
+class RedisStore(Store):
+    def __init__(
+        self,
+        uri: str,
+        distance: int = 3,
+        blocks: int | None = None,
+        *,
+        prefix: str | None = None,
+        name: str | None = None,
+        ttl: float | None = None,
+        reset: bool = False,
+        timeout: float = 5.0,
+    ) -> None:
+        try:
+            import redis
+        except ImportError as e:  # pragma: no cover - redis is a dependency
+            raise StoreError("the redis store needs the 'redis' package") from e
+        self._redis_errors = (redis.ConnectionError, redis.TimeoutError)
+        client_uri, params = _split_uri(uri)
+        self.uri = _redact(uri)
+        self.distance = distance
+        self.prefix = params.get("prefix") or prefix or f"neardup:{name or 'default'}"
+        ttl_param = params.get("ttl")
+        self.ttl = float(ttl_param) if ttl_param else ttl
+        if self.ttl is not None and self.ttl <= 0:
+            raise StoreError(f"{self.uri}: ttl must be a positive number of seconds")
+        self.layout = Layout(distance=distance, blocks=blocks)
+        self._tables = self.layout.tables()
+        self._closed = False
+        try:
+            self._client = redis.Redis.from_url(
+                client_uri,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                health_check_interval=30,
+            )
+        except ValueError as e:
+            raise StoreError(f"{self.uri}: {e}") from e
+        self._script = self._client.register_script(_LUA)
+        with self._errors("open"):
+            if reset:
+                self._reset()
+            self._check_meta(blocks)
+
+    # -- keys --------------------------------------------------------------------------------
+    def _k(self, *parts: str) -> str:
+        return "{" + self.prefix + "}:" + ":".join(parts)
+
+    def _generations(self, now: float) -> list[int]:
+        if self.ttl is None:
+            return [0]
+        g = int(now // self.ttl)
+        return [g, g - 1]
+
+    def _block_keys(self, fp: int, gen: int) -> list[str]:
+        keys = []
+        for t, parts in enumerate(self._tables):
+            value = 0
+            for shift, width in parts:
+                value = (value << width) | ((fp >> shift) & ((1 << width) - 1))
+            keys.append(self._k(f"g{gen}", f"t{t}", f"{value:x}"))
+        return keys
+
+    # -- errors ------------------------------------------------------------------------------
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Closed → StoreError; unreachable or timed out → StoreUnavailable (the failure
+        policy's business); anything else Redis says is a bug or a misconfiguration."""
+        if self._closed:
+            raise StoreError(f"store {self.uri} is closed")
+        try:
+            yield
+        except self._redis_errors as e:
+            raise StoreUnavailable(f"{self.uri}: {what} failed: {e}") from e
+
+    def _check_meta(self, blocks: int | None) -> None:
+        meta_key = self._k("meta")
+        raw: dict[bytes, bytes] = self._client.hgetall(meta_key)  # type: ignore[assignment]
+        meta = {k.decode(): v.decode() for k, v in raw.items()}
+        want = {
+            "format": str(FORMAT_VERSION),
+            "bits": "64",
+            "distance": str(self.distance),
+            "blocks": str(self.layout.n_blocks),
+        }
+        if not meta:
+            self._client.hset(meta_key, mapping=cast(Any, want))
+            return
+        if int(meta.get("format", "0")) > FORMAT_VERSION:
+            raise StoreError(f"{self.uri} prefix {self.prefix}: written by a newer nearduppipe")
+        layout = (meta.get("distance"), meta.get("blocks"))
+        if layout != (want["distance"], want["blocks"]):
+            raise StoreError(
+                f"{self.uri} prefix {self.prefix}: the store was built for distance "
+                f"{meta.get('distance')} with {meta.get('blocks')} blocks, not distance "
+                f"{self.distance} with {self.layout.n_blocks}; use another prefix or reset it"
+            )
+
+    def _reset(self) -> None:
+        pattern = "{" + self.prefix.replace("[", "\\[").replace("*", "\\*") + "}:*"
+        batch: list[bytes] = []
+        for key in self._client.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                self._client.unlink(*batch)
+                batch.clear()
+        if batch:
+            self._client.unlink(*batch)
+
+    # -- the interface -----------------------------------------------------------------------
+    def _call(self, mode: str, fp: int, key: str, now: float, client: Any = None) -> Any:
+        if not isinstance(fp, int) or not 0 <= fp < 1 << 64:
+            raise ValueError("fingerprint must be an integer in [0, 2**64)")
+        gens = self._generations(now)
+        read = [k for g in gens for k in self._block_keys(fp, g)]
+        write = self._block_keys(fp, gens[0])
+        keys = [
+            *read,
+            *write,
+            self._k(f"g{gens[0]}", "e"),
+            self._k("d"),
+            self._k("seq"),
+            *(self._k(f"g{g}", "e") for g in gens),
+        ]
+        args: list[str | bytes | int] = [
+            mode,
+            fp.to_bytes(8, "big"),
+            key,
+            repr(round(now, 3)),
+            self.distance,
+            len(read),
+            len(write),
+            math.ceil(2 * self.ttl) if self.ttl else 0,
+            len(gens),
+            len(self._tables),
+            f"{fp:016x}",
+        ]
+        if client is not None:  # queued on a pipeline; the caller executes it
+            return self._script(keys=keys, args=args, client=client)
+        with self._errors(mode):
+            return self._script(keys=keys, args=args)
+
+    @staticmethod
+    def _match(row: Any) -> Match:
+        distance, _, record = row
+        fp_hex, _, key = json.loads(record)
+        return Match(key, int(fp_hex, 16), int(distance))
+
+    def near(self, fp: int) -> list[Match]:
+        rows = self._call("near", fp, "", time.time())
+        return [self._match(r) for r in rows if r[2]]
+
+    def check_and_add(self, fp: int, key: str) -> Match | None:
+        row = self._call("check", fp, check_key(key), time.time())
+        return self._match(row) if row else None
+
+    def add(self, fp: int, key: str) -> None:
+        self._call("add", fp, check_key(key), time.time())
+
+    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+        """Pipelined: a batch of script calls per round trip."""
+        n = 0
+        batch: list[Entry] = []
+
+        def send() -> None:
+            with self._errors("import"):
+                pipe = self._client.pipeline(transaction=False)
+                for e in batch:
+                    self._call("add", e.fingerprint, check_key(e.key), e.stored_at, client=pipe)
+                pipe.execute()
+            batch.clear()
+
+        for entry in entries:
+            batch.append(entry)
+            n += 1
+            if len(batch) >= 1000:
+                send()
+        send()
+        rows: list[str] = []
+        for d in decisions:
+            rows.append(
+                json.dumps(
+                    {
+                        "key": d.key,
+                        "fp": f"{d.fingerprint:016x}",
+                        "match": d.matched_key,
+                        "match_fp": f"{d.matched_fingerprint:016x}",
+                        "distance": d.distance,
+                        "t": round(d.decided_at, 3),
+                    },
+                    ensure_ascii=False,
+                )
+            )
+            if len(rows) >= 1000:
+                with self._errors("import"):
+                    self._client.rpush(self._k("d"), *rows)
+                rows.clear()
+        if rows:
+            with self._errors("import"):
+                self._client.rpush(self._k("d"), *rows)
+        return n
+
+    def __len__(self) -> int:
+        with self._errors("count"):
+            return sum(
+                int(self._client.hlen(self._k(f"g{g}", "e")))
+                for g in self._generations(time.time())
+            )
+
+    def entries(self) -> Iterator[Entry]:
+        rows = []
+        for g in reversed(self._generations(time.time())):
+            with self._errors("scan"):
+                for seq, record in self._client.hscan_iter(self._k(f"g{g}", "e"), count=1000):
+                    fp_hex, t, key = json.loads(record)
+                    rows.append((int(seq), Entry(key, int(fp_hex, 16), float(t))))
+        rows.sort(key=lambda r: r[0])
+        for _, entry in rows:
+            yield entry
+
+    def decisions(self) -> Iterator[Decision]:
+        key, start, step = self._k("d"), 0, 1000
+        while True:
+            with self._errors("scan"):
+                chunk = self._client.lrange(key, start, start + step - 1)
+            for raw in chunk:
+                r = json.loads(raw)
+                yield Decision(
+                    r["key"],
+                    int(r["fp"], 16),
+                    r["match"],
+                    int(r["match_fp"], 16),
+                    int(r["distance"]),
+                    float(r["t"]),
+                )
+            if len(chunk) < step:
+                return
+            start += step
+
+    def decision_count(self) -> int:
+        with self._errors("count"):
+            return int(self._client.llen(self._k("d")))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._client.close()
+
+
+def _open(uri: str, distance: int = 3, **options: Any) -> RedisStore:
+    for ignored in ("commit_every", "commit_interval"):  # every call is a server transaction
+        options.pop(ignored, None)
+    try:
+        return RedisStore(uri, distance, **options)
+    except TypeError as e:
+        raise StoreError(f"redis store {_redact(uri)!r}: {e}") from e
+
+
+for _scheme in ("redis", "rediss", "unix"):
+    register_store(_scheme, _open)
