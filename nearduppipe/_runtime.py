@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -46,9 +47,20 @@ Source = Literal["pages", "items"]
 _ATTR = "_nearduppipe_runtime"
 
 
-def _worker_init(params: FingerprintParams) -> None:
-    """Worker process start: leave Ctrl-C to the crawl process, load dictionaries up front."""
+def _exit_with_parent(parent: int) -> None:
+    # A crawl killed with SIGKILL cannot shut its pool down; the idle workers would wait on
+    # their task queue forever. Being re-parented is the sign that the crawl is gone.
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
+
+
+def _worker_init(params: FingerprintParams, parent: int) -> None:
+    """Worker process start: leave Ctrl-C to the crawl process, exit with it even if it was
+    killed (possibly before this worker finished starting: ``parent`` is the crawl's pid, not
+    whatever ``getppid()`` says by now), and load the dictionaries up front."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     fingerprint_text("预热分词词典 warm up the dictionaries " * 20, params)
 
 
@@ -129,7 +141,7 @@ class NearDupRuntime:
             max_workers=self.config.workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_worker_init,
-            initargs=(self.params,),
+            initargs=(self.params, os.getpid()),
         )
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:

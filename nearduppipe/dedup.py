@@ -52,6 +52,10 @@ def fingerprint_text(text: str, params: FingerprintParams) -> Fingerprinted:
     text = normalise_whitespace(text)
     if len(text) < params.min_text_length:
         return Fingerprinted(None, "too_short" if text else "no_text", len(text))
+    if text.count("\ufffd") > len(text) // 50:
+        # More than 2% replacement characters: bytes decoded with the wrong charset. Such text
+        # says nothing about the page's content, so it is neither stored nor compared.
+        return Fingerprinted(None, "bad_encoding", len(text))
     feats = features(text, params.features)
     if not feats:
         return Fingerprinted(None, "no_features", len(text))

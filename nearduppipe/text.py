@@ -28,7 +28,8 @@ class TextLimits:
 
     ``max_html_bytes``: larger documents are refused (not parsed), so a 50 MB page costs nothing.
     ``max_text_chars``: extracted text is cut to this many characters before tokenising.
-    ``max_tree_size``: trafilatura gives up on documents with more elements than this.
+    ``max_tree_size``: trafilatura gives up on documents with more elements than this, and pages
+    with more than four times as many tags are refused unparsed.
     """
 
     max_html_bytes: int = 5_000_000
@@ -76,6 +77,11 @@ def extract(
         return Extraction(None, "html_too_large")
     if not html.strip():
         return Extraction(None, "empty_body")
+    # Every element costs at least one '<': a cheap bound on the tree before parsing it (a page
+    # of 200,000 tiny paragraphs costs trafilatura seconds even though it ends up refused).
+    tags = html.count("<") if isinstance(html, str) else html.count(b"<")
+    if tags > 4 * limits.max_tree_size:
+        return Extraction(None, "too_many_elements")
     try:
         text = trafilatura.extract(
             html,

@@ -2,9 +2,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import jieba
 import pytest
+import scrapy
+from scrapy.utils.test import get_crawler
 
 from .support.redis_server import RedisServer
 
@@ -22,3 +26,25 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
+
+
+class UnitSpider(scrapy.Spider):
+    name = "unit"
+
+
+@pytest.fixture
+def make_crawler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.chdir(tmp_path)
+    crawlers: list[Any] = []
+
+    def make(**settings: Any) -> Any:
+        crawler = get_crawler(UnitSpider, {"NEARDUP_STORE": "memory:", **settings})
+        crawler.spider = crawler._create_spider()
+        crawlers.append(crawler)
+        return crawler
+
+    yield make
+    for crawler in crawlers:
+        runtime = getattr(crawler, "_nearduppipe_runtime", None)
+        if runtime is not None:
+            runtime.close()

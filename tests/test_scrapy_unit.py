@@ -4,82 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import pytest
 import scrapy
 from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse, Response, TextResponse
-from scrapy.utils.test import get_crawler
 
 from nearduppipe import StoreError
 from nearduppipe.middlewares import NearDuplicatePage, NearDupMiddleware
 from nearduppipe.pipelines import NearDuplicateItem, NearDupPipeline, text_key
 from nearduppipe.settings import NearDupConfig, NearDupConfigError
 
-T = TypeVar("T")
-
-ARTICLE = " ".join(
-    f"Paragraph {w} explains how the harbour authority plans to dredge the northern channel."
-    for w in ("one", "two", "three", "four", "five", "six", "seven", "eight")
-)
-OTHER = " ".join(
-    f"Section {w} of the cookbook describes slow roasting vegetables with rosemary and garlic."
-    for w in ("one", "two", "three", "four", "five", "six", "seven", "eight")
-)
-
-
-def page(text: str, extra: str = "") -> str:
-    return (
-        f"<html><body><nav>Home | About {extra}</nav><article><p>{text}</p></article></body></html>"
-    )
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.get_event_loop().run_until_complete(coro)
-
-
-class UnitSpider(scrapy.Spider):
-    name = "unit"
-
-
-@pytest.fixture
-def make_crawler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.chdir(tmp_path)
-    crawlers: list[Any] = []
-
-    def make(**settings: Any) -> Any:
-        crawler = get_crawler(UnitSpider, {"NEARDUP_STORE": "memory:", **settings})
-        crawler.spider = crawler._create_spider()
-        crawlers.append(crawler)
-        return crawler
-
-    yield make
-    for crawler in crawlers:
-        runtime = getattr(crawler, "_nearduppipe_runtime", None)
-        if runtime is not None:
-            runtime.close()
-
-
-def middleware(make_crawler: Any, **settings: Any) -> NearDupMiddleware:
-    return NearDupMiddleware.from_crawler(make_crawler(**settings))
-
-
-def respond(mw: NearDupMiddleware, response: Response, **meta: Any) -> Response:
-    request = scrapy.Request(response.url, meta=meta)
-    return run(mw.process_response(request, response))
-
-
-def html(url: str, body: str, status: int = 200) -> HtmlResponse:
-    return HtmlResponse(url, body=body.encode("utf-8"), encoding="utf-8", status=status)
-
-
-def stats(mw: NearDupMiddleware | NearDupPipeline) -> dict[str, Any]:
-    return {k: v for k, v in mw.runtime.stats.get_stats().items() if k.startswith("neardup/")}
-
+from .support.adapters import ARTICLE, OTHER, html, middleware, page, respond, run, stats
 
 # -- middleware -------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,16 @@ class ProbeSpider(scrapy.Spider):
     name = "probe"
 
     def __init__(
-        self, start_urls: list[str], follow: bool = False, item: str = "text", **kwargs: Any
+        self,
+        start_urls: list[str],
+        follow: bool = False,
+        item: str = "text",
+        reached_log: str | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        # one line per page that reached the spider, written at once: survives a SIGKILL
+        self.reached_log = open(reached_log, "a", buffering=1) if reached_log else None  # noqa: SIM115
         self.start_urls = start_urls
         self.follow = follow
         self.item = item  # "text": the article's paragraphs; "html": the whole page
@@ -30,6 +38,8 @@ class ProbeSpider(scrapy.Spider):
 
     def parse(self, response: Any) -> Any:
         self.reached.append(response.url)
+        if self.reached_log is not None:
+            self.reached_log.write(f"{time.time():.3f} {response.url}\n")
         paragraphs = response.css("article p:not(.meta)::text, div.body p::text").getall()
         if paragraphs and self.item == "html":
             yield {"url": response.url, "html": response.text}
@@ -62,6 +72,7 @@ def main(config_path: str) -> None:
         start_urls=config["start_urls"],
         follow=config.get("follow", False),
         item=config.get("item", "text"),
+        reached_log=config.get("reached_log"),
     )
     process.start()
     assert crawler.stats is not None and crawler.spider is not None
