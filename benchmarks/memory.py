@@ -24,7 +24,7 @@ from scrapy.http import HtmlResponse  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nearduppipe.middlewares import NearDupMiddleware, NearDuplicatePage  # noqa: E402
+from nearduppipe.middlewares import NearDuplicatePage, NearDupMiddleware  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(5000)]
 

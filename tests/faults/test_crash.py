@@ -4,8 +4,8 @@ the last commit interval, and the resumed crawls keep dropping pages kept before
 
 from __future__ import annotations
 
+import itertools
 import json
-import os
 import random
 import signal
 import sqlite3
@@ -134,7 +134,7 @@ def test_sigkill_at_random_moments(tmp_path: Path) -> None:
     assert len(by_group) == 200  # every group reached the spider
     for group, times in by_group.items():
         times.sort()
-        for first, second in zip(times, times[1:], strict=False):
+        for first, second in itertools.pairwise(times):
             assert any(first - WINDOW <= k <= second for k in kills), (group, times, kills)
     with open_store(str(store_path)) as store:
         assert len(store) == 200  # one page per group in the end
