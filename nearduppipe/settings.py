@@ -28,7 +28,7 @@ class _SettingsLike(Protocol):
 DEFAULTS: dict[str, Any] = {
     "NEARDUP_ENABLED": True,
     "NEARDUP_STORE": None,  # None: sqlite file .scrapy/neardup/<spider>.sqlite
-    "NEARDUP_DISTANCE": 3,
+    "NEARDUP_DISTANCE": 4,  # chosen on the evaluation set; docs/quality.md
     "NEARDUP_BLOCKS": None,
     "NEARDUP_MIN_TEXT_LENGTH": 200,
     "NEARDUP_TEXT_FIELD": "text",
@@ -37,8 +37,8 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_FINGERPRINT_FIELD": None,
     "NEARDUP_RESET": False,
     "NEARDUP_DEBUG": False,
-    "NEARDUP_WEIGHTING": "tfidf",
-    "NEARDUP_SUBLINEAR_TF": False,
+    "NEARDUP_WEIGHTING": "tf",
+    "NEARDUP_SUBLINEAR_TF": True,
     "NEARDUP_SHINGLE": 1,
     "NEARDUP_TOP_K": None,
     "NEARDUP_STOP_WORDS": True,
@@ -148,7 +148,9 @@ class NearDupConfig:
                 top_k=_int("NEARDUP_TOP_K", get("NEARDUP_TOP_K"), 1, optional=True),
                 drop_stop_words=_bool("NEARDUP_STOP_WORDS", get("NEARDUP_STOP_WORDS")),
                 segmenter=_choice(  # type: ignore[arg-type]
-                    "NEARDUP_SEGMENTER", get("NEARDUP_SEGMENTER"), ("rjieba", "jieba")
+                    "NEARDUP_SEGMENTER",
+                    get("NEARDUP_SEGMENTER"),
+                    ("rjieba", "jieba", "chars", "bigrams"),
                 ),
             )
             limits = TextLimits(

@@ -24,7 +24,7 @@ from typing import Literal
 
 __all__ = ["Segmenter", "get_segmenter", "normalise", "tokenize"]
 
-Segmenter = Literal["rjieba", "jieba"]
+Segmenter = Literal["rjieba", "jieba", "chars", "bigrams"]
 
 _HAN = "\u4e00-\u9fd5"  # jieba's re_han_default Han range: keep identical to jieba
 _NOSPACE = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff"
@@ -59,10 +59,23 @@ def get_segmenter(name: Segmenter = "rjieba") -> Callable[[str], list[str]]:
             return list(tokenizer.cut(run))
 
         return jieba_cut
-    raise ValueError(f"unknown segmenter {name!r}: use 'rjieba' or 'jieba'")
+    if name in ("chars", "bigrams"):
+        # Not word segmentation: Han characters or overlapping character pairs as features (a
+        # newline between runs still separates them, as tokenize() expects).
+        def by_chars(run: str) -> list[str]:
+            out: list[str] = []
+            for part in run.split("\n"):
+                out.extend(part if name == "chars" else _bigrams(part))
+                out.append("\n")
+            return out[:-1]
+
+        return by_chars
+    raise ValueError(f"unknown segmenter {name!r}: use 'rjieba', 'jieba', 'chars' or 'bigrams'")
 
 
 def _bigrams(run: str) -> Iterator[str]:
+    if not run:
+        return
     if len(run) == 1:
         yield run
         return

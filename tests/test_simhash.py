@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -98,7 +99,7 @@ def test_fingerprint_is_stable_across_processes() -> None:
     assert int(out.stdout) == here
     # pinned value: a change here changes every stored fingerprint, so it must be deliberate
     assert here == fingerprint(ZH, FeatureConfig())
-    assert here == 0xE71C1F5F542048BE
+    assert here == 0x6B1D4F4F4420C83E
 
 
 def test_near_duplicates_are_close_and_different_texts_are_far() -> None:
@@ -113,18 +114,23 @@ def test_near_duplicates_are_close_and_different_texts_are_far() -> None:
 
 
 def test_features_weighting_options() -> None:
-    tf = features("apple banana apple cherry", FeatureConfig(weighting="tf"))
+    raw = FeatureConfig(weighting="tf", sublinear_tf=False)
+    tf = features("apple banana apple cherry", raw)
     assert tf == {"apple": 2.0, "banana": 1.0, "cherry": 1.0}
-    tfidf = features("apple banana apple", FeatureConfig())
+    default = features("apple banana apple cherry")  # sublinear tf: 1 + log(tf)
+    assert default == pytest.approx({"apple": 1 + math.log(2), "banana": 1.0, "cherry": 1.0})
+    tfidf = features("apple banana apple", FeatureConfig(weighting="tfidf", sublinear_tf=False))
     assert tfidf["apple"] == pytest.approx(2 * tfidf["banana"])
-    top = features("apple banana apple cherry", FeatureConfig(weighting="tf", top_k=1))
+    top = features(
+        "apple banana apple cherry", FeatureConfig(weighting="tf", sublinear_tf=False, top_k=1)
+    )
     assert top == {"apple": 2.0}
     sh = features(
         "a quick brown fox", FeatureConfig(weighting="tf", shingle=2, drop_stop_words=False)
     )
     assert set(sh) == {"a quick", "quick brown", "brown fox"}
     sub = features("go go go go", FeatureConfig(weighting="tf", sublinear_tf=True))
-    assert sub["go"] == pytest.approx(1 + __import__("math").log(4))
+    assert sub["go"] == pytest.approx(1 + math.log(4))
     assert "the" not in features("the cat and the hat")
     with pytest.raises(ValueError):
         FeatureConfig(weighting="bm25")  # type: ignore[arg-type]

