@@ -84,7 +84,6 @@ def score(
     pages: list[tuple[Page, str | None]], decisions: dict[str, str | None]
 ) -> dict[str, float]:
     group = {p.url: p.group for p, _ in pages}
-    kinds = {p.url: p.kind for p, _ in pages}
     tp = fp = 0
     dropped_by_kind: Counter[str] = Counter()
     total_by_kind: Counter[str] = Counter()

@@ -192,7 +192,7 @@ def build(n_zh: int = 100, n_en: int = 60, seed: int = 7) -> list[Page]:
             g = f"{lang}{b}"
             t = title(paras)
 
-            def add(kind: str, body: str, group: str = g) -> None:
+            def add(kind: str, body: str, group: str = g, lang: str = lang) -> None:
                 pages.append(
                     Page(f"https://{kind}.example/{group}/{len(pages)}", lang, group, kind, body)
                 )
