@@ -76,6 +76,46 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_text(source: str, store: Store | None) -> str | int:
+    """A file's text (HTML files are extracted first), a store key's fingerprint, or the
+    argument itself as text."""
+    from .text import extract_text
+
+    path = Path(source)
+    if path.is_file():
+        data = path.read_text(encoding="utf-8", errors="replace")
+        if data.lstrip()[:1] == "<":
+            return extract_text(data) or ""
+        return data
+    if store is not None:
+        for entry in store.entries():
+            if entry.key == source:
+                return entry.fingerprint
+    return source
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .explain import explain
+
+    store = _open_for_reading(args.store, distance=args.distance) if args.store else None
+    try:
+        a, b = _read_text(args.a, store), _read_text(args.b, store)
+    finally:
+        if store is not None:
+            store.close()
+    if isinstance(a, int) or isinstance(b, int):
+        fa = a if isinstance(a, int) else None
+        fb = b if isinstance(b, int) else None
+        print("the store keeps fingerprints, not texts: pass the pages' files for the features")
+        for name, fp in (("A", fa), ("B", fb)):
+            print(f"{name}: {fp:016x}" if fp is not None else f"{name}: (text given)")
+        if fa is not None and fb is not None:
+            print(f"distance: {(fa ^ fb).bit_count()}")
+        return 0
+    print(explain(a, b).render(args.distance))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nearduppipe", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -101,6 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", action="store_true", help="the input is HTML: extract its text")
     p.add_argument("--min-length", type=int, default=0, help="shortest text to fingerprint")
     p.set_defaults(func=cmd_fingerprint)
+
+    p = sub.add_parser("explain", help="why two texts or pages are (not) near-duplicates")
+    p.add_argument("a", help="a text file, an HTML file, a key in --store, or the text itself")
+    p.add_argument("b")
+    p.add_argument("--store", help="look A and B up as keys (URLs) in this store")
+    p.add_argument("--distance", type=int, default=4, help="k for the verdict (default 4)")
+    p.set_defaults(func=cmd_explain)
     return parser
 
 

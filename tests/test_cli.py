@@ -69,3 +69,34 @@ def test_fingerprint_command(tmp_path: Path) -> None:
     assert len(out.stdout.strip()) == 16
     empty = subprocess.run([*run, "-"], input="!!!", capture_output=True, text=True)
     assert empty.returncode == 1 and "no fingerprint" in empty.stderr
+
+
+def test_explain_names_the_changed_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nearduppipe.explain import explain
+
+    base = (
+        "国家统计局今天发布数据显示,上半年国内生产总值同比增长,消费对经济增长的贡献率继续提高。" * 3
+    )
+    edited = base.replace("消费", "投资", 1)
+    e = explain(base, edited)
+    assert e.distance == (e.fingerprint_a ^ e.fingerprint_b).bit_count()
+    assert e.distance == len(e.bits)
+    assert [f for f, _ in e.only_a] == [] and [f for f, _ in e.only_b] == ["投资"]
+    for bit in e.bits:  # every differing bit was moved by the edited words
+        assert {f for f, _ in bit.pushers} <= {"投资", "消费"}
+        assert (bit.sum_a > 0) != (bit.sum_b > 0)
+    (tmp_path / "a.txt").write_text(base, encoding="utf-8")
+    (tmp_path / "b.html").write_text(
+        f"<html><body><article><p>{edited}</p></article></body></html>", encoding="utf-8"
+    )
+    assert main(["explain", str(tmp_path / "a.txt"), str(tmp_path / "b.html")]) == 0
+    out = capsys.readouterr().out
+    assert "distance:" in out and "cosine of the feature vectors" in out
+    store = tmp_path / "s.sqlite"
+    with open_store(str(store)) as s:
+        s.add(A, "https://a/1")
+        s.add(A ^ 7, "https://a/2")
+    assert main(["explain", "https://a/1", "https://a/2", "--store", str(store)]) == 0
+    assert "distance: 3" in capsys.readouterr().out

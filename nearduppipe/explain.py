@@ -1,0 +1,109 @@
+"""Why two texts are (or are not) near-duplicates: fingerprints, distance, feature overlap, and the
+features that pushed each differing bit.
+
+Bit ``j`` of a fingerprint is the sign of ``sum_f w(f) * s_j(f)`` where ``s_j(f)`` is ``+1`` or
+``-1`` by bit ``j`` of the feature's hash. Where two fingerprints differ, the features whose
+contribution ``w_A(f) s_j(f) - w_B(f) s_j(f)`` is largest are what moved that sum across zero:
+usually the words one text has and the other lacks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .features import DEFAULT_FEATURES, FeatureConfig, features
+from .simhash import simhash, xxh3_64
+
+__all__ = ["BitReport", "Explanation", "explain"]
+
+
+@dataclass(frozen=True)
+class BitReport:
+    bit: int
+    sum_a: float
+    sum_b: float
+    pushers: list[tuple[str, float]]  # feature, contribution of A minus contribution of B
+
+
+@dataclass(frozen=True)
+class Explanation:
+    fingerprint_a: int
+    fingerprint_b: int
+    distance: int
+    features_a: int
+    features_b: int
+    shared: int
+    cosine: float
+    weighted_jaccard: float
+    only_a: list[tuple[str, float]] = field(default_factory=list)
+    only_b: list[tuple[str, float]] = field(default_factory=list)
+    bits: list[BitReport] = field(default_factory=list)
+
+    @property
+    def expected_distance(self) -> float:
+        """64 * angle / pi: the mean distance random hyperplanes give at this cosine."""
+        return 64 * math.acos(max(-1.0, min(1.0, self.cosine))) / math.pi
+
+    def render(self, k: int | None = None) -> str:
+        verdict = ""
+        if k is not None:
+            verdict = f" (k={k}: {'near-duplicates' if self.distance <= k else 'distinct'})"
+        lines = [
+            f"A: {self.fingerprint_a:016x}  ({self.features_a} features)",
+            f"B: {self.fingerprint_b:016x}  ({self.features_b} features)",
+            f"distance: {self.distance}{verdict}",
+            f"cosine of the feature vectors: {self.cosine:.4f} "
+            f"(random hyperplanes expect a distance of {self.expected_distance:.1f} at that angle)",
+            f"shared features: {self.shared}; weighted Jaccard {self.weighted_jaccard:.3f}",
+            "only in A: " + (", ".join(f"{f} ({w:.2f})" for f, w in self.only_a) or "-"),
+            "only in B: " + (", ".join(f"{f} ({w:.2f})" for f, w in self.only_b) or "-"),
+        ]
+        if self.bits:
+            lines.append(f"differing bits ({len(self.bits)}):")
+        for b in self.bits:
+            pushed = ", ".join(f"{f} ({d:+.2f})" for f, d in b.pushers)
+            lines.append(
+                f"  bit {b.bit:2d}: sum A {b.sum_a:+.2f}, sum B {b.sum_b:+.2f}; moved by {pushed}"
+            )
+        return "\n".join(lines)
+
+
+def explain(
+    text_a: str, text_b: str, config: FeatureConfig = DEFAULT_FEATURES, top: int = 5
+) -> Explanation:
+    fa, fb = features(text_a, config), features(text_b, config)
+    fp_a = simhash(fa) if fa else 0
+    fp_b = simhash(fb) if fb else 0
+    keys = set(fa) | set(fb)
+    dot = sum(fa.get(f, 0.0) * fb.get(f, 0.0) for f in keys)
+    norm = math.sqrt(sum(w * w for w in fa.values())) * math.sqrt(sum(w * w for w in fb.values()))
+    low = sum(min(fa.get(f, 0.0), fb.get(f, 0.0)) for f in keys)
+    high = sum(max(fa.get(f, 0.0), fb.get(f, 0.0)) for f in keys)
+    hashes = {f: xxh3_64(f) for f in keys}
+    bits = []
+    for j in range(64):
+        if not ((fp_a ^ fp_b) >> j) & 1:
+            continue
+
+        def sign(f: str, j: int = j) -> float:
+            return 1.0 if (hashes[f] >> j) & 1 else -1.0
+
+        sum_a = sum(w * sign(f) for f, w in fa.items())
+        sum_b = sum(w * sign(f) for f, w in fb.items())
+        delta = {f: (fa.get(f, 0.0) - fb.get(f, 0.0)) * sign(f) for f in keys}
+        pushers = sorted((kv for kv in delta.items() if kv[1]), key=lambda kv: -abs(kv[1]))[:top]
+        bits.append(BitReport(j, sum_a, sum_b, pushers))
+    return Explanation(
+        fp_a,
+        fp_b,
+        (fp_a ^ fp_b).bit_count(),
+        len(fa),
+        len(fb),
+        len(set(fa) & set(fb)),
+        dot / norm if norm else 0.0,
+        low / high if high else 0.0,
+        sorted(((f, w) for f, w in fa.items() if f not in fb), key=lambda kv: -kv[1])[:10],
+        sorted(((f, w) for f, w in fb.items() if f not in fa), key=lambda kv: -kv[1])[:10],
+        bits,
+    )
