@@ -28,3 +28,13 @@ def flip(fp: int, n: int, rng: np.random.Generator) -> int:
     for b in rng.choice(64, size=n, replace=False).tolist():
         fp ^= 1 << b
     return fp
+
+
+def per_call_times(fn: Callable[[Any], Any], args: list[Any]) -> list[float]:
+    """Wall time of ``fn(a)`` for each ``a``, in seconds."""
+    times = []
+    for a in args:
+        t0 = time.perf_counter()
+        fn(a)
+        times.append(time.perf_counter() - t0)
+    return times

@@ -14,7 +14,7 @@ import argparse
 import time
 
 import numpy as np
-from _common import flip, random_fps
+from _common import flip, per_call_times, random_fps
 
 from nearduppipe.index import BlockIndex, Layout
 
@@ -54,16 +54,11 @@ def speed(layout: Layout, n: int, rng: np.random.Generator) -> None:
     queries = [flip(int(fps[i]), 2, rng) for i in rng.integers(0, n, 10_000)] + random_fps(
         rng, 10_000
     ).tolist()
-    times = []
-    for q in queries:
-        t = time.perf_counter()
-        idx.query(q)
-        times.append(time.perf_counter() - t)
-    scan = []
-    for q in queries[:200]:
-        t = time.perf_counter()
-        np.flatnonzero(np.bitwise_count(fps ^ np.uint64(q)) <= layout.distance)
-        scan.append(time.perf_counter() - t)
+    times = per_call_times(idx.query, queries)
+    scan = per_call_times(
+        lambda q: np.flatnonzero(np.bitwise_count(fps ^ np.uint64(q)) <= layout.distance),
+        queries[:200],
+    )
     med, p99 = np.median(times) * 1e6, np.percentile(times, 99) * 1e6
     med_scan = np.median(scan) * 1e6
     print(
@@ -86,24 +81,14 @@ def simhash_package(n: int, rng: np.random.Generator) -> None:
     idx = SimhashIndex([(str(i), Simhash(fp)) for i, fp in enumerate(fps)], k=3)
     mem = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    times = []
-    for fp in fps[:2000]:
-        q = Simhash(flip(fp, 2, rng))
-        t = time.perf_counter()
-        idx.get_near_dups(q)
-        times.append(time.perf_counter() - t)
+    times = per_call_times(idx.get_near_dups, [Simhash(flip(fp, 2, rng)) for fp in fps[:2000]])
     print(
         f"reference simhash.SimhashIndex n={n}: query median {np.median(times) * 1e6:.0f} us, "
         f"~{mem / n:.0f} bytes/fingerprint (traced)"
     )
     ours = BlockIndex()
     ours.add_many(np.array(fps, dtype=np.uint64))
-    t2 = []
-    for fp in fps[:2000]:
-        q = flip(fp, 2, rng)
-        t = time.perf_counter()
-        ours.query(q)
-        t2.append(time.perf_counter() - t)
+    t2 = per_call_times(ours.query, [flip(fp, 2, rng) for fp in fps[:2000]])
     print(
         f"nearduppipe BlockIndex same n: query median {np.median(t2) * 1e6:.1f} us, "
         f"{ours.nbytes / n:.1f} bytes/fingerprint -> {np.median(times) / np.median(t2):.0f}x faster"
@@ -116,9 +101,10 @@ def main() -> None:
     ap.add_argument("--simhash-n", type=int, default=100_000)
     args = ap.parse_args()
     rng = np.random.default_rng(2026)
-    for layout in (Layout(), Layout(blocks=6)):
+    layouts = (Layout(), Layout(blocks=6), Layout(distance=4))  # k=4: the crawl default
+    for layout in layouts:
         exactness(layout, rng)
-    for layout in (Layout(), Layout(blocks=6)):
+    for layout in layouts:
         speed(layout, args.n, rng)
     if args.simhash_n:
         simhash_package(args.simhash_n, rng)

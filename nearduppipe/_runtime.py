@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from scrapy import signals
+from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.project import data_path
 from twisted.internet import threads
@@ -72,15 +73,20 @@ def default_store_uri(spider_name: str) -> str:
 class NearDupRuntime:
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> NearDupRuntime:
+        """The crawler's runtime, created by the first component that asks; NotConfigured when
+        NEARDUP_ENABLED is off, NearDupConfigError for a bad setting."""
         runtime: NearDupRuntime | None = getattr(crawler, _ATTR, None)
         if runtime is None:
-            runtime = cls(crawler)
+            config = NearDupConfig.from_settings(crawler.settings)
+            if not config.enabled:
+                raise NotConfigured("NEARDUP_ENABLED is off")
+            runtime = cls(crawler, config)
             setattr(crawler, _ATTR, runtime)
         return runtime
 
-    def __init__(self, crawler: Crawler) -> None:
+    def __init__(self, crawler: Crawler, config: NearDupConfig) -> None:
         self.crawler = crawler
-        self.config = NearDupConfig.from_settings(crawler.settings)
+        self.config = config
         self.middleware_active = False
         self._first_logged: set[Source] = set()
         self._closed = False

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 
 from ._runtime import NearDupRuntime
@@ -45,8 +45,6 @@ class NearDupMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupMiddleware:
-        if not crawler.settings.getbool("NEARDUP_ENABLED", True):
-            raise NotConfigured("NEARDUP_ENABLED is off")
         return cls(NearDupRuntime.for_crawler(crawler))
 
     def _skip_reason(self, request: Request, response: Response) -> str | None:

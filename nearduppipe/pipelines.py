@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import xxhash
 from itemadapter import ItemAdapter
-from scrapy.exceptions import DropItem, NotConfigured
+from scrapy.exceptions import DropItem
 
 from ._runtime import NearDupRuntime
 from .dedup import Outcome, fingerprint_html, fingerprint_text
@@ -50,8 +50,6 @@ class NearDupPipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupPipeline:
-        if not crawler.settings.getbool("NEARDUP_ENABLED", True):
-            raise NotConfigured("NEARDUP_ENABLED is off")
         return cls(NearDupRuntime.for_crawler(crawler))
 
     async def process_item(self, item: Any, spider: Spider | None = None) -> Any:
