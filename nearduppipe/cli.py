@@ -8,6 +8,7 @@ nearduppipe fingerprint [FILE|-]     a text's (or with --html, a page's) fingerp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -116,6 +117,56 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write(text: str, path: str | None) -> None:
+    if path:
+        Path(path).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import render, report_from_store
+
+    with _open_for_reading(args.store, distance=args.distance, **_store_options(args)) as store:
+        report = report_from_store(store)
+    _write(render(report, args.format), args.output)
+    return 0
+
+
+def cmd_dedup(args: argparse.Namespace) -> int:
+    from .records import dedup_records
+    from .report import render
+
+    try:
+        with contextlib.ExitStack() as stack:
+            out = None
+            if args.output:
+                out = stack.enter_context(Path(args.output).open("w", encoding="utf-8", newline=""))
+            result = dedup_records(
+                Path(args.input),
+                args.text_field,
+                args.html_field,
+                args.key_field,
+                args.distance,
+                output=out,
+                workers=args.workers,
+                progress=not args.quiet,
+            )
+    except (OSError, ValueError) as e:
+        print(f"nearduppipe dedup: {e}", file=sys.stderr)
+        return 1
+    r = result.report
+    skipped = ", ".join(f"{k}: {v}" for k, v in sorted(result.skipped.items())) or "none"
+    print(
+        f"{result.total} records: {len(result.kept)} kept, {r.dropped} near-duplicates in "
+        f"{len(r.clusters)} clusters; not fingerprinted (kept): {skipped}",
+        file=sys.stderr,
+    )
+    if args.report or not args.output:
+        _write(render(r, args.format), args.report)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nearduppipe", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -148,6 +199,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", help="look A and B up as keys (URLs) in this store")
     p.add_argument("--distance", type=int, default=4, help="k for the verdict (default 4)")
     p.set_defaults(func=cmd_explain)
+
+    formats = ["text", "json", "csv", "html"]
+    p = sub.add_parser("report", help="summary, domains and clusters of a store")
+    p.add_argument("store", help="store URI or sqlite path")
+    p.add_argument("--format", choices=formats, default="text")
+    p.add_argument("-o", "--output", help="write the report here instead of standard output")
+    store_args(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("dedup", help="near-duplicates in a JSON-lines or CSV export")
+    p.add_argument("input", help="a .jsonl/.jl/.json-lines or .csv file (e.g. a Scrapy feed)")
+    p.add_argument("-o", "--output", help="write the kept records here (same format as input)")
+    p.add_argument("--report", help="write the cluster report here (default: standard output)")
+    p.add_argument("--format", choices=formats, default="text", help="report format")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--html-field", default="html")
+    p.add_argument("--key-field", default="url")
+    p.add_argument("--distance", type=int, default=4, help="k (default 4)")
+    p.add_argument("--workers", type=int, default=None, help="fingerprinting processes")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_dedup)
     return parser
 
 

@@ -1,0 +1,114 @@
+"""All near-duplicate pairs of a fixed set of fingerprints at once (Manku et al. §3.1.2, batch).
+
+N single queries cost N lookups; the batch form sorts each permuted table once and matches equal
+block keys: for every table (a choice of ``blocks - k`` of ``blocks`` blocks) each fingerprint's
+key and position are packed into one uint64 and sorted, so fingerprints sharing a key become
+neighbours; comparing the sorted array with itself shifted by 1, 2, … yields every pair sharing
+that table's key without materialising all pairs of a large run. Candidates are verified by
+popcount; a pair found by several tables is kept once. By the pigeonhole argument of
+:mod:`nearduppipe.index`, every pair within distance ``k`` shares some table's key, so the result
+equals an all-pairs scan.
+
+The default layout for batches is ``k + 3`` blocks (keys of 3 blocks, about 28-32 bits for
+k = 3..4): long keys make runs of equal keys short, so the work is dominated by one sort per
+table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .index import Layout
+
+__all__ = ["all_pairs", "components"]
+
+_U64 = np.uint64
+
+
+def _table_keys(fps: np.ndarray, parts: tuple[tuple[int, int], ...]) -> np.ndarray:
+    key = np.zeros(len(fps), dtype=_U64)
+    for shift, width in parts:
+        key = (key << _U64(width)) | ((fps >> _U64(shift)) & _U64((1 << width) - 1))
+    return key
+
+
+def _pairs_sharing_keys(keys: np.ndarray, key_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i < j) whose keys are equal."""
+    n = len(keys)
+    idx_bits = max(1, int(n - 1).bit_length())
+    if key_bits + idx_bits <= 64:  # one sort of packed values: faster than argsort
+        packed = np.sort((keys << _U64(idx_bits)) | np.arange(n, dtype=_U64))
+        skeys = packed >> _U64(idx_bits)
+        sidx = (packed & _U64((1 << idx_bits) - 1)).astype(np.int64)
+    else:
+        order = np.argsort(keys, kind="stable")
+        skeys, sidx = keys[order], order.astype(np.int64)
+    firsts: list[np.ndarray] = []
+    seconds: list[np.ndarray] = []
+    same = skeys[1:] == skeys[:-1]
+    shift = 1
+    while same.any():  # runs of equal keys: pair each element with the one `shift` later
+        pos = np.flatnonzero(same)
+        firsts.append(sidx[pos])
+        seconds.append(sidx[pos + shift])
+        shift += 1
+        same = same[:-1] & (skeys[shift:] == skeys[:-shift]) if shift < n else same[:0]
+    if not firsts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    a, b = np.concatenate(firsts), np.concatenate(seconds)
+    return np.minimum(a, b), np.maximum(a, b)
+
+
+def all_pairs(
+    fingerprints: np.ndarray | list[int],
+    distance: int = 3,
+    blocks: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    """Every pair ``(i, j, d)`` with ``i < j`` and ``hamming(fps[i], fps[j]) = d <= distance``,
+    sorted by ``(i, j)``, as an ``(m, 3)`` int64 array. ``progress(1)`` is called per table."""
+    fps = np.asarray(fingerprints, dtype=_U64)
+    layout = Layout(
+        distance=distance, blocks=blocks if blocks is not None else min(64, distance + 3)
+    )
+    found: list[np.ndarray] = []
+    n = len(fps)
+    for parts in layout.tables():
+        keys = _table_keys(fps, parts)
+        i, j = _pairs_sharing_keys(keys, sum(w for _, w in parts))
+        if len(i):
+            d = np.bitwise_count(fps[i] ^ fps[j]).astype(np.int64)
+            keep = d <= distance
+            found.append(np.stack([i[keep], j[keep], d[keep]], axis=1))
+        if progress is not None:
+            progress(1)
+    if not found:
+        return np.zeros((0, 3), dtype=np.int64)
+    pairs = np.concatenate(found)
+    code = pairs[:, 0] * max(n, 1) + pairs[:, 1]
+    _, first = np.unique(code, return_index=True)
+    result: np.ndarray = pairs[first]
+    return result
+
+
+def components(n: int, pairs: np.ndarray) -> np.ndarray:
+    """Connected components of the near-duplicate graph: ``label[i]`` is the smallest index of
+    i's component, so a component's kept record (its first in input order) is ``label == i``."""
+    parent = np.arange(n, dtype=np.int64)
+
+    def find(x: int) -> int:
+        root = x
+        while parent[root] != root:
+            root = int(parent[root])
+        while parent[x] != root:  # path compression
+            parent[x], x = root, int(parent[x])
+        return root
+
+    for i, j in pairs[:, :2].tolist():
+        ri, rj = find(i), find(j)
+        if ri != rj:
+            parent[max(ri, rj)] = min(ri, rj)
+    return np.array([find(i) for i in range(n)], dtype=np.int64)

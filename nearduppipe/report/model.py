@@ -1,0 +1,147 @@
+"""What a report says, independent of how it is shown.
+
+Counts come from the store's records: every stored entry is a page kept (unique), every decision
+a page dropped as a near-duplicate of an earlier one. A cluster is an original page with the
+pages dropped as its near-duplicates (a store only keeps originals, so clusters are stars).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from ..stores.base import Store
+
+__all__ = ["Cluster", "DomainStats", "Duplicate", "Report", "host_of", "report_from_store"]
+
+SCHEMA = "nearduppipe.report/1"
+
+
+def host_of(key: str) -> str:
+    """The host of a URL key; keys that are not URLs count under "(no host)"."""
+    host = urlsplit(key).hostname if "://" in key else None
+    return host or "(no host)"
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    key: str
+    distance: int
+
+
+@dataclass(frozen=True)
+class Cluster:
+    original: str
+    duplicates: tuple[Duplicate, ...]
+
+    @property
+    def size(self) -> int:
+        return 1 + len(self.duplicates)
+
+
+@dataclass(frozen=True)
+class DomainStats:
+    host: str
+    seen: int
+    dropped: int
+
+    @property
+    def rate(self) -> float:
+        return self.dropped / self.seen if self.seen else 0.0
+
+
+@dataclass(frozen=True)
+class Report:
+    source: str
+    unique: int
+    dropped: int
+    distances: dict[int, int]
+    domains: tuple[DomainStats, ...]
+    clusters: tuple[Cluster, ...]
+    texts: dict[str, str] = field(default_factory=dict)  # key -> kept text sample
+
+    @property
+    def seen(self) -> int:
+        return self.unique + self.dropped
+
+    @property
+    def rate(self) -> float:
+        return self.dropped / self.seen if self.seen else 0.0
+
+    def to_dict(self, max_clusters: int | None = None) -> dict[str, object]:
+        """The JSON schema (``nearduppipe.report/1``); see docs/reports.md."""
+        clusters = self.clusters if max_clusters is None else self.clusters[:max_clusters]
+        return {
+            "schema": SCHEMA,
+            "source": self.source,
+            "summary": {
+                "pages_seen": self.seen,
+                "unique": self.unique,
+                "dropped": self.dropped,
+                "duplicate_rate": round(self.rate, 6),
+            },
+            "distance_histogram": {str(d): n for d, n in sorted(self.distances.items())},
+            "domains": [
+                {
+                    "host": d.host,
+                    "pages_seen": d.seen,
+                    "dropped": d.dropped,
+                    "duplicate_rate": round(d.rate, 6),
+                }
+                for d in self.domains
+            ],
+            "clusters": [
+                {
+                    "original": c.original,
+                    "size": c.size,
+                    "duplicates": [{"key": x.key, "distance": x.distance} for x in c.duplicates],
+                }
+                for c in clusters
+            ],
+        }
+
+
+def build_report(
+    source: str,
+    unique_keys: list[str],
+    decisions: list[tuple[str, str, int]],
+    texts: dict[str, str] | None = None,
+) -> Report:
+    """From the kept keys and the ``(dropped key, original key, distance)`` decisions."""
+    seen_by_host: Counter[str] = Counter(host_of(k) for k in unique_keys)
+    dropped_by_host: Counter[str] = Counter()
+    distances: Counter[int] = Counter()
+    members: dict[str, list[Duplicate]] = defaultdict(list)
+    for key, original, d in decisions:
+        host = host_of(key)
+        seen_by_host[host] += 1
+        dropped_by_host[host] += 1
+        distances[d] += 1
+        members[original].append(Duplicate(key, d))
+    domains = sorted(
+        (DomainStats(h, n, dropped_by_host[h]) for h, n in seen_by_host.items()),
+        key=lambda s: (-s.dropped, -s.seen, s.host),
+    )
+    clusters = sorted(
+        (
+            Cluster(o, tuple(sorted(ds, key=lambda x: (x.distance, x.key))))
+            for o, ds in members.items()
+        ),
+        key=lambda c: (-c.size, c.original),
+    )
+    return Report(
+        source,
+        len(unique_keys),
+        len(decisions),
+        dict(distances),
+        tuple(domains),
+        tuple(clusters),
+        texts or {},
+    )
+
+
+def report_from_store(store: Store) -> Report:
+    keys = [e.key for e in store.entries()]
+    decisions = [(d.key, d.matched_key, d.distance) for d in store.decisions()]
+    return build_report(store.uri, keys, decisions)

@@ -1,0 +1,79 @@
+"""Report renderers: text for people, JSON and CSV with stable documented schemas for tools, and
+a self-contained HTML page (see html.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+
+from .model import Report
+
+__all__ = ["FORMATS", "render"]
+
+
+def render_text(report: Report, max_clusters: int = 20) -> str:
+    lines = [
+        f"nearduppipe report: {report.source}",
+        f"pages seen {report.seen}, unique {report.unique}, dropped {report.dropped} "
+        f"(duplicate rate {report.rate:.1%})",
+        "",
+        "distance histogram:",
+    ]
+    peak = max(report.distances.values(), default=0)
+    for d, n in sorted(report.distances.items()):
+        bar = "#" * max(1, round(40 * n / peak)) if peak else ""
+        lines.append(f"  {d:2d} {n:8d} {bar}")
+    lines += ["", "duplicate rate per domain:"]
+    for s in report.domains[:30]:
+        lines.append(f"  {s.host:40s} {s.dropped:7d} of {s.seen:7d}  {s.rate:6.1%}")
+    lines += ["", f"largest clusters (of {len(report.clusters)}):"]
+    for c in report.clusters[:max_clusters]:
+        lines.append(f"  {c.original}  ({c.size} pages)")
+        for x in c.duplicates[:10]:
+            lines.append(f"    d={x.distance}  {x.key}")
+        if len(c.duplicates) > 10:
+            lines.append(f"    … {len(c.duplicates) - 10} more")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.to_dict(), ensure_ascii=False, indent=1) + "\n"
+
+
+CSV_COLUMNS = ["cluster", "original", "key", "distance", "host"]
+
+
+def render_csv(report: Report) -> str:
+    """One row per page of every cluster: the original (distance 0, key = original) first."""
+    from .model import host_of
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for n, c in enumerate(report.clusters):
+        writer.writerow([n, c.original, c.original, 0, host_of(c.original)])
+        for x in c.duplicates:
+            writer.writerow([n, c.original, x.key, x.distance, host_of(x.key)])
+    return out.getvalue()
+
+
+def _render_html(report: Report) -> str:
+    from .html import render_html
+
+    return render_html(report)
+
+
+FORMATS: dict[str, Callable[[Report], str]] = {
+    "text": render_text,
+    "json": render_json,
+    "csv": render_csv,
+    "html": _render_html,
+}
+
+
+def render(report: Report, fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}: use {', '.join(FORMATS)}")
+    return FORMATS[fmt](report)
