@@ -16,8 +16,8 @@ import numpy as np
 from _common import random_fps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nearduppipe.batch import all_pairs  # noqa: E402
-from nearduppipe.index import BlockIndex, Layout  # noqa: E402
+from nearduppipe.batch import all_pairs
+from nearduppipe.index import BlockIndex, Layout
 
 
 def main() -> None:
@@ -37,8 +37,12 @@ def main() -> None:
         t0 = time.perf_counter()
         pairs = all_pairs(fps, k)
         batch = time.perf_counter() - t0
-        planted_found = int(np.isin(np.minimum(src, dst) * args.n + np.maximum(src, dst),
-                                    pairs[:, 0] * args.n + pairs[:, 1]).sum())
+        planted_found = int(
+            np.isin(
+                np.minimum(src, dst) * args.n + np.maximum(src, dst),
+                pairs[:, 0] * args.n + pairs[:, 1],
+            ).sum()
+        )
         idx = BlockIndex(Layout(distance=k))
         idx.add_many(fps)
         sample = fps[:20_000].tolist()
@@ -46,9 +50,11 @@ def main() -> None:
         for q in sample:
             idx.query(q)
         naive = (time.perf_counter() - t0) / len(sample) * args.n
-        print(f"k={k}: {len(pairs)} pairs among {args.n:,} fingerprints in {batch:.1f} s "
-              f"({planted_found} of {args.planted} planted pairs found, the rest were overwritten); "
-              f"naive per-query loop projected {naive:.0f} s -> batch is {naive / batch:.1f}x faster")
+        print(
+            f"k={k}: {len(pairs)} pairs among {args.n:,} fingerprints in {batch:.1f} s "
+            f"({planted_found} of {args.planted} planted pairs found, the rest were overwritten); "
+            f"naive per-query loop projected {naive:.0f} s -> batch is {naive / batch:.1f}x faster"
+        )
 
 
 if __name__ == "__main__":

@@ -111,7 +111,10 @@ class NearDupRuntime:
         self._last_store_error_log = -1e9
         self.size_at_open = len(self.store)
         self.params = FingerprintParams(
-            self.config.features, self.config.limits, self.config.min_text_length
+            self.config.features,
+            self.config.limits,
+            self.config.min_text_length,
+            self.config.keep_text,
         )
         self.dedup = Deduplicator(self.store, self.params)
         self._processes: ProcessPoolExecutor | None = None

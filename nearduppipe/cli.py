@@ -91,7 +91,10 @@ def _read_text(source: str, store: Store | None) -> str | int:
     if store is not None:
         for entry in store.entries():
             if entry.key == source:
-                return entry.fingerprint
+                return entry.text if entry.text is not None else entry.fingerprint
+        for decision in store.decisions():
+            if decision.key == source and decision.text is not None:
+                return decision.text
     return source
 
 

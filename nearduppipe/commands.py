@@ -31,6 +31,12 @@ class NearDupCommand(ScrapyCommand):
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--store", help="a store URI to show instead of the spiders' stores")
+        parser.add_argument(
+            "--format",
+            choices=["text", "json", "csv", "html"],
+            help="print the full report (as nearduppipe report does) instead of the summary",
+        )
+        parser.add_argument("-o", "--output", help="with --format: write the report to this file")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
@@ -60,6 +66,17 @@ class NearDupCommand(ScrapyCommand):
             options = {"read_only": True} if _scheme(uri) == "sqlite" else {"name": name}
             try:
                 with open_store(uri, **options) as store:
+                    if opts.format:
+                        from nearduppipe.report import render, report_from_store
+
+                        text = render(report_from_store(store), opts.format)
+                        if opts.output:
+                            with open(opts.output, "w", encoding="utf-8") as f:
+                                f.write(text)
+                            print(f"  report written to {opts.output}")
+                        else:
+                            print(text)
+                        continue
                     info = store.info()
                     last = max((d.decided_at for d in store.decisions()), default=None)
             except StoreError as e:

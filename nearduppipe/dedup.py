@@ -35,6 +35,7 @@ class FingerprintParams:
     features: FeatureConfig = field(default=DEFAULT_FEATURES)
     limits: TextLimits = field(default=DEFAULT_LIMITS)
     min_text_length: int = 200
+    keep_text: int = 0  # characters of text kept as a sample with each decision (0: none)
 
 
 class Fingerprinted(NamedTuple):
@@ -43,6 +44,7 @@ class Fingerprinted(NamedTuple):
     fingerprint: int | None
     skipped: str | None
     text_length: int
+    sample: str | None = None
 
 
 def fingerprint_text(text: str, params: FingerprintParams) -> Fingerprinted:
@@ -59,7 +61,8 @@ def fingerprint_text(text: str, params: FingerprintParams) -> Fingerprinted:
     feats = features(text, params.features)
     if not feats:
         return Fingerprinted(None, "no_features", len(text))
-    return Fingerprinted(simhash(feats), None, len(text))
+    sample = text[: params.keep_text] if params.keep_text else None
+    return Fingerprinted(simhash(feats), None, len(text), sample)
 
 
 def fingerprint_html(
@@ -98,7 +101,7 @@ class Deduplicator:
         """The store half: check-and-add a fingerprint computed anywhere."""
         if result.fingerprint is None:
             return Outcome(skipped=result.skipped, text_length=result.text_length)
-        match = self.store.check_and_add(result.fingerprint, key)
+        match = self.store.check_and_add(result.fingerprint, key, result.sample)
         return Outcome(result.fingerprint, match, None, result.text_length)
 
     def check_text(self, text: str, key: str) -> Outcome:

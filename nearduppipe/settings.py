@@ -51,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_EXECUTOR": "process",
     "NEARDUP_TTL": None,  # seconds; Redis store only
     "NEARDUP_ON_STORE_ERROR": "keep",
+    "NEARDUP_KEEP_TEXT": 0,  # characters of each page's text kept in the store for reports
     "NEARDUP_WORKERS": None,  # None: one worker process per CPU, at most 8
 }
 
@@ -129,6 +130,7 @@ class NearDupConfig:
     workers: int
     ttl: float | None
     on_store_error: str
+    keep_text: int
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike) -> NearDupConfig:
@@ -189,4 +191,5 @@ class NearDupConfig:
             on_store_error=_choice(
                 "NEARDUP_ON_STORE_ERROR", get("NEARDUP_ON_STORE_ERROR"), ("keep", "stop")
             ),
+            keep_text=_int("NEARDUP_KEEP_TEXT", get("NEARDUP_KEEP_TEXT"), 0, 100_000),
         )

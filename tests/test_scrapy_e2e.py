@@ -162,3 +162,43 @@ def test_bad_setting_fails_at_start_up(site: str, tmp_path: Path) -> None:
     result = crawl(tmp_path, [site + "index.html"], settings, expect_ok=False)
     assert "NEARDUP_DISTANCE must be an integer, got 'three'" in result["log"]
     assert "Spider opened" not in result["log"]
+
+
+def test_report_of_a_crawl_that_kept_texts(site: str, tmp_path: Path) -> None:
+    store = tmp_path / "kept.sqlite"
+    settings = {**MIDDLEWARE, "NEARDUP_STORE": str(store), "NEARDUP_KEEP_TEXT": 400}
+    crawl(tmp_path, [site + p for p in ARTICLES], settings)
+    with open_store(str(store), read_only=True) as s:
+        entries, decisions = list(s.entries()), list(s.decisions())
+    assert all(e.text and len(e.text) <= 400 for e in entries)
+    assert len(decisions) == sum(len(g) - 1 for g in GROUPS) and all(d.text for d in decisions)
+    html = tmp_path / "report.html"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nearduppipe.cli",
+            "report",
+            str(store),
+            "--format",
+            "html",
+            "-o",
+            str(html),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    page = html.read_text(encoding="utf-8")
+    assert 'id="pair-pick"' in page and 'id="no-texts"' not in page
+    # and from inside the Scrapy project
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "neardup", "--store", str(store), "--format", "json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert '"schema": "nearduppipe.report/1"' in proc.stdout

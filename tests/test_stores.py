@@ -299,3 +299,13 @@ def test_read_only_directory_and_file(tmp_path: Path) -> None:
     finally:
         ro.chmod(0o755)
     assert "not writable" in out.stdout, out.stdout + out.stderr
+
+
+def test_text_samples_are_kept_with_entries_and_decisions(store: Store) -> None:
+    assert store.check_and_add(A, "https://a/1", text="原文 original text") is None
+    assert store.check_and_add(A ^ 1, "https://a/2", text="副本 copy") is not None
+    store.add(A ^ 0xFF00, "https://a/3")  # no sample
+    assert [e.text for e in store.entries()] == ["原文 original text", None]
+    assert [d.text for d in store.decisions()] == ["副本 copy"]
+    assert store.check_and_add(A ^ 2, "https://a/4", text="") is not None
+    assert [d.text for d in store.decisions()] == ["副本 copy", ""]  # empty is not "none"

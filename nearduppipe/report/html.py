@@ -28,7 +28,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px}
 table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #e3e6ec;padding:4px 8px;text-align:left;vertical-align:top}
 th{cursor:pointer;background:#f4f6f9;user-select:none}th:after{content:" ⇅";color:#aab}
 input{padding:5px 8px;width:320px;border:1px solid #c9ced8;border-radius:6px}
-.pair{display:grid;grid-template-columns:1fr 1fr;gap:12px}.pair pre{white-space:pre-wrap;border:1px solid #d7dce5;border-radius:6px;padding:8px;max-height:480px;overflow:auto;margin:0}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:12px}.pair[hidden]{display:none}.pair pre{white-space:pre-wrap;border:1px solid #d7dce5;border-radius:6px;padding:8px;max-height:480px;overflow:auto;margin:0}
 del{background:#ffd7d5;text-decoration:none}ins{background:#cdf3d2;text-decoration:none}
 svg text{font-size:11px;fill:#394050}
 """
@@ -108,7 +108,8 @@ def _pairs_section(report: Report) -> str:
     if not pairs:
         return (
             '<p class="muted" id="no-texts">The texts of these pages were not kept, so no pair can be '
-            "compared here. A batch <code>nearduppipe dedup</code> report always has them.</p>"
+            "compared here: set <code>NEARDUP_KEEP_TEXT</code> (characters per page) for the crawl. "
+            "A batch <code>nearduppipe dedup</code> report always has them.</p>"
         )
     options, panes = [], []
     for n, (a, b, d) in enumerate(pairs):

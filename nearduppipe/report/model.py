@@ -142,6 +142,14 @@ def build_report(
 
 
 def report_from_store(store: Store) -> Report:
-    keys = [e.key for e in store.entries()]
-    decisions = [(d.key, d.matched_key, d.distance) for d in store.decisions()]
-    return build_report(store.uri, keys, decisions)
+    """The report of a store; texts come from the samples a crawl kept (NEARDUP_KEEP_TEXT)."""
+    keys, decisions, texts = [], [], {}
+    for e in store.entries():
+        keys.append(e.key)
+        if e.text is not None:
+            texts[e.key] = e.text
+    for d in store.decisions():
+        decisions.append((d.key, d.matched_key, d.distance))
+        if d.text is not None:
+            texts[d.key] = d.text
+    return build_report(store.uri, keys, decisions, texts)

@@ -40,11 +40,13 @@ class Match(NamedTuple):
 
 
 class Entry(NamedTuple):
-    """A stored fingerprint with its key and the time (UNIX seconds) it was stored."""
+    """A stored fingerprint with its key, the time (UNIX seconds) it was stored, and the text
+    sample kept with it (``None`` unless the crawl keeps texts)."""
 
     key: str
     fingerprint: int
     stored_at: float
+    text: str | None = None
 
 
 class Decision(NamedTuple):
@@ -56,6 +58,7 @@ class Decision(NamedTuple):
     matched_fingerprint: int
     distance: int
     decided_at: float
+    text: str | None = None  # the dropped page's kept text sample
 
 
 class StoreError(Exception):
@@ -92,12 +95,12 @@ class Store(ABC):
         """Stored fingerprints within the distance, nearest first (ties: oldest first)."""
 
     @abstractmethod
-    def check_and_add(self, fp: int, key: str) -> Match | None:
+    def check_and_add(self, fp: int, key: str, text: str | None = None) -> Match | None:
         """Atomically: the nearest earlier match (recorded as a decision), or ``None`` after
-        storing ``fp`` under ``key``."""
+        storing ``fp`` under ``key``. ``text``: a sample kept with the entry or decision."""
 
     @abstractmethod
-    def add(self, fp: int, key: str) -> None:
+    def add(self, fp: int, key: str, text: str | None = None) -> None:
         """Store ``fp`` under ``key`` without checking."""
 
     @abstractmethod
@@ -160,7 +163,7 @@ class IndexedStore(Store):
     def _key_of(self, i: int) -> str: ...
 
     @abstractmethod
-    def _save_entry(self, i: int, fp: int, key: str, now: float) -> None: ...
+    def _save_entry(self, i: int, fp: int, key: str, now: float, text: str | None) -> None: ...
 
     @abstractmethod
     def _save_decision(self, decision: Decision) -> None: ...
@@ -180,7 +183,7 @@ class IndexedStore(Store):
             hits = self._index.query(fp)
             return [Match(self._key_of(i), self._index.fingerprint(i), d) for i, d in hits]
 
-    def check_and_add(self, fp: int, key: str) -> Match | None:
+    def check_and_add(self, fp: int, key: str, text: str | None = None) -> Match | None:
         check_key(key)
         with self._lock:
             self._check_open(write=True)
@@ -188,19 +191,19 @@ class IndexedStore(Store):
             now = time.time()
             if hit is None:
                 i = self._index.add(fp)
-                self._save_entry(i, fp, key, now)
+                self._save_entry(i, fp, key, now, text)
                 return None
             i, d = hit
             match = Match(self._key_of(i), self._index.fingerprint(i), d)
-            self._save_decision(Decision(key, fp, match.key, match.fingerprint, d, now))
+            self._save_decision(Decision(key, fp, match.key, match.fingerprint, d, now, text))
             return match
 
-    def add(self, fp: int, key: str) -> None:
+    def add(self, fp: int, key: str, text: str | None = None) -> None:
         check_key(key)
         with self._lock:
             self._check_open(write=True)
             i = self._index.add(fp)
-            self._save_entry(i, fp, key, time.time())
+            self._save_entry(i, fp, key, time.time(), text)
 
     def __len__(self) -> int:
         return len(self._index)
@@ -211,7 +214,9 @@ class IndexedStore(Store):
             self._check_open(write=True)
             for entry in entries:
                 i = self._index.add(entry.fingerprint)
-                self._save_entry(i, entry.fingerprint, check_key(entry.key), entry.stored_at)
+                self._save_entry(
+                    i, entry.fingerprint, check_key(entry.key), entry.stored_at, entry.text
+                )
                 n += 1
             for decision in decisions:
                 self._save_decision(decision)

@@ -15,14 +15,16 @@ class MemoryStore(IndexedStore):
         super().__init__(uri, distance, blocks)
         self._keys: list[str] = []
         self._times: list[float] = []
+        self._texts: list[str | None] = []
         self._decisions: list[Decision] = []
 
     def _key_of(self, i: int) -> str:
         return self._keys[i]
 
-    def _save_entry(self, i: int, fp: int, key: str, now: float) -> None:
+    def _save_entry(self, i: int, fp: int, key: str, now: float, text: str | None) -> None:
         self._keys.append(key)
         self._times.append(now)
+        self._texts.append(text)
 
     def _save_decision(self, decision: Decision) -> None:
         self._decisions.append(decision)
@@ -30,9 +32,9 @@ class MemoryStore(IndexedStore):
     def entries(self) -> Iterator[Entry]:
         with self._lock:
             fps = self._index.fingerprints().tolist()
-            items = list(zip(self._keys, fps, self._times, strict=True))
-        for key, fp, t in items:
-            yield Entry(key, fp, t)
+            items = list(zip(self._keys, fps, self._times, self._texts, strict=True))
+        for key, fp, t, text in items:
+            yield Entry(key, fp, t, text)
 
     def decisions(self) -> Iterator[Decision]:
         with self._lock:

@@ -185,7 +185,9 @@ class RedisStore(Store):
             self._client.unlink(*batch)
 
     # -- the interface -----------------------------------------------------------------------
-    def _call(self, mode: str, fp: int, key: str, now: float, client: Any = None) -> Any:
+    def _call(
+        self, mode: str, fp: int, key: str, now: float, client: Any = None, text: str | None = None
+    ) -> Any:
         if not isinstance(fp, int) or not 0 <= fp < 1 << 64:
             raise ValueError("fingerprint must be an integer in [0, 2**64)")
         gens = self._generations(now)
@@ -211,6 +213,7 @@ class RedisStore(Store):
             len(gens),
             len(self._tables),
             f"{fp:016x}",
+            "" if text is None else "\x00" + text,  # NUL prefix: an empty sample is not "none"
         ]
         if client is not None:  # queued on a pipeline; the caller executes it
             return self._script(keys=keys, args=args, client=client)
@@ -220,19 +223,19 @@ class RedisStore(Store):
     @staticmethod
     def _match(row: Any) -> Match:
         distance, _, record = row
-        fp_hex, _, key = json.loads(record)
+        fp_hex, _, key, *_ = json.loads(record)
         return Match(key, int(fp_hex, 16), int(distance))
 
     def near(self, fp: int) -> list[Match]:
         rows = self._call("near", fp, "", time.time())
         return [self._match(r) for r in rows if r[2]]
 
-    def check_and_add(self, fp: int, key: str) -> Match | None:
-        row = self._call("check", fp, check_key(key), time.time())
+    def check_and_add(self, fp: int, key: str, text: str | None = None) -> Match | None:
+        row = self._call("check", fp, check_key(key), time.time(), text=text)
         return self._match(row) if row else None
 
-    def add(self, fp: int, key: str) -> None:
-        self._call("add", fp, check_key(key), time.time())
+    def add(self, fp: int, key: str, text: str | None = None) -> None:
+        self._call("add", fp, check_key(key), time.time(), text=text)
 
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         """Pipelined: a batch of script calls per round trip."""
@@ -243,7 +246,14 @@ class RedisStore(Store):
             with self._errors("import"):
                 pipe = self._client.pipeline(transaction=False)
                 for e in batch:
-                    self._call("add", e.fingerprint, check_key(e.key), e.stored_at, client=pipe)
+                    self._call(
+                        "add",
+                        e.fingerprint,
+                        check_key(e.key),
+                        e.stored_at,
+                        client=pipe,
+                        text=e.text,
+                    )
                 pipe.execute()
             batch.clear()
 
@@ -289,8 +299,8 @@ class RedisStore(Store):
         for g in reversed(self._generations(time.time())):
             with self._errors("scan"):
                 for seq, record in self._client.hscan_iter(self._k(f"g{g}", "e"), count=1000):
-                    fp_hex, t, key = json.loads(record)
-                    rows.append((int(seq), Entry(key, int(fp_hex, 16), float(t))))
+                    fp_hex, t, key, *text = json.loads(record)
+                    rows.append((int(seq), Entry(key, int(fp_hex, 16), float(t), *text[:1])))
         rows.sort(key=lambda r: r[0])
         for _, entry in rows:
             yield entry
@@ -309,6 +319,7 @@ class RedisStore(Store):
                     int(r["match_fp"], 16),
                     int(r["distance"]),
                     float(r["t"]),
+                    r.get("text"),
                 )
             if len(chunk) < step:
                 return

@@ -2,10 +2,13 @@
 --       then entries hash (write generation), decisions list, seq counter, then the entries
 --       hashes of every read generation (R / T of them, write generation first).
 -- ARGV: mode ("check" | "add" | "near"), fp (8 bytes), key, now, k, R, W,
---       expire (seconds, 0 = never), nread_gens, T, fp as hex
+--       expire (seconds, 0 = never), nread_gens, T, fp as hex,
+--       text sample ("" = none, else NUL + text)
 local mode, fp, key, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local k, R, W = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local expire = tonumber(ARGV[8])
+local text = nil
+if ARGV[12] ~= "" then text = string.sub(ARGV[12], 2) end
 local ngens, T = tonumber(ARGV[9]), tonumber(ARGV[10])
 local band, bxor, rshift = bit.band, bit.bxor, bit.rshift
 
@@ -54,7 +57,7 @@ if mode == "check" then
       local e = cjson.decode(record)
       redis.call('RPUSH', KEYS[R + W + 2], cjson.encode({
         key = key, fp = ARGV[11], match = e[3], match_fp = e[1], distance = h[1],
-        t = tonumber(now)}))
+        t = tonumber(now), text = text}))
       return {h[1], string.format('%d', h[2]), record}
     end
   end
@@ -65,7 +68,12 @@ for i = R + 1, R + W do
   redis.call('SADD', KEYS[i], member)
   if expire > 0 then redis.call('EXPIRE', KEYS[i], expire) end
 end
-local record = cjson.encode({ARGV[11], tonumber(now), key})
+local record
+if text then
+  record = cjson.encode({ARGV[11], tonumber(now), key, text})
+else
+  record = cjson.encode({ARGV[11], tonumber(now), key})
+end
 redis.call('HSET', KEYS[R + W + 1], string.format('%d', seq), record)
 if expire > 0 then redis.call('EXPIRE', KEYS[R + W + 1], expire) end
 return false

@@ -5,8 +5,8 @@ one commit covers entries and decisions alike. Records are JSON text, never pick
 is data, not code; a value that is not JSON text is refused, not loaded):
 
 * ``m:<name>``   metadata: format version, creation time
-* ``e:<id>``     ``["<fingerprint as 16 hex digits>", <stored_at>, "<key>"]``, ids in hex
-* ``d:<id>``     ``{"key", "fp", "match", "match_fp", "distance", "t"}``
+* ``e:<id>``     ``["<fingerprint as 16 hex digits>", <stored_at>, "<key>"(, "<text sample>")]``
+* ``d:<id>``     ``{"key", "fp", "match", "match_fp", "distance", "t"(, "text")}``
 
 The file runs in WAL mode with ``synchronous=NORMAL`` (sqlitedict sets OFF, which a power cut can
 corrupt) and a busy timeout. Writes are buffered and committed in batches: every
@@ -297,9 +297,10 @@ class SqliteStore(IndexedStore):
         self._unwritten_keys.clear()
         self._last_commit = time.monotonic()
 
-    def _save_entry(self, i: int, fp: int, key: str, now: float) -> None:
+    def _save_entry(self, i: int, fp: int, key: str, now: float, text: str | None) -> None:
         self._unwritten_keys[i] = key
-        self._queue(f"e:{i:012x}", f'["{fp:016x}",{round(now, 3)!r},{_encode(key)}]')
+        sample = "" if text is None else "," + _encode(text)
+        self._queue(f"e:{i:012x}", f'["{fp:016x}",{round(now, 3)!r},{_encode(key)}{sample}]')
 
     def _save_decision(self, decision: Decision) -> None:
         record = {
@@ -310,6 +311,8 @@ class SqliteStore(IndexedStore):
             "distance": decision.distance,
             "t": round(decision.decided_at, 3),
         }
+        if decision.text is not None:
+            record["text"] = decision.text
         self._queue(f"d:{self._ndecisions:012x}", _encode(record))
         self._ndecisions += 1
 
@@ -329,8 +332,8 @@ class SqliteStore(IndexedStore):
             conn.close()
 
     def entries(self) -> Iterator[Entry]:
-        for fp, t, key in self._scan("e"):
-            yield Entry(key, int(fp, 16), float(t))
+        for fp, t, key, *text in self._scan("e"):
+            yield Entry(key, int(fp, 16), float(t), text[0] if text else None)
 
     def decisions(self) -> Iterator[Decision]:
         for r in self._scan("d"):
@@ -341,6 +344,7 @@ class SqliteStore(IndexedStore):
                 int(r["match_fp"], 16),
                 r["distance"],
                 float(r["t"]),
+                r.get("text"),
             )
 
     def decision_count(self) -> int:
