@@ -91,7 +91,7 @@ class Outcome:
 
 
 class Deduplicator:
-    """Both halves in one call, for callers that run everything in one place."""
+    """The store half of the job, for fingerprints computed anywhere (a worker process)."""
 
     def __init__(self, store: Store, params: FingerprintParams | None = None) -> None:
         self.store = store
@@ -103,9 +103,3 @@ class Deduplicator:
             return Outcome(skipped=result.skipped, text_length=result.text_length)
         match = self.store.check_and_add(result.fingerprint, key, result.sample)
         return Outcome(result.fingerprint, match, None, result.text_length)
-
-    def check_text(self, text: str, key: str) -> Outcome:
-        return self.decide(fingerprint_text(text, self.params), key)
-
-    def check_html(self, html: str | bytes, key: str, url: str | None = None) -> Outcome:
-        return self.decide(fingerprint_html(html, url, self.params), key)

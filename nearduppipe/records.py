@@ -4,6 +4,10 @@ Every record is fingerprinted (in a process pool), all pairs within ``k`` are fo
 :func:`nearduppipe.batch.all_pairs`, and the near-duplicate graph's connected components are the
 clusters; a cluster's kept record is its first in input order. Records without usable text are
 kept and counted.
+
+Two streaming passes over the file keep memory small for exports of millions of records: the
+first sends texts to the workers as it reads and keeps only a fingerprint and a host number per
+record; the second writes the kept records and collects keys and texts of cluster members only.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -21,11 +26,12 @@ import numpy as np
 
 from .batch import all_pairs, components
 from .dedup import Fingerprinted, FingerprintParams, fingerprint_html, fingerprint_text
-from .report.model import Report, build_report
+from .report.model import Report, build_report, host_of
 
 __all__ = ["DedupResult", "dedup_records", "read_records"]
 
 TEXT_SAMPLE_CHARS = 5000
+Job = tuple[str | None, str | None, FingerprintParams]
 
 
 def read_records(path: Path) -> tuple[str, list[str] | None, Iterator[tuple[str, dict[str, Any]]]]:
@@ -35,13 +41,14 @@ def read_records(path: Path) -> tuple[str, list[str] | None, Iterator[tuple[str,
         csv.field_size_limit(sys.maxsize)
         handle = path.open(newline="", encoding="utf-8")
         reader = csv.DictReader(handle)
+        header = list(reader.fieldnames or [])
 
         def rows() -> Iterator[tuple[str, dict[str, Any]]]:
             with handle:
                 for row in reader:
                     yield "", dict(row)
 
-        return "csv", list(reader.fieldnames or []), rows()
+        return "csv", header, rows()
 
     def lines() -> Iterator[tuple[str, dict[str, Any]]]:
         with path.open(encoding="utf-8") as f:
@@ -59,7 +66,7 @@ def read_records(path: Path) -> tuple[str, list[str] | None, Iterator[tuple[str,
     return "jsonl", None, lines()
 
 
-def _fingerprint(job: tuple[str | None, str | None, FingerprintParams]) -> Fingerprinted:
+def _fingerprint(job: Job) -> Fingerprinted:
     text, html, params = job
     if text is not None:
         return fingerprint_text(text, params)
@@ -76,6 +83,26 @@ class DedupResult:
     total: int
 
 
+@dataclass(frozen=True)
+class _Fields:
+    text: str
+    html: str
+    key: str
+
+    def job(self, record: dict[str, Any], params: FingerprintParams) -> Job:
+        text = record.get(self.text)
+        html = record.get(self.html) if text is None else None
+        return (
+            text if isinstance(text, str) else None,
+            html if isinstance(html, str) else None,
+            params,
+        )
+
+    def key_of(self, record: dict[str, Any], i: int) -> str:
+        value = record.get(self.key)
+        return value if isinstance(value, str) and value else f"#{i + 1}"
+
+
 def dedup_records(
     path: Path,
     text_field: str = "text",
@@ -90,70 +117,64 @@ def dedup_records(
     from tqdm import tqdm
 
     params = params or FingerprintParams()
-    fmt, header, records = read_records(path)
-    raws: list[str] = []
-    rows: list[dict[str, Any]] = []
-    jobs = []
-    for raw, record in records:
-        text = record.get(text_field)
-        html = record.get(html_field) if text is None else None
-        raws.append(raw)
-        rows.append(record)
-        jobs.append(
-            (
-                text if isinstance(text, str) else None,
-                html if isinstance(html, str) else None,
-                params,
-            )
-        )
-    n = len(rows)
-    fps = np.zeros(n, dtype=np.uint64)
-    ok = np.zeros(n, dtype=bool)
-    skipped: dict[str, int] = {}
-    bar = tqdm(total=n, desc="fingerprinting", unit="rec", disable=not progress, file=sys.stderr)
+    fields = _Fields(text_field, html_field, key_field)
+    hosts: dict[str, int] = {}
+    host_ids: list[int] = []
+    fps: list[int] = []
+    ok: list[bool] = []
+    skipped: Counter[str] = Counter()
+
+    def jobs() -> Iterator[Job]:  # pass 1: stream to the workers
+        for i, (_, record) in enumerate(read_records(path)[2]):
+            host_ids.append(hosts.setdefault(host_of(fields.key_of(record, i)), len(hosts)))
+            yield fields.job(record, params)
+
+    bar = tqdm(desc="fingerprinting", unit="rec", disable=not progress, file=sys.stderr)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for i, result in enumerate(pool.map(_fingerprint, jobs, chunksize=64)):
+        for result in pool.map(_fingerprint, jobs(), chunksize=64):
+            fps.append(result.fingerprint or 0)
+            ok.append(result.fingerprint is not None)
             if result.fingerprint is None:
-                reason = result.skipped or "no_text"
-                skipped[reason] = skipped.get(reason, 0) + 1
-            else:
-                fps[i] = result.fingerprint
-                ok[i] = True
+                skipped[result.skipped or "no_text"] += 1
             bar.update(1)
     bar.close()
-    index = np.flatnonzero(ok)
+    n = len(fps)
+    fp = np.array(fps, dtype=np.uint64)
+    index = np.flatnonzero(np.array(ok, dtype=bool))
     tables = tqdm(desc="matching block tables", unit="table", disable=not progress, file=sys.stderr)
-    pairs = all_pairs(fps[index], distance, progress=tables.update)
+    pairs = all_pairs(fp[index], distance, progress=tables.update)
     tables.close()
     label = np.arange(n, dtype=np.int64)
     label[index] = index[components(len(index), pairs)]
+    in_cluster = label != np.arange(n)
+    in_cluster[label[in_cluster]] = True  # originals of clusters too
 
-    def key(i: int) -> str:
-        value = rows[i].get(key_field)
-        return value if isinstance(value, str) and value else f"#{i + 1}"
-
+    # pass 2: write the kept records; keys and texts of cluster members only
+    fmt, header, records = read_records(path)
+    writer = None
+    if output is not None and fmt == "csv":
+        writer = csv.DictWriter(output, fieldnames=header or [], lineterminator="\n")
+        writer.writeheader()
+    keys: dict[int, str] = {}
+    texts: dict[str, str] = {}
+    for i, (raw, record) in enumerate(records):
+        if label[i] == i and output is not None:
+            if writer is not None:
+                writer.writerow(record)
+            else:
+                output.write(raw if raw.endswith("\n") else raw + "\n")
+        if in_cluster[i]:
+            keys[i] = fields.key_of(record, i)
+            text, html, _ = fields.job(record, params)
+            body = text if text is not None else html
+            if body is not None:
+                texts[keys[i]] = body[:TEXT_SAMPLE_CHARS]
+    names = list(hosts)
     kept = [i for i in range(n) if label[i] == i]
+    unique_by_host = Counter(names[host_ids[i]] for i in kept)
     decisions = [
-        (key(i), key(int(label[i])), int(np.bitwise_count(fps[i] ^ fps[label[i]])))
-        for i in range(n)
-        if label[i] != i
+        (keys[i], keys[int(label[i])], int(np.bitwise_count(fp[i] ^ fp[label[i]])))
+        for i in np.flatnonzero(label != np.arange(n)).tolist()
     ]
-    in_clusters = {int(label[i]) for i in range(n) if label[i] != i} | {
-        i for i in range(n) if label[i] != i
-    }
-    texts = {}
-    for i in in_clusters:
-        body = jobs[i][0] if jobs[i][0] is not None else jobs[i][1]
-        if body is not None:
-            texts[key(i)] = body[:TEXT_SAMPLE_CHARS]
-    report = build_report(str(path), [key(i) for i in kept], decisions, texts)
-    if output is not None:
-        if fmt == "jsonl":
-            for i in kept:
-                output.write(raws[i] if raws[i].endswith("\n") else raws[i] + "\n")
-        else:
-            writer = csv.DictWriter(output, fieldnames=header or [], lineterminator="\n")
-            writer.writeheader()
-            for i in kept:
-                writer.writerow(rows[i])
-    return DedupResult(report, kept, skipped, n)
+    report = build_report(str(path), unique_by_host, decisions, texts)
+    return DedupResult(report, kept, dict(skipped), n)

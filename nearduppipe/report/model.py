@@ -104,12 +104,13 @@ class Report:
 
 def build_report(
     source: str,
-    unique_keys: list[str],
+    unique_by_host: Counter[str],
     decisions: list[tuple[str, str, int]],
     texts: dict[str, str] | None = None,
 ) -> Report:
-    """From the kept keys and the ``(dropped key, original key, distance)`` decisions."""
-    seen_by_host: Counter[str] = Counter(host_of(k) for k in unique_keys)
+    """From the number of kept pages per host and the ``(dropped key, original key, distance)``
+    decisions (counts, not key lists: a batch of millions of records need not hold its keys)."""
+    seen_by_host: Counter[str] = Counter(unique_by_host)
     dropped_by_host: Counter[str] = Counter()
     distances: Counter[int] = Counter()
     members: dict[str, list[Duplicate]] = defaultdict(list)
@@ -132,7 +133,7 @@ def build_report(
     )
     return Report(
         source,
-        len(unique_keys),
+        sum(unique_by_host.values()),
         len(decisions),
         dict(distances),
         tuple(domains),
@@ -143,13 +144,14 @@ def build_report(
 
 def report_from_store(store: Store) -> Report:
     """The report of a store; texts come from the samples a crawl kept (NEARDUP_KEEP_TEXT)."""
-    keys, decisions, texts = [], [], {}
+    hosts: Counter[str] = Counter()
+    decisions, texts = [], {}
     for e in store.entries():
-        keys.append(e.key)
+        hosts[host_of(e.key)] += 1
         if e.text is not None:
             texts[e.key] = e.text
     for d in store.decisions():
         decisions.append((d.key, d.matched_key, d.distance))
         if d.text is not None:
             texts[d.key] = d.text
-    return build_report(store.uri, keys, decisions, texts)
+    return build_report(store.uri, hosts, decisions, texts)
