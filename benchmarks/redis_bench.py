@@ -25,7 +25,7 @@ from nearduppipe.stores.base import Entry  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 
-def _set_worker(url: str, n: int, seed: int, out: object) -> None:
+def _set_worker(url: str, n: int, seed: int, out: object, distance: int) -> None:
     client = redis.Redis.from_url(url)
     t0 = time.perf_counter()
     for i in range(n):
@@ -33,9 +33,9 @@ def _set_worker(url: str, n: int, seed: int, out: object) -> None:
     out.put(n / (time.perf_counter() - t0))  # type: ignore[attr-defined]
 
 
-def _cadd_worker(url: str, n: int, seed: int, out: object) -> None:
+def _cadd_worker(url: str, n: int, seed: int, out: object, distance: int) -> None:
     fps = random_fps(np.random.default_rng(seed), n).tolist()
-    with open_store(url, prefix="bench") as store:
+    with open_store(url, prefix="bench", distance=distance) as store:
         t0 = time.perf_counter()
         for i, fp in enumerate(fps):
             store.check_and_add(fp, f"https://w{seed}.example/{i}")
@@ -60,12 +60,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--calls", type=int, default=20_000)
+    ap.add_argument("--distance", type=int, default=3, help="k (the crawl default is 4)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp)).start()
         try:
             t0 = time.perf_counter()
-            with open_store(server.url, prefix="bench", reset=True) as store:
+            with open_store(
+                server.url, prefix="bench", reset=True, distance=args.distance
+            ) as store:
                 fps = random_fps(np.random.default_rng(1), args.n).tolist()
                 store.import_records(
                     (Entry(f"https://seed.example/{i}", fp, 0.0) for i, fp in enumerate(fps)), []
@@ -77,8 +80,8 @@ def main() -> None:
                 f"redis used_memory {info['used_memory'] / 1e6:.0f} MB ({info['used_memory'] / held:.0f} B/fingerprint)"
             )
             for procs in (1, 8):
-                floor = rate(_set_worker, server.url, procs, args.calls)
-                ours = rate(_cadd_worker, server.url, procs, args.calls)
+                floor = rate(_set_worker, server.url, procs, args.calls, args.distance)
+                ours = rate(_cadd_worker, server.url, procs, args.calls, args.distance)
                 print(
                     f"{procs} client process(es): check_and_add {ours:,.0f}/s, plain SET {floor:,.0f}/s "
                     f"-> check_and_add runs at {ours / floor:.2f}x the SET round-trip floor"

@@ -15,10 +15,11 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -73,6 +74,26 @@ def _fingerprint(job: Job) -> Fingerprinted:
     if html is not None:
         return fingerprint_html(html, None, params)
     return Fingerprinted(None, "no_text", 0)
+
+
+def _fingerprint_chunk(jobs: list[Job]) -> list[Fingerprinted]:
+    return [_fingerprint(job) for job in jobs]
+
+
+def _bounded_map(
+    pool: ProcessPoolExecutor, jobs: Iterator[Job], chunk: int, window: int
+) -> Iterator[Fingerprinted]:
+    """Results in input order with at most ``window`` chunks in flight. (Executor.map submits
+    every item at once, which would hold every text of the export in memory.)"""
+    pending: deque[Future[list[Fingerprinted]]] = deque()
+    while True:
+        batch = list(islice(jobs, chunk))
+        if batch:
+            pending.append(pool.submit(_fingerprint_chunk, batch))
+        if pending and (len(pending) >= window or not batch):
+            yield from pending.popleft().result()
+        if not batch and not pending:
+            return
 
 
 @dataclass
@@ -131,7 +152,7 @@ def dedup_records(
 
     bar = tqdm(desc="fingerprinting", unit="rec", disable=not progress, file=sys.stderr)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for result in pool.map(_fingerprint, jobs(), chunksize=64):
+        for result in _bounded_map(pool, jobs(), chunk=64, window=4 * (workers or 2) + 2):
             fps.append(result.fingerprint or 0)
             ok.append(result.fingerprint is not None)
             if result.fingerprint is None:
