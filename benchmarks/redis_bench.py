@@ -42,11 +42,12 @@ def _cadd_worker(url: str, n: int, seed: int, out: object, distance: int) -> Non
         out.put(n / (time.perf_counter() - t0))  # type: ignore[attr-defined]
 
 
-def rate(target: object, url: str, procs: int, calls: int) -> float:
+def rate(target: object, url: str, procs: int, calls: int, distance: int) -> float:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     ps = [
-        ctx.Process(target=target, args=(url, calls // procs, 1000 + i, out)) for i in range(procs)
+        ctx.Process(target=target, args=(url, calls // procs, 1000 + i, out, distance))
+        for i in range(procs)
     ]
     for p in ps:
         p.start()

@@ -103,7 +103,7 @@ def test_reset_clears_only_its_prefix_and_layout_is_kept(redis_server: RedisServ
         assert len(a) == 0
     with open_store(redis_server.url, prefix="test:b") as b:
         assert b.near(A) == [Match("b", A, 0)]
-    with pytest.raises(StoreError, match="built for distance 3 with 4 blocks"):
+    with pytest.raises(StoreError, match="built for distance 3 with 5 blocks"):
         open_store(redis_server.url, prefix="test:b", distance=4)
     with open_store(
         redis_server.url + "&prefix=test:b"

@@ -10,7 +10,8 @@ a Redis Cluster slot):
 
 * ``{P}:meta``            hash: format, bits, distance, blocks (a store keeps its layout)
 * ``{P}:seq``             counter: insertion sequence numbers
-* ``{P}:g<G>:t<T>:<hex>`` set: members of block table T for one key value, each 16 bytes: the
+* ``{P}:g<G>:t<T>:<hex>`` hash: 128 buckets of block table T (field: the key's low 7 bits;
+  the key name: its other bits); a bucket's value is its members end to end, 16 bytes each: the
   fingerprint and its sequence number, big-endian (exact 64-bit values, never float scores)
 * ``{P}:g<G>:e``          hash: sequence number → ``["<fp hex>", stored_at, "<key>"]`` (JSON)
 * ``{P}:d``               list of decisions (JSON), oldest first
@@ -47,6 +48,7 @@ from .base import (
 __all__ = ["RedisStore", "StoreUnavailable"]
 
 FORMAT_VERSION = 1
+_FIELD_BITS = 7  # 128 buckets per hash
 
 
 # The atomic search-and-insert, one EVALSHA per page (see the file for its KEYS and ARGV).
@@ -101,7 +103,12 @@ class RedisStore(Store):
         self.ttl = float(ttl_param) if ttl_param else ttl
         if self.ttl is not None and self.ttl <= 0:
             raise StoreError(f"{self.uri}: ttl must be a positive number of seconds")
-        self.layout = Layout(distance=distance, blocks=blocks)
+        # One table per pair of k + 2 blocks (keys of 21-26 bits): lookups read a handful of
+        # members even with tens of millions stored, where k + 1 tables of 13-16-bit keys would
+        # make the server scan hundreds per page (measured: benchmarks/redis_bench.py).
+        self.layout = Layout(
+            distance=distance, blocks=blocks if blocks is not None else distance + 2
+        )
         self._tables = self.layout.tables()
         self._closed = False
         try:
@@ -129,14 +136,19 @@ class RedisStore(Store):
         g = int(now // self.ttl)
         return [g, g - 1]
 
-    def _block_keys(self, fp: int, gen: int) -> list[str]:
-        keys = []
+    def _block_keys(self, fp: int, gen: int) -> tuple[list[str], list[str]]:
+        """Per table: the hash holding the bucket and the bucket's field. A bucket is the list
+        of members with one key value; buckets are grouped 128 to a hash (the low 7 bits of the
+        key name the field), so Redis pays its per-key overhead once per 128 buckets, and a
+        small hash stays in its compact listpack form."""
+        keys, fields = [], []
         for t, parts in enumerate(self._tables):
             value = 0
             for shift, width in parts:
                 value = (value << width) | ((fp >> shift) & ((1 << width) - 1))
-            keys.append(self._k(f"g{gen}", f"t{t}", f"{value:x}"))
-        return keys
+            keys.append(self._k(f"g{gen}", f"t{t}", f"{value >> _FIELD_BITS:x}"))
+            fields.append(str(value & ((1 << _FIELD_BITS) - 1)))
+        return keys, fields
 
     # -- errors ------------------------------------------------------------------------------
     @contextmanager
@@ -191,8 +203,13 @@ class RedisStore(Store):
         if not isinstance(fp, int) or not 0 <= fp < 1 << 64:
             raise ValueError("fingerprint must be an integer in [0, 2**64)")
         gens = self._generations(now)
-        read = [k for g in gens for k in self._block_keys(fp, g)]
-        write = self._block_keys(fp, gens[0])
+        read: list[str] = []
+        fields: list[str] = []
+        for g in gens:
+            k, f = self._block_keys(fp, g)
+            read += k
+            fields += f
+        write, write_fields = self._block_keys(fp, gens[0])
         keys = [
             *read,
             *write,
@@ -214,6 +231,8 @@ class RedisStore(Store):
             len(self._tables),
             f"{fp:016x}",
             "" if text is None else "\x00" + text,  # NUL prefix: an empty sample is not "none"
+            *fields,
+            *write_fields,
         ]
         if client is not None:  # queued on a pipeline; the caller executes it
             return self._script(keys=keys, args=args, client=client)

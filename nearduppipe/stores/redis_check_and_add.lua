@@ -3,7 +3,8 @@
 --       hashes of every read generation (R / T of them, write generation first).
 -- ARGV: mode ("check" | "add" | "near"), fp (8 bytes), key, now, k, R, W,
 --       expire (seconds, 0 = never), nread_gens, T, fp as hex,
---       text sample ("" = none, else NUL + text)
+--       text sample ("" = none, else NUL + text), then the bucket field of each read key and
+--       of each write key (the keys are hashes of buckets; a bucket is 16-byte members).
 local mode, fp, key, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local k, R, W = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local expire = tonumber(ARGV[8])
@@ -25,13 +26,17 @@ local seen = {}
 if mode ~= "add" then
   for i = 1, R do
     local gen = math.floor((i - 1) / T) + 1
-    for _, m in ipairs(redis.call('SMEMBERS', KEYS[i])) do
-      if not seen[m] then
-        seen[m] = true
-        local hi, lo, shi, slo = struct.unpack('>I4I4I4I4', m)
-        local d = popcount(bxor(hi, qhi)) + popcount(bxor(lo, qlo))
-        if d <= k then
-          hits[#hits + 1] = {d, shi * 4294967296 + slo, string.sub(m, 1, 8), gen}
+    local bucket = redis.call('HGET', KEYS[i], ARGV[12 + i])
+    if bucket then
+      for pos = 1, #bucket, 16 do
+        local m = string.sub(bucket, pos, pos + 15)
+        if not seen[m] then
+          seen[m] = true
+          local hi, lo, shi, slo = struct.unpack('>I4I4I4I4', m)
+          local d = popcount(bxor(hi, qhi)) + popcount(bxor(lo, qlo))
+          if d <= k then
+            hits[#hits + 1] = {d, shi * 4294967296 + slo, string.sub(m, 1, 8), gen}
+          end
         end
       end
     end
@@ -65,7 +70,9 @@ end
 local seq = redis.call('INCR', KEYS[R + W + 3])
 local member = fp .. struct.pack('>I4I4', math.floor(seq / 4294967296), seq % 4294967296)
 for i = R + 1, R + W do
-  redis.call('SADD', KEYS[i], member)
+  local field = ARGV[12 + i]
+  local bucket = redis.call('HGET', KEYS[i], field) or ''
+  redis.call('HSET', KEYS[i], field, bucket .. member)
   if expire > 0 then redis.call('EXPIRE', KEYS[i], expire) end
 end
 local record
