@@ -20,18 +20,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .index import Layout
+from .index import Layout, table_keys
 
 __all__ = ["all_pairs", "components"]
 
 _U64 = np.uint64
-
-
-def _table_keys(fps: np.ndarray, parts: tuple[tuple[int, int], ...]) -> np.ndarray:
-    key = np.zeros(len(fps), dtype=_U64)
-    for shift, width in parts:
-        key = (key << _U64(width)) | ((fps >> _U64(shift)) & _U64((1 << width) - 1))
-    return key
 
 
 def _pairs_sharing_keys(keys: np.ndarray, key_bits: int) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +70,7 @@ def all_pairs(
     found: list[np.ndarray] = []
     n = len(fps)
     for parts in layout.tables():
-        keys = _table_keys(fps, parts)
+        keys = table_keys(fps, parts)
         i, j = _pairs_sharing_keys(keys, sum(w for _, w in parts))
         if len(i):
             d = np.bitwise_count(fps[i] ^ fps[j]).astype(np.int64)

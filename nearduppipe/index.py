@@ -29,9 +29,26 @@ from itertools import combinations
 
 import numpy as np
 
-__all__ = ["BlockIndex", "Layout"]
+__all__ = ["BlockIndex", "Layout", "table_key", "table_keys"]
 
 _U64 = np.uint64
+Parts = tuple[tuple[int, int], ...]
+
+
+def table_key(fp: int, parts: Parts) -> int:
+    """A table's key of one fingerprint: its blocks ``(shift, width)`` concatenated."""
+    key = 0
+    for shift, width in parts:
+        key = (key << width) | ((fp >> shift) & ((1 << width) - 1))
+    return key
+
+
+def table_keys(fps: np.ndarray, parts: Parts) -> np.ndarray:
+    """:func:`table_key` of every fingerprint of a ``uint64`` array."""
+    key = np.zeros(len(fps), dtype=_U64)
+    for shift, width in parts:
+        key = (key << _U64(width)) | ((fps >> _U64(shift)) & _U64((1 << width) - 1))
+    return key
 
 
 @dataclass(frozen=True)
@@ -85,7 +102,7 @@ class _Table:
 
     __slots__ = ("dir_bits", "drop", "ids", "key_bits", "offsets", "parts")
 
-    def __init__(self, parts: tuple[tuple[int, int], ...]) -> None:
+    def __init__(self, parts: Parts) -> None:
         self.parts = parts
         self.key_bits = sum(w for _, w in parts)
         self.dir_bits = 0
@@ -94,16 +111,10 @@ class _Table:
         self.offsets = np.zeros(2, dtype=np.int64)
 
     def bucket(self, fp: int) -> int:
-        key = 0
-        for shift, width in self.parts:
-            key = (key << width) | ((fp >> shift) & ((1 << width) - 1))
-        return key >> self.drop
+        return table_key(fp, self.parts) >> self.drop
 
     def buckets(self, fps: np.ndarray) -> np.ndarray:
-        key = np.zeros(len(fps), dtype=_U64)
-        for shift, width in self.parts:
-            key = (key << _U64(width)) | ((fps >> _U64(shift)) & _U64((1 << width) - 1))
-        out: np.ndarray = (key >> _U64(self.drop)).astype(np.int64)
+        out: np.ndarray = (table_keys(fps, self.parts) >> _U64(self.drop)).astype(np.int64)
         return out
 
     def rebuild(self, fps: np.ndarray, dir_bits: int) -> None:

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..index import Layout
+from ..index import Layout, table_key
 from .base import (
     Decision,
     Entry,
@@ -143,9 +143,7 @@ class RedisStore(Store):
         small hash stays in its compact listpack form."""
         keys, fields = [], []
         for t, parts in enumerate(self._tables):
-            value = 0
-            for shift, width in parts:
-                value = (value << width) | ((fp >> shift) & ((1 << width) - 1))
+            value = table_key(fp, parts)
             keys.append(self._k(f"g{gen}", f"t{t}", f"{value >> _FIELD_BITS:x}"))
             fields.append(str(value & ((1 << _FIELD_BITS) - 1)))
         return keys, fields
