@@ -116,7 +116,7 @@ class NearDupRuntime:
             self.config.min_text_length,
             self.config.keep_text,
         )
-        self.dedup = Deduplicator(self.store, self.params)
+        self.dedup = Deduplicator(self.store)
         self._processes: ProcessPoolExecutor | None = None
         if self.config.executor == "process":
             self._processes = self._new_process_pool()
@@ -192,8 +192,8 @@ class NearDupRuntime:
                 broken, self._processes = self._processes, self._new_process_pool()
                 broken.shutdown(wait=False, cancel_futures=True)
                 raise
-        if result.fingerprint is None:
-            return Outcome(skipped=result.skipped, text_length=result.text_length)
+        if result.fingerprint is None:  # nothing to check: no store call, no thread hop
+            return self.dedup.decide(result, key)
         return await self.run(self.dedup.decide, result, key)
 
     def _flush(self) -> None:

@@ -85,20 +85,15 @@ class Outcome:
     skipped: str | None = None
     text_length: int = 0
 
-    @property
-    def duplicate(self) -> bool:
-        return self.match is not None
-
 
 class Deduplicator:
     """The store half of the job, for fingerprints computed anywhere (a worker process)."""
 
-    def __init__(self, store: Store, params: FingerprintParams | None = None) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
-        self.params = params or FingerprintParams()
 
     def decide(self, result: Fingerprinted, key: str) -> Outcome:
-        """The store half: check-and-add a fingerprint computed anywhere."""
+        """Check-and-add a fingerprint computed anywhere; a skipped result touches no store."""
         if result.fingerprint is None:
             return Outcome(skipped=result.skipped, text_length=result.text_length)
         match = self.store.check_and_add(result.fingerprint, key, result.sample)

@@ -8,6 +8,7 @@ and attrs objects).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import xxhash
@@ -15,7 +16,7 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
 from ._runtime import NearDupRuntime
-from .dedup import Outcome, fingerprint_html, fingerprint_text
+from .dedup import fingerprint_html, fingerprint_text
 from .stores import Match
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class NearDupPipeline:
             # The middleware stored this item's own page moments ago: not a duplicate.
             runtime.stats.inc_value("neardup/items/own_page")
             match = None
-            outcome = Outcome(outcome.fingerprint, None, None, outcome.text_length)
+            outcome = dataclasses.replace(outcome, match=None)
         runtime.record("items", outcome, key)
         if match is not None:
             raise NearDuplicateItem(key, match)
