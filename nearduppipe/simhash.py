@@ -19,16 +19,33 @@ import numpy as np
 import xxhash
 
 from .features import DEFAULT_FEATURES, FeatureConfig, features
+from .rule import WIDE_BITS, Fingerprints
 
-__all__ = ["EmptyFeaturesError", "fingerprint", "hamming", "simhash", "xxh3_64"]
+__all__ = [
+    "EmptyFeaturesError",
+    "fingerprint",
+    "fingerprints",
+    "hamming",
+    "simhash",
+    "simhash_pair",
+    "xxh3_64",
+]
 
 HashFunc = Callable[[Any], int]
 Features = Mapping[Any, float] | Iterable[tuple[Any, float]]
 
 # Weights are summed as exact integers (fixed point, 1/65536 resolution) so that the result does
-# not depend on floating-point summation order: identical on every process, numpy and platform.
+# not depend on summation order: identical on every process, numpy and platform. Integer-valued
+# float64 sums below 2**53 are exact too, so the sums run through BLAS in float64.
 _SCALE_BITS = 16
-_MAX_SUM_BITS = 62
+_MAX_SUM_BITS = 52
+# splitmix64 constants (Steele et al. 2014): expand one 64-bit feature hash into the independent
+# 64-bit words of the wide fingerprint. The words are a bijective mix of the hash with a per-word
+# increment, so they are as random as the hash and independent of the 64-bit fingerprint's bits.
+_U64 = np.uint64
+_GOLDEN = 0x9E3779B97F4A7C15
+_MIX1 = 0xBF58476D1CE4E5B9
+_MIX2 = 0x94D049BB133111EB
 
 
 class EmptyFeaturesError(ValueError):
@@ -53,7 +70,7 @@ def _fixed_point(weights: list[float]) -> np.ndarray:
     # Shrink the scale only when the integer sums could overflow int64.
     headroom = _MAX_SUM_BITS - int(np.ceil(np.log2(peak * len(w) + 1)))
     scale = float(2 ** min(_SCALE_BITS, headroom))
-    result: np.ndarray = np.rint(w * scale).astype(np.int64)
+    result: np.ndarray = np.rint(w * scale)
     return result
 
 
@@ -69,6 +86,44 @@ def _hash_pairs(
     return hashes, weights
 
 
+def _hashes_and_weights(
+    features: Features, bits: int, hashfunc: HashFunc | None
+) -> tuple[list[int], list[float]]:
+    if hashfunc is None and isinstance(features, Mapping) and bits == 64:
+        # Fast path of the default pipeline: no per-feature wrapper call, no masking.
+        try:
+            digest = xxhash.xxh3_64_intdigest
+            return [digest(f.encode("utf-8")) for f in features], list(features.values())
+        except AttributeError:  # a non-str feature: take the general path
+            return _hash_pairs(features.items(), xxh3_64, bits)
+    pairs = features.items() if isinstance(features, Mapping) else features
+    return _hash_pairs(pairs, hashfunc or xxh3_64, bits)
+
+
+def _sign_bits(words: np.ndarray, w: np.ndarray, bits: int) -> int:
+    """SimHash reduction: ``words`` is an (n, m) little-endian uint64 matrix of feature hash
+    words; returns the ``bits``-bit integer whose bit j is set when the weighted sum of the
+    features' bit j is positive."""
+    n = words.shape[0]
+    hbits = np.unpackbits(words.view(np.uint8).reshape(n, -1), axis=1, bitorder="little")
+    # sum_j = sum_i w_i * (2*b_ij - 1) = 2 * (w @ b)_j - sum(w); exact in float64 (see above)
+    sums = 2.0 * (w @ hbits[:, :bits].astype(np.float64)) - float(w.sum())
+    packed = np.packbits(sums > 0, bitorder="little")
+    return int.from_bytes(packed.tobytes(), "little")
+
+
+def _wide_words(hashes: np.ndarray, words: int) -> np.ndarray:
+    """splitmix64 of each hash with ``words`` different increments: (n, words) uint64."""
+    with np.errstate(over="ignore"):
+        steps = np.arange(1, words + 1, dtype=_U64) * _U64(_GOLDEN)
+        z = hashes[:, None] + steps[None, :]
+        z = (z ^ (z >> _U64(30))) * _U64(_MIX1)
+        z = (z ^ (z >> _U64(27))) * _U64(_MIX2)
+        out: np.ndarray = z ^ (z >> _U64(31))
+    return out.astype("<u8", copy=False)
+
+
+
 def simhash(features: Features, bits: int = 64, hashfunc: HashFunc | None = None) -> int:
     """Fingerprint of weighted features: a mapping ``{feature: weight}`` or ``(feature, weight)``
     pairs. ``hashfunc`` maps a feature to an int of at least ``bits`` bits (its low ``bits`` bits
@@ -76,29 +131,35 @@ def simhash(features: Features, bits: int = 64, hashfunc: HashFunc | None = None
     """
     if not 1 <= bits <= 64:
         raise ValueError(f"bits must be between 1 and 64, not {bits!r}")
-    if hashfunc is None and isinstance(features, Mapping) and bits == 64:
-        # Fast path of the default pipeline: no per-feature wrapper call, no masking.
-        try:
-            digest = xxhash.xxh3_64_intdigest
-            hashes = [digest(f.encode("utf-8")) for f in features]
-            weights = list(features.values())
-        except AttributeError:  # a non-str feature: take the general path
-            hashes, weights = _hash_pairs(features.items(), xxh3_64, bits)
-    else:
-        pairs = features.items() if isinstance(features, Mapping) else features
-        hashes, weights = _hash_pairs(pairs, hashfunc or xxh3_64, bits)
+    hashes, weights = _hashes_and_weights(features, bits, hashfunc)
     if not hashes:
         raise EmptyFeaturesError("no features to fingerprint")
-    # (n, 64) matrix of hash bits, bit j in column j (little-endian bytes on every host).
+    hv = np.array(hashes, dtype="<u8").reshape(-1, 1)
+    return _sign_bits(hv, _fixed_point(weights), bits)
+
+
+def simhash_pair(features: Features, wide_bits: int = WIDE_BITS) -> Fingerprints:
+    """The 64-bit SimHash and the wide SimHash of the same features in one pass: each feature is
+    hashed once (xxh3_64); the wide fingerprint's words are splitmix64 expansions of that hash,
+    so it costs one more matrix product, not ``wide_bits / 64`` more string hashes."""
+    if wide_bits % 64 or not 64 <= wide_bits <= 1024:
+        raise ValueError(f"wide_bits must be a multiple of 64 up to 1024, not {wide_bits!r}")
+    hashes, weights = _hashes_and_weights(features, 64, None)
+    if not hashes:
+        raise EmptyFeaturesError("no features to fingerprint")
     hv = np.array(hashes, dtype="<u8")
-    hbits = np.unpackbits(hv.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
     w = _fixed_point(weights)
-    # sum_j = sum_i w_i * (2*b_ij - 1) = 2 * (w @ b)_j - sum(w)
-    sums = 2 * (w @ hbits[:, :bits].astype(np.int64)) - int(w.sum())
-    result = 0
-    for j in np.flatnonzero(sums > 0).tolist():
-        result |= 1 << j
-    return result
+    fp = _sign_bits(hv.reshape(-1, 1), w, 64)
+    wide = _sign_bits(np.ascontiguousarray(_wide_words(hv, wide_bits // 64)), w, wide_bits)
+    return Fingerprints(fp, wide)
+
+
+def fingerprints(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> Fingerprints:
+    """Both fingerprints of a text through the default pipeline."""
+    feats = features(text, config)
+    if not feats:
+        raise EmptyFeaturesError("text has no usable token")
+    return simhash_pair(feats)
 
 
 def fingerprint(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> int:

@@ -27,7 +27,17 @@ def random_fps(rng: np.random.Generator, n: int) -> np.ndarray:
 
 @pytest.mark.parametrize(
     "layout",
-    [Layout(), Layout(blocks=6), Layout(distance=0), Layout(distance=1), Layout(distance=5)],
+    [
+        Layout(),
+        Layout(blocks=6),
+        Layout(blocks=4),
+        Layout(distance=0),
+        Layout(distance=1),
+        Layout(distance=5),
+        Layout(distance=8),
+        Layout(distance=8, blocks=4),
+        Layout(distance=4, blocks=3),
+    ],
 )
 def test_matches_brute_force_with_planted_neighbours(layout: Layout) -> None:
     rng = np.random.default_rng(7)
@@ -59,7 +69,7 @@ def test_adversarial_clusters_and_block_boundaries() -> None:
     for b in [0, 15, 16, 31, 32, 47, 48, 63]:
         edges += [1 << b, ((1 << 64) - 1) ^ (1 << b), (1 << b) | (1 << ((b + 1) % 64))]
     stored = np.array(shared_top + shared_mid + edges, dtype=U64)
-    for blocks in (None, 6):
+    for blocks in (None, 4, 6):
         idx = BlockIndex(Layout(blocks=blocks), tail_capacity=500)
         for fp in stored.tolist():
             idx.add(fp)
@@ -79,7 +89,9 @@ def test_reads_do_not_grow_the_index() -> None:
 
 
 def test_tables_are_combinations() -> None:
-    assert len(Layout().tables()) == 4
+    assert len(Layout().tables()) == 3 and Layout().probe == 1  # multi-index: 3 blocks, radius 1
+    assert len(Layout(distance=8).tables()) == 3 and Layout(distance=8).probe == 2
+    assert len(Layout(blocks=4).tables()) == 4 and Layout(blocks=4).probe == 0  # the paper's
     assert len(Layout(blocks=6).tables()) == 20
     widths = [w for _, w in Layout(blocks=6).block_ranges()]
     assert sum(widths) == 64 and max(widths) - min(widths) <= 1
@@ -88,12 +100,13 @@ def test_tables_are_combinations() -> None:
 def test_memory_per_fingerprint_is_compact() -> None:
     idx = BlockIndex()
     idx.add_many(random_fps(np.random.default_rng(1), 200_000))
-    assert idx.nbytes / len(idx) <= 32
+    # fingerprint + live flag, 3 tables of (id, fingerprint), directories of ~2 ids per group
+    assert idx.nbytes / len(idx) <= 64
 
 
 def test_bad_parameters() -> None:
     with pytest.raises(ValueError):
-        Layout(distance=3, blocks=3)
+        Layout(distance=20, blocks=2)  # would probe each 32-bit key at radius 10
     with pytest.raises(ValueError):
         Layout(bits=65)
     with pytest.raises(ValueError):
@@ -102,3 +115,46 @@ def test_bad_parameters() -> None:
         BlockIndex().add(1 << 64)
     with pytest.raises(ValueError):
         BlockIndex().query("12")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("layout", [Layout(), Layout(distance=8), Layout(blocks=4)])
+def test_removals_match_brute_force(layout: Layout) -> None:
+    """Removed ids leave every table (tombstones, then rebuilds) and are never returned."""
+    rng = np.random.default_rng(11)
+    k = layout.distance
+    stored = random_fps(rng, 6000)
+    # clustered: 40 centres with 50 neighbours each within k + 1 bits
+    centres = random_fps(rng, 40).tolist()
+    cluster = [flip(c, int(rng.integers(0, k + 2)), rng) for c in centres for _ in range(50)]
+    stored = np.concatenate([stored, np.array(cluster, dtype=U64)])
+    idx = BlockIndex(layout, tail_capacity=101)
+    for fp in stored.tolist():
+        idx.add(fp)
+    alive = np.ones(len(stored), dtype=bool)
+    for round_ in range(3):
+        for i in rng.choice(len(stored), 1500, replace=False).tolist():
+            if alive[i]:
+                idx.remove(i)
+                alive[i] = False
+        with pytest.raises(KeyError):
+            idx.remove(int(np.flatnonzero(~alive)[0]))
+        assert len(idx) == int(alive.sum())
+        live = np.flatnonzero(alive)
+        for q in [flip(c, int(rng.integers(0, k + 2)), rng) for c in centres]:
+            want = [h for h in brute(stored, q, k) if alive[h[0]]]
+            assert idx.query(q) == want, round_
+        for fp in random_fps(rng, 500).tolist():  # new ids after removals
+            idx.add(fp)
+        stored = np.concatenate([stored, idx.fingerprints()[len(stored) :]])
+        alive = np.concatenate([alive, np.ones(len(stored) - len(alive), dtype=bool)])
+        assert len(live) <= len(idx)
+
+
+def test_query_radius_is_a_smaller_ball() -> None:
+    rng = np.random.default_rng(5)
+    stored = random_fps(rng, 3000)
+    idx = BlockIndex(Layout(distance=8))
+    idx.add_many(stored)
+    for i in range(0, 3000, 30):
+        q = flip(int(stored[i]), i % 9, rng)
+        assert idx.query(q, radius=3) == brute(stored, q, 3)

@@ -1,52 +1,78 @@
 """The store interface, its records, and the URI registry that picks a backend.
 
-A store answers one question atomically: "is this fingerprint within ``distance`` of one I
-already hold? If not, hold it." Every backend keeps, for each stored fingerprint, its key (the
-URL) and when it was stored, and for each near-duplicate decision the key, the earlier key it
-matched and the distance, so reports can be built after the crawl.
+A store answers one question atomically: "is this page a near-duplicate of another page I hold?
+If not, hold it." A key (the URL) is one page: a store holds at most one entry per key, and a
+page is never a near-duplicate of its own key. Seeing a stored key again is a *revisit*:
+
+* ``again``     the same crawl job stored it (a retry, a redirect back, a resumed job): the page
+  is kept and nothing is written;
+* ``unchanged`` its fingerprints match its stored ones under the rule: the entry's time and job
+  are refreshed;
+* ``changed``   otherwise: it is checked against the other keys like a new page and, if kept,
+  replaces its old entry (the old fingerprint leaves the index).
+
+Every backend keeps, for each entry, its key, fingerprints, time, job and optional text sample;
+for each near-duplicate decision the key, the key it matched and both distances; and counters
+(revisits, decisions recorded and trimmed), so reports can be built after the crawl.
 """
 
 from __future__ import annotations
 
-import threading
-import time
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-from ..index import BlockIndex, Layout
+from ..rule import Fingerprints, Rule
 
 __all__ = [
+    "BadKey",
     "Decision",
     "Entry",
-    "IndexedStore",
     "Match",
     "Store",
     "StoreError",
+    "StoreInfo",
     "StoreUnavailable",
+    "Verdict",
+    "check_key",
+    "clean_text",
     "open_store",
     "register_store",
 ]
 
+MAX_KEY_CHARS = 65_536
+DEFAULT_MAX_DECISIONS = 100_000
+Status = Literal["new", "duplicate", "unchanged", "changed", "again"]
+
 
 class Match(NamedTuple):
-    """A stored fingerprint near a query: its key, its value and its Hamming distance."""
+    """A stored page near a query: its key, 64-bit fingerprint, 64-bit distance and wide
+    distance (``None`` when either side has no wide fingerprint)."""
 
     key: str
     fingerprint: int
     distance: int
+    wide_distance: int | None = None
 
 
 class Entry(NamedTuple):
-    """A stored fingerprint with its key, the time (UNIX seconds) it was stored, and the text
-    sample kept with it (``None`` unless the crawl keeps texts)."""
+    """A stored page: key, 64-bit fingerprint, time stored (UNIX seconds), text sample (``None``
+    unless the crawl keeps texts), wide fingerprint (``None`` for format-1 entries) and the id
+    of the crawl job that stored it."""
 
     key: str
     fingerprint: int
     stored_at: float
     text: str | None = None
+    wide: int | None = None
+    job: str | None = None
+
+    @property
+    def fingerprints(self) -> Fingerprints:
+        return Fingerprints(self.fingerprint, self.wide)
 
 
 class Decision(NamedTuple):
@@ -59,6 +85,19 @@ class Decision(NamedTuple):
     distance: int
     decided_at: float
     text: str | None = None  # the dropped page's kept text sample
+    wide_distance: int | None = None
+
+
+class Verdict(NamedTuple):
+    """What :meth:`Store.check` did with a page. ``match`` is the stored page it was judged a
+    near-duplicate of (``duplicate``), or its own stored entry (``unchanged``)."""
+
+    status: Status
+    match: Match | None = None
+
+    @property
+    def kept(self) -> bool:
+        return self.status in ("new", "changed", "again")
 
 
 class StoreError(Exception):
@@ -66,8 +105,14 @@ class StoreError(Exception):
 
 
 class StoreUnavailable(StoreError):
-    """A networked store could not be reached or did not answer in time: a passing condition
-    that the failure policy (``NEARDUP_ON_STORE_ERROR``) decides about."""
+    """The store could not be reached or could not write (a server down, a disk full, a lock
+    held too long): a passing condition that the failure policy (``NEARDUP_ON_STORE_ERROR``)
+    decides about. Nothing acknowledged before it is lost."""
+
+
+class BadKey(ValueError):
+    """A key no store can hold (not text, empty, too long, or not encodable as UTF-8, e.g. a
+    lone surrogate from a JSON feed). Only that page is affected; the store is untouched."""
 
 
 @dataclass(frozen=True)
@@ -75,54 +120,154 @@ class StoreInfo:
     uri: str
     entries: int
     decisions: int
-    distance: int
+    rule: Rule
+    format: int
+    revisits_unchanged: int = 0
+    revisits_changed: int = 0
+    decisions_total: int = 0
+    decisions_trimmed: int = 0
+    ttl: float | None = None
+    max_decisions: int | None = None
 
 
 def check_key(key: object) -> str:
+    """The key, if a store can hold it; :class:`BadKey` otherwise."""
     if not isinstance(key, str):
-        raise TypeError(f"store keys are strings, not {type(key).__name__}")
+        raise BadKey(f"store keys are strings, not {type(key).__name__}")
+    if not key:
+        raise BadKey("store keys are non-empty strings")
+    if len(key) > MAX_KEY_CHARS:
+        raise BadKey(f"store key of {len(key)} characters (at most {MAX_KEY_CHARS})")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise BadKey(f"store key is not valid Unicode text ({e.reason}): {key!r:.80}") from None
     return key
 
 
+def clean_text(text: str | None) -> str | None:
+    """A text sample as every backend can store it: lone surrogates become U+FFFD."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def check_fingerprints(fps: Fingerprints | int) -> Fingerprints:
+    if isinstance(fps, int) and not isinstance(fps, bool):
+        fps = Fingerprints(fps, None)
+    if not isinstance(fps, Fingerprints):
+        raise TypeError(f"expected Fingerprints or an int, not {type(fps).__name__}")
+    if not isinstance(fps.fp, int) or not 0 <= fps.fp < 1 << 64:
+        raise ValueError("fingerprint must be an integer in [0, 2**64)")
+    if fps.wide is not None and (not isinstance(fps.wide, int) or not 0 <= fps.wide < 1 << 512):
+        raise ValueError("wide fingerprint must be an integer in [0, 2**512)")
+    return fps
+
+
+def check_ttl(ttl: float | None, where: str) -> float | None:
+    if ttl is None:
+        return None
+    try:
+        value = float(ttl)
+    except (TypeError, ValueError):
+        raise StoreError(f"{where}: ttl must be a number of seconds, not {ttl!r}") from None
+    if not math.isfinite(value) or not 1.0 <= value <= 100 * 365 * 86400:
+        raise StoreError(f"{where}: ttl must be between 1 second and 100 years, not {ttl!r}")
+    return value
+
+
+def check_max_decisions(n: int | None, where: str) -> int | None:
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10**9:
+        raise StoreError(f"{where}: max_decisions must be an integer from 1 to 10**9, not {n!r}")
+    return n
+
+
 class Store(ABC):
-    """What every backend offers. Use as a context manager, or call :meth:`close`."""
+    """What every backend offers. Use as a context manager, or call :meth:`close`.
+
+    ``rule`` decides; ``ttl`` (seconds) makes older entries stop matching; ``max_decisions``
+    bounds the decisions log (oldest trimmed first)."""
 
     uri: str
-    distance: int
+    rule: Rule
+    ttl: float | None = None
+    max_decisions: int | None = DEFAULT_MAX_DECISIONS
+    read_only: bool = False
+    format_version: int = 2
 
     @abstractmethod
-    def near(self, fp: int) -> list[Match]:
-        """Stored fingerprints within the distance, nearest first (ties: oldest first)."""
+    def check(
+        self,
+        fps: Fingerprints | int,
+        key: str,
+        *,
+        text: str | None = None,
+        job: str | None = None,
+    ) -> Verdict:
+        """Atomically decide and record what ``key`` with ``fps`` is (see the module doc)."""
 
     @abstractmethod
-    def check_and_add(self, fp: int, key: str, text: str | None = None) -> Match | None:
-        """Atomically: the nearest earlier match (recorded as a decision), or ``None`` after
-        storing ``fp`` under ``key``. ``text``: a sample kept with the entry or decision."""
+    def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
+        """Stored pages that are near-duplicates of ``fps`` under the rule, nearest first
+        (``exclude``: a key to leave out). Never writes."""
 
     @abstractmethod
-    def add(self, fp: int, key: str, text: str | None = None) -> None:
-        """Store ``fp`` under ``key`` without checking."""
+    def add(
+        self,
+        fps: Fingerprints | int,
+        key: str,
+        *,
+        text: str | None = None,
+        job: str | None = None,
+        stored_at: float | None = None,
+    ) -> None:
+        """Store ``key`` without checking, replacing its entry if it has one."""
+
+    @abstractmethod
+    def get(self, key: str) -> Entry | None:
+        """The entry stored under ``key`` (expired ones included), or ``None``."""
+
+    @abstractmethod
+    def remove(self, key: str) -> bool:
+        """Forget ``key``: its fingerprints leave the index. ``False`` if it was not stored."""
 
     @abstractmethod
     def __len__(self) -> int:
-        """Number of stored fingerprints."""
+        """Number of stored entries (one per key)."""
 
     @abstractmethod
     def entries(self) -> Iterator[Entry]:
-        """Every stored fingerprint, oldest first."""
+        """Every stored entry, oldest first."""
 
     @abstractmethod
     def decisions(self) -> Iterator[Decision]:
-        """Every near-duplicate decision, oldest first."""
+        """Every recorded (not yet trimmed) near-duplicate decision, oldest first."""
 
     @abstractmethod
     def decision_count(self) -> int:
-        """Number of recorded decisions."""
+        """Number of recorded decisions still held."""
+
+    @abstractmethod
+    def counters(self) -> dict[str, int]:
+        """``revisits_unchanged``, ``revisits_changed``, ``decisions_total`` (ever recorded)
+        and ``decisions_trimmed``."""
 
     @abstractmethod
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
-        """Append entries (with their own times, unchecked, in order) and decisions, e.g. when
-        copying a store to another backend. Returns the number of entries imported."""
+        """Store entries (with their own times and jobs, unchecked; a later entry for a key
+        replaces an earlier one) and append decisions, e.g. when copying a store to another
+        backend. Returns the number of entries imported."""
+
+    def prune(self) -> int:
+        """Remove entries older than the TTL; returns how many (backends whose entries expire
+        by themselves return 0)."""
+        return 0
 
     def flush(self) -> None:  # noqa: B027 - optional for backends that write through
         """Make everything so far durable (backends that batch writes override this)."""
@@ -131,8 +276,27 @@ class Store(ABC):
     def close(self) -> None:
         """Flush and release the store; idempotent."""
 
+    def check_and_add(self, fp: Fingerprints | int, key: str, text: str | None = None) -> Match | None:
+        """The near-duplicate ``key`` was dropped against, or ``None`` if it was kept (or is an
+        unchanged revisit). Shorthand for :meth:`check` for callers that only need a match."""
+        verdict = self.check(fp, key, text=text)
+        return verdict.match if verdict.status == "duplicate" else None
+
     def info(self) -> StoreInfo:
-        return StoreInfo(self.uri, len(self), self.decision_count(), self.distance)
+        c = self.counters()
+        return StoreInfo(
+            self.uri,
+            len(self),
+            self.decision_count(),
+            self.rule,
+            self.format_version,
+            c.get("revisits_unchanged", 0),
+            c.get("revisits_changed", 0),
+            c.get("decisions_total", 0),
+            c.get("decisions_trimmed", 0),
+            self.ttl,
+            self.max_decisions,
+        )
 
     def __enter__(self) -> Store:
         return self
@@ -146,93 +310,12 @@ class Store(ABC):
         self.close()
 
 
-class IndexedStore(Store):
-    """A store whose search runs on an in-process :class:`BlockIndex` rebuilt from the stored
-    fingerprints at open. Subclasses persist entries and decisions and look keys up by id; a
-    lock makes check-and-add atomic across threads."""
-
-    def __init__(self, uri: str, distance: int = 3, blocks: int | None = None) -> None:
-        self.uri = uri
-        self.distance = distance
-        self._index = BlockIndex(Layout(distance=distance, blocks=blocks))
-        self._lock = threading.RLock()
-        self._closed = False
-
-    # -- what subclasses provide -------------------------------------------------------------
-    @abstractmethod
-    def _key_of(self, i: int) -> str: ...
-
-    @abstractmethod
-    def _save_entry(self, i: int, fp: int, key: str, now: float, text: str | None) -> None: ...
-
-    @abstractmethod
-    def _save_decision(self, decision: Decision) -> None: ...
-
-    # -- the interface ----------------------------------------------------------------------
-    read_only = False
-
-    def _check_open(self, write: bool = False) -> None:
-        if self._closed:
-            raise StoreError(f"store {self.uri} is closed")
-        if write and self.read_only:
-            raise StoreError(f"store {self.uri} was opened read-only")
-
-    def near(self, fp: int) -> list[Match]:
-        with self._lock:
-            self._check_open()
-            hits = self._index.query(fp)
-            return [Match(self._key_of(i), self._index.fingerprint(i), d) for i, d in hits]
-
-    def check_and_add(self, fp: int, key: str, text: str | None = None) -> Match | None:
-        check_key(key)
-        with self._lock:
-            self._check_open(write=True)
-            hit = self._index.nearest(fp)
-            now = time.time()
-            if hit is None:
-                i = self._index.add(fp)
-                self._save_entry(i, fp, key, now, text)
-                return None
-            i, d = hit
-            match = Match(self._key_of(i), self._index.fingerprint(i), d)
-            self._save_decision(Decision(key, fp, match.key, match.fingerprint, d, now, text))
-            return match
-
-    def add(self, fp: int, key: str, text: str | None = None) -> None:
-        check_key(key)
-        with self._lock:
-            self._check_open(write=True)
-            i = self._index.add(fp)
-            self._save_entry(i, fp, key, time.time(), text)
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
-        n = 0
-        with self._lock:
-            self._check_open(write=True)
-            for entry in entries:
-                i = self._index.add(entry.fingerprint)
-                self._save_entry(
-                    i, entry.fingerprint, check_key(entry.key), entry.stored_at, entry.text
-                )
-                n += 1
-            for decision in decisions:
-                self._save_decision(decision)
-        return n
-
-    @property
-    def index_nbytes(self) -> int:
-        return self._index.nbytes
-
-
 StoreFactory = Callable[..., Store]
 _REGISTRY: dict[str, StoreFactory] = {}
 
 
 def register_store(scheme: str, factory: StoreFactory) -> None:
-    """Make ``open_store("scheme:...")`` call ``factory(uri, distance=..., **options)``."""
+    """Make ``open_store("scheme:...")`` call ``factory(uri, **options)``."""
     _REGISTRY[scheme] = factory
 
 
@@ -244,12 +327,18 @@ def _scheme(uri: str) -> str:
     return head.lower()
 
 
-def open_store(uri: str, distance: int = 3, **options: Any) -> Store:
+def open_store(uri: str, *, rule: Rule | None = None, **options: Any) -> Store:
     """Open the store a URI names: ``memory:``, ``sqlite:///relative.sqlite``,
-    ``sqlite:////absolute/path.sqlite`` or a bare file path; ``redis://...`` once installed.
-    ``options`` go to the backend (e.g. ``reset=True``, ``blocks=6``)."""
+    ``sqlite:////absolute/path.sqlite`` or a bare file path, ``redis://...``.
+
+    ``rule=None`` takes the rule the store was created with (a new store gets the default
+    :class:`~nearduppipe.rule.Rule`). Common options: ``read_only=True`` (never writes),
+    ``reset=True`` (empty it first), ``ttl`` (seconds), ``max_decisions``, ``clock`` (a
+    ``time.time`` stand-in). Others go to the backend."""
     if not isinstance(uri, str) or not uri.strip():
         raise StoreError(f"a store URI is a non-empty string, not {uri!r}")
+    if rule is not None and not isinstance(rule, Rule):
+        raise StoreError(f"rule must be a nearduppipe.rule.Rule, not {type(rule).__name__}")
     from . import _load_builtin_backends
 
     _load_builtin_backends()
@@ -258,4 +347,4 @@ def open_store(uri: str, distance: int = 3, **options: Any) -> Store:
     if factory is None:
         known = ", ".join(sorted(f"{s}:" for s in _REGISTRY))
         raise StoreError(f"unknown store scheme {scheme!r} in {uri!r}; known: {known}")
-    return factory(uri, distance=distance, **options)
+    return factory(uri, rule=rule, **options)

@@ -2,39 +2,86 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from .base import Decision, Entry, IndexedStore, StoreError, register_store
+from ..rule import Fingerprints, Rule
+from .base import DEFAULT_MAX_DECISIONS, Decision, Entry, StoreError, register_store
+from .indexed import IndexedStore
 
 __all__ = ["MemoryStore"]
 
 
 class MemoryStore(IndexedStore):
-    def __init__(self, uri: str = "memory:", distance: int = 3, blocks: int | None = None) -> None:
-        super().__init__(uri, distance, blocks)
-        self._keys: list[str] = []
-        self._times: list[float] = []
-        self._texts: list[str | None] = []
-        self._decisions: list[Decision] = []
+    def __init__(
+        self,
+        uri: str = "memory:",
+        rule: Rule | None = None,
+        *,
+        blocks: int | None = None,
+        ttl: float | None = None,
+        max_decisions: int | None = DEFAULT_MAX_DECISIONS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(
+            uri, rule or Rule(), blocks=blocks, ttl=ttl, max_decisions=max_decisions, clock=clock
+        )
+        self._ids: dict[str, int] = {}
+        self._keys: dict[int, str] = {}
+        self._jobs: dict[int, str | None] = {}
+        self._texts: dict[int, str | None] = {}
+        self._decisions: deque[Decision] = deque()
+
+    def _find(self, key: str) -> tuple[int, str | None] | None:
+        i = self._ids.get(key)
+        return None if i is None else (i, self._jobs[i])
 
     def _key_of(self, i: int) -> str:
         return self._keys[i]
 
-    def _save_entry(self, i: int, fp: int, key: str, now: float, text: str | None) -> None:
-        self._keys.append(key)
-        self._times.append(now)
-        self._texts.append(text)
+    def _extra_of(self, i: int) -> tuple[str | None, str | None]:
+        return self._texts[i], self._jobs[i]
 
-    def _save_decision(self, decision: Decision) -> None:
+    def _persist_entry(
+        self, i: int, key: str, fps: Fingerprints, t: float, job: str | None, text: str | None,
+        replaces: int | None,
+    ) -> None:
+        if replaces is not None:
+            self._forget(replaces)
+        self._ids[key] = i
+        self._keys[i] = key
+        self._jobs[i] = job
+        self._texts[i] = text
+
+    def _persist_touch(self, i: int, key: str, t: float, job: str | None) -> None:
+        self._jobs[i] = job
+
+    def _forget(self, i: int) -> None:
+        del self._keys[i], self._jobs[i], self._texts[i]
+
+    def _persist_remove(self, i: int, key: str) -> None:
+        del self._ids[key]
+        self._forget(i)
+
+    def _persist_decision(self, decision: Decision) -> None:
         self._decisions.append(decision)
+        if self.max_decisions is not None and len(self._decisions) > self.max_decisions:
+            self._decisions.popleft()
+            self._counters["decisions_trimmed"] += 1
 
     def entries(self) -> Iterator[Entry]:
         with self._lock:
-            fps = self._index.fingerprints().tolist()
-            items = list(zip(self._keys, fps, self._times, self._texts, strict=True))
-        for key, fp, t, text in items:
-            yield Entry(key, fp, t, text)
+            ids = sorted(self._keys, key=lambda i: (float(self._times[i]), i))
+            items = [
+                Entry(self._keys[i], *self._entry_parts(i)) for i in ids
+            ]
+        yield from items
+
+    def _entry_parts(self, i: int) -> tuple[int, float, str | None, int | None, str | None]:
+        fps = self._fingerprints_of(i)
+        return fps.fp, float(self._times[i]), self._texts[i], fps.wide, self._jobs[i]
 
     def decisions(self) -> Iterator[Decision]:
         with self._lock:
@@ -48,16 +95,15 @@ class MemoryStore(IndexedStore):
         self._closed = True
 
 
-def _open(uri: str, distance: int = 3, **options: Any) -> MemoryStore:
-    blocks = options.pop("blocks", None)
+def _open(uri: str, rule: Rule | None = None, **options: Any) -> MemoryStore:
     # A memory store always starts empty and has nothing to commit.
-    for ignored in ("reset", "commit_every", "commit_interval", "name"):
+    for ignored in ("reset", "commit_every", "commit_interval", "name", "read_only"):
         options.pop(ignored, None)
-    if options.pop("ttl", None) is not None:
-        raise StoreError("memory store: ttl is supported by the redis store only")
-    if options:
-        raise StoreError(f"memory store: unknown options {sorted(options)}")
-    return MemoryStore(uri, distance, blocks)
+    known = {"blocks", "ttl", "max_decisions", "clock"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise StoreError(f"memory store: unknown options {unknown}")
+    return MemoryStore(uri, rule, **options)
 
 
 register_store("memory", _open)

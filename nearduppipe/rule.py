@@ -1,0 +1,120 @@
+"""The decision rule: when is a stored page a near-duplicate of a new one?
+
+Two stages (docs/quality.md has the measurements behind them):
+
+1. **Candidates**: every stored page whose 64-bit SimHash is within ``radius`` bits of the
+   query's. The block index finds exactly these (:mod:`nearduppipe.index`).
+2. **Verdict**: a candidate is a near-duplicate when the two pages' *wide* SimHashes (256 bits
+   from the same weighted features) are within ``wide_threshold`` bits. The Hamming distance of
+   ``b``-bit SimHashes estimates the angle between the feature vectors as ``pi * d / b`` with a
+   standard deviation shrinking as ``1 / sqrt(b)``: 256 bits have a quarter of the variance of
+   64, which is what lifts recall without admitting unrelated pages.
+
+The user states the verdict as a cosine ``similarity``; the threshold in bits is
+``floor(bits * acos(similarity) / pi)``. ``similarity=None`` is the paper's rule (Manku et al.
+2007): 64-bit distance ``<= radius`` (k = 3) and no second stage.
+
+Entries written by format-1 stores have no wide fingerprint. They are judged by the 64-bit rule
+at ``min(radius, legacy_distance)`` (3 by default): never looser than the paper's rule, so a
+migrated store can miss a near-duplicate but never drop a page format 1 would have kept.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+__all__ = ["PAPER_RULE", "Fingerprints", "Rule", "wide_threshold"]
+
+WIDE_BITS = 512
+
+
+class Fingerprints(NamedTuple):
+    """A page's fingerprints from one pass over its features: the paper's 64-bit SimHash (it
+    keys the index and is what logs and reports show) and the wide SimHash (``None`` for
+    entries that predate it)."""
+
+    fp: int
+    wide: int | None = None
+
+
+def wide_threshold(similarity: float, bits: int = WIDE_BITS) -> int:
+    """Largest wide distance whose implied cosine is still >= ``similarity``."""
+    return math.floor(bits * math.acos(similarity) / math.pi + 1e-9)
+
+
+def implied_similarity(distance: int, bits: int) -> float:
+    """The cosine that a SimHash distance of ``distance`` out of ``bits`` estimates."""
+    return math.cos(math.pi * distance / bits)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``similarity``: the cosine above which pages are near-duplicates (``None``: the paper's
+    64-bit rule). ``radius``: the 64-bit candidate radius (the paper's k when ``similarity`` is
+    ``None``). ``legacy_distance``: the 64-bit distance for entries without a wide fingerprint.
+    """
+
+    similarity: float | None = 0.93
+    radius: int = 8
+    wide_bits: int = WIDE_BITS
+    legacy_distance: int = 3
+
+    def __post_init__(self) -> None:
+        if self.similarity is not None and not (
+            isinstance(self.similarity, (int, float)) and 0.0 < self.similarity <= 1.0
+        ):
+            raise ValueError(f"similarity must be in (0, 1] or None, not {self.similarity!r}")
+        if not 0 <= self.radius <= 16:
+            raise ValueError(f"radius must be between 0 and 16, not {self.radius!r}")
+        if self.wide_bits != WIDE_BITS:
+            raise ValueError(f"wide fingerprints have {WIDE_BITS} bits, not {self.wide_bits!r}")
+        if not 0 <= self.legacy_distance <= 16:
+            raise ValueError(f"legacy_distance must be between 0 and 16, not {self.legacy_distance}")
+
+    @classmethod
+    def paper(cls, k: int = 3) -> Rule:
+        """Manku et al.'s rule: 64-bit SimHash within ``k`` bits, no verification."""
+        return cls(similarity=None, radius=k)
+
+    @property
+    def verifies(self) -> bool:
+        return self.similarity is not None
+
+    @property
+    def wide_threshold(self) -> int | None:
+        if self.similarity is None:
+            return None
+        return wide_threshold(self.similarity, self.wide_bits)
+
+    def is_near(self, distance: int, wide_distance: int | None) -> bool:
+        """The verdict for a pair at 64-bit ``distance`` and wide ``wide_distance`` (``None``
+        when either side has no wide fingerprint)."""
+        if distance > self.radius:
+            return False
+        threshold = self.wide_threshold
+        if threshold is None:
+            return True
+        if wide_distance is None:
+            return distance <= min(self.radius, self.legacy_distance)
+        return wide_distance <= threshold
+
+    def describe(self) -> str:
+        if self.similarity is None:
+            return f"64-bit distance <= {self.radius} (the paper's rule)"
+        return (
+            f"cosine >= {self.similarity:g}: {self.wide_bits}-bit distance <= "
+            f"{self.wide_threshold} among 64-bit candidates within {self.radius}"
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "similarity": self.similarity,
+            "radius": self.radius,
+            "wide_bits": self.wide_bits,
+            "legacy_distance": self.legacy_distance,
+        }
+
+
+PAPER_RULE = Rule.paper(3)

@@ -1,0 +1,323 @@
+"""Stores whose search runs on an in-process :class:`~nearduppipe.index.BlockIndex`.
+
+The index holds the 64-bit fingerprints; beside it, per id, this class keeps the wide
+fingerprint (8 words), whether there is one, and the time stored, so a check is one index query
+plus one vectorised verdict over the candidates. Subclasses persist entries and decisions and
+map keys to ids; a lock makes :meth:`check` atomic across threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from ..index import BlockIndex, Layout
+from ..rule import Fingerprints, Rule
+from .base import (
+    DEFAULT_MAX_DECISIONS,
+    Decision,
+    Entry,
+    Match,
+    Store,
+    StoreError,
+    Verdict,
+    check_fingerprints,
+    check_key,
+    check_max_decisions,
+    check_ttl,
+    clean_text,
+)
+
+__all__ = ["COUNTERS", "IndexedStore", "wide_words", "words_to_int"]
+
+WIDE_WORDS = 8  # 512 bits
+COUNTERS = ("revisits_unchanged", "revisits_changed", "decisions_total", "decisions_trimmed")
+
+
+def wide_words(wide: int | None) -> np.ndarray:
+    """A wide fingerprint as 8 little-endian uint64 words (zeros for ``None``)."""
+    if wide is None:
+        return np.zeros(WIDE_WORDS, dtype=np.uint64)
+    return np.frombuffer(wide.to_bytes(8 * WIDE_WORDS, "little"), dtype="<u8").astype(np.uint64)
+
+
+def words_to_int(words: np.ndarray) -> int:
+    return int.from_bytes(np.ascontiguousarray(words, dtype="<u8").tobytes(), "little")
+
+
+class IndexedStore(Store):
+    def __init__(
+        self,
+        uri: str,
+        rule: Rule,
+        *,
+        blocks: int | None = None,
+        ttl: float | None = None,
+        max_decisions: int | None = DEFAULT_MAX_DECISIONS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.uri = uri
+        self.rule = rule
+        self.ttl = check_ttl(ttl, uri)
+        self.max_decisions = check_max_decisions(max_decisions, uri)
+        self.clock = clock
+        self._index = BlockIndex(Layout(distance=rule.radius, blocks=blocks))
+        self._wide = np.zeros((1024, WIDE_WORDS), dtype=np.uint64)
+        self._has_wide = np.zeros(1024, dtype=bool)
+        self._times = np.zeros(1024, dtype=np.float64)
+        self._counters = dict.fromkeys(COUNTERS, 0)
+        self._lock = threading.RLock()
+        self._closed = False
+
+    # -- what subclasses provide -------------------------------------------------------------
+    @abstractmethod
+    def _find(self, key: str) -> tuple[int, str | None] | None:
+        """Index id and job of ``key``'s entry, or ``None``."""
+
+    @abstractmethod
+    def _key_of(self, i: int) -> str: ...
+
+    @abstractmethod
+    def _extra_of(self, i: int) -> tuple[str | None, str | None]:
+        """Text sample and job of id ``i``."""
+
+    @abstractmethod
+    def _persist_entry(
+        self, i: int, key: str, fps: Fingerprints, t: float, job: str | None, text: str | None,
+        replaces: int | None,
+    ) -> None: ...
+
+    @abstractmethod
+    def _persist_touch(self, i: int, key: str, t: float, job: str | None) -> None: ...
+
+    @abstractmethod
+    def _persist_remove(self, i: int, key: str) -> None: ...
+
+    @abstractmethod
+    def _persist_decision(self, decision: Decision) -> None: ...
+
+    # -- in-memory arrays --------------------------------------------------------------------
+    def _grow(self, need: int) -> None:
+        if need <= len(self._times):
+            return
+        cap = max(need, len(self._times) + len(self._times) // 2)
+        for name in ("_wide", "_has_wide", "_times"):
+            old = getattr(self, name)
+            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def _load_arrays(
+        self, fps: np.ndarray, wide: np.ndarray, has_wide: np.ndarray, times: np.ndarray,
+        alive: np.ndarray | None = None,
+    ) -> None:
+        """Bulk-load entries at open (one index rebuild)."""
+        n0 = self._index.id_count
+        self._index.add_many(fps, alive)
+        self._grow(self._index.id_count)
+        self._wide[n0 : n0 + len(fps)] = wide
+        self._has_wide[n0 : n0 + len(fps)] = has_wide
+        self._times[n0 : n0 + len(fps)] = times
+
+    def _index_add(self, fps: Fingerprints, t: float) -> int:
+        i = self._index.add(fps.fp)
+        self._grow(i + 1)
+        self._wide[i] = wide_words(fps.wide)
+        self._has_wide[i] = fps.wide is not None
+        self._times[i] = t
+        return i
+
+    def _fingerprints_of(self, i: int) -> Fingerprints:
+        wide = words_to_int(self._wide[i]) if self._has_wide[i] else None
+        return Fingerprints(self._index.fingerprint(i), wide)
+
+    def _expired(self, i: int, now: float) -> bool:
+        return self.ttl is not None and self._times[i] < now - self.ttl
+
+    # -- the decision ------------------------------------------------------------------------
+    def _check_open(self, write: bool = False) -> None:
+        if self._closed:
+            raise StoreError(f"store {self.uri} is closed")
+        if write and self.read_only:
+            raise StoreError(f"store {self.uri} was opened read-only")
+
+    def _near(self, fps: Fingerprints, now: float, exclude: int | None) -> list[Match]:
+        hits = self._index.query(fps.fp)
+        if not hits:
+            return []
+        ids = np.fromiter((i for i, _ in hits), dtype=np.int64, count=len(hits))
+        d64 = np.fromiter((d for _, d in hits), dtype=np.int64, count=len(hits))
+        keep = np.ones(len(ids), dtype=bool)
+        if exclude is not None:
+            keep &= ids != exclude
+        if self.ttl is not None:
+            keep &= self._times[ids] >= now - self.ttl
+        has = self._has_wide[ids] & (fps.wide is not None)
+        dw = np.bitwise_count(self._wide[ids] ^ wide_words(fps.wide)).sum(axis=1)
+        found = []
+        for j in np.flatnonzero(keep).tolist():
+            wide_d = int(dw[j]) if has[j] else None
+            if self.rule.is_near(int(d64[j]), wide_d):
+                found.append((int(ids[j]), int(d64[j]), wide_d))
+        # nearest first: by the wide distance where both sides have one (scaled 64-bit
+        # distance otherwise), then the 64-bit distance, then the oldest
+        scale = WIDE_WORDS
+        found.sort(key=lambda h: (h[2] if h[2] is not None else h[1] * scale, h[1], h[0]))
+        return [Match(self._key_of(i), self._index.fingerprint(i), d, w) for i, d, w in found]
+
+    def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
+        fps = check_fingerprints(fps)
+        with self._lock:
+            self._check_open()
+            own = self._find(exclude) if exclude is not None else None
+            return self._near(fps, self.clock(), own[0] if own else None)
+
+    def check(
+        self,
+        fps: Fingerprints | int,
+        key: str,
+        *,
+        text: str | None = None,
+        job: str | None = None,
+    ) -> Verdict:
+        fps = check_fingerprints(fps)
+        check_key(key)
+        text = clean_text(text)
+        with self._lock:
+            self._check_open(write=True)
+            now = self.clock()
+            own = self._find(key)
+            own_id: int | None = None
+            if own is not None:
+                own_id, own_job = own
+                if not self._expired(own_id, now):
+                    if job is not None and own_job == job:
+                        return Verdict("again")
+                    mine = self._fingerprints_of(own_id)
+                    d = (mine.fp ^ fps.fp).bit_count()
+                    dw = (
+                        (mine.wide ^ fps.wide).bit_count()
+                        if mine.wide is not None and fps.wide is not None
+                        else None
+                    )
+                    if self.rule.is_near(d, dw):
+                        self._times[own_id] = now
+                        self._persist_touch(own_id, key, now, job)
+                        self._counters["revisits_unchanged"] += 1
+                        return Verdict("unchanged", Match(key, mine.fp, d, dw))
+            matches = self._near(fps, now, own_id)
+            if matches:
+                m = matches[0]
+                self._record(Decision(key, fps.fp, m.key, m.fingerprint, m.distance, now, text,
+                                      m.wide_distance))
+                return Verdict("duplicate", m)
+            changed = own_id is not None and not self._expired(own_id, now)
+            self._store(fps, key, now, job, text, own_id)
+            if changed:
+                self._counters["revisits_changed"] += 1
+                return Verdict("changed")
+            return Verdict("new")
+
+    def _record(self, decision: Decision) -> None:
+        self._counters["decisions_total"] += 1
+        self._persist_decision(decision)
+
+    def _store(
+        self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None,
+        replaces: int | None,
+    ) -> int:
+        i = self._index_add(fps, t)
+        if replaces is not None:
+            self._index.remove(replaces)
+        self._persist_entry(i, key, fps, t, job, text, replaces)
+        return i
+
+    def add(
+        self,
+        fps: Fingerprints | int,
+        key: str,
+        *,
+        text: str | None = None,
+        job: str | None = None,
+        stored_at: float | None = None,
+    ) -> None:
+        fps = check_fingerprints(fps)
+        check_key(key)
+        with self._lock:
+            self._check_open(write=True)
+            own = self._find(key)
+            t = self.clock() if stored_at is None else float(stored_at)
+            self._store(fps, key, t, job, clean_text(text), own[0] if own else None)
+
+    def get(self, key: str) -> Entry | None:
+        check_key(key)
+        with self._lock:
+            self._check_open()
+            own = self._find(key)
+            if own is None:
+                return None
+            i = own[0]
+            fps = self._fingerprints_of(i)
+            text, job = self._extra_of(i)
+            return Entry(key, fps.fp, float(self._times[i]), text, fps.wide, job)
+
+    def remove(self, key: str) -> bool:
+        check_key(key)
+        with self._lock:
+            self._check_open(write=True)
+            own = self._find(key)
+            if own is None:
+                return False
+            self._index.remove(own[0])
+            self._persist_remove(own[0], key)
+            return True
+
+    def prune(self) -> int:
+        """Forget entries older than the TTL (they already no longer match)."""
+        if self.ttl is None:
+            return 0
+        with self._lock:
+            self._check_open(write=True)
+            n = self._index.id_count
+            old = np.flatnonzero(
+                self._index.alive()[:n] & (self._times[:n] < self.clock() - self.ttl)
+            ).tolist()
+            for i in old:
+                key = self._key_of(i)
+                self._index.remove(i)
+                self._persist_remove(i, key)
+            return len(old)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def counters(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counters)
+
+    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+        n = 0
+        with self._lock:
+            self._check_open(write=True)
+            for entry in entries:
+                self.add(entry.fingerprints, entry.key, text=entry.text, job=entry.job,
+                         stored_at=entry.stored_at)
+                n += 1
+            for decision in decisions:
+                self._record(decision._replace(text=clean_text(decision.text)))
+        return n
+
+    @property
+    def index_nbytes(self) -> int:
+        """Bytes of the in-memory search structures (index, wide fingerprints, times)."""
+        n = self._index.id_count
+        extra = self._wide[:n].nbytes + self._has_wide[:n].nbytes + self._times[:n].nbytes
+        return self._index.nbytes + int(extra)
+
+    def _open_options(self) -> dict[str, Any]:
+        return {"ttl": self.ttl, "max_decisions": self.max_decisions}
