@@ -20,9 +20,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .index import Layout, table_keys
+from .index import BlockIndex, Layout, table_keys
+from .rule import Rule
 
-__all__ = ["all_pairs", "components"]
+__all__ = ["all_pairs", "components", "near_pairs", "verdicts"]
 
 _U64 = np.uint64
 
@@ -84,6 +85,58 @@ def all_pairs(
     code = pairs[:, 0] * max(n, 1) + pairs[:, 1]
     _, first = np.unique(code, return_index=True)
     result: np.ndarray = pairs[first]
+    return result
+
+
+def verdicts(
+    pairs: np.ndarray, wide: np.ndarray, has_wide: np.ndarray, rule: Rule
+) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`Rule.is_near` over candidate pairs ``(i, j, d)`` at once: a mask of the pairs that
+    are near-duplicates, and each pair's wide distance (-1 where either side has none)."""
+    i, j, d = pairs[:, 0], pairs[:, 1], pairs[:, 2]
+    both = has_wide[i] & has_wide[j]
+    dw = np.where(both, np.bitwise_count(wide[i] ^ wide[j]).sum(axis=1), -1).astype(np.int64)
+    threshold = rule.wide_threshold
+    if threshold is None:
+        return d <= rule.radius, dw
+    legacy = min(rule.radius, rule.legacy_distance)
+    near = (d <= rule.radius) & np.where(both, dw <= threshold, d <= legacy)
+    return near, dw
+
+
+def near_pairs(
+    fingerprints: np.ndarray,
+    wide: np.ndarray,
+    has_wide: np.ndarray,
+    rule: Rule,
+    progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    """Every near-duplicate pair ``(i, j, d, wide_d)`` (``i < j``, sorted) under ``rule``: the
+    same two stages as a store's check. Candidates within the rule's 64-bit radius come from
+    the sorted tables of :func:`all_pairs` up to radius 4, and from a :class:`BlockIndex` query
+    per fingerprint beyond (pigeonhole tables for a wide radius would need hundreds of tables);
+    both are exact for the radius. ``progress(k)`` reports k more fingerprints done."""
+    fps = np.asarray(fingerprints, dtype=_U64)
+    n = len(fps)
+    if rule.radius <= 4:
+        pairs = all_pairs(fps, rule.radius)
+        if progress is not None:
+            progress(n)
+    else:
+        index = BlockIndex(Layout(distance=rule.radius))
+        index.add_many(fps)
+        found: list[tuple[int, int, int]] = []
+        for i, fp in enumerate(fps.tolist()):
+            found.extend((i, j, d) for j, d in index.query(fp) if j > i)
+            if progress is not None and (i + 1) % 4096 == 0:
+                progress(4096)
+        if progress is not None:
+            progress(n % 4096)
+        pairs = np.array(sorted(found), dtype=np.int64).reshape(-1, 3)
+    if not len(pairs):
+        return np.zeros((0, 4), dtype=np.int64)
+    near, dw = verdicts(pairs, np.asarray(wide), np.asarray(has_wide, dtype=bool), rule)
+    result: np.ndarray = np.concatenate([pairs, dw[:, None]], axis=1)[near]
     return result
 
 

@@ -11,11 +11,12 @@ store full of near-identical stubs ("Page not found", empty templates) would dro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from .features import DEFAULT_FEATURES, FeatureConfig, features
-from .simhash import simhash
-from .stores.base import Match, Store
+from .rule import Fingerprints
+from .simhash import simhash_pair
+from .stores.base import Match, Status, Store
 from .text import DEFAULT_LIMITS, TextLimits, extract, normalise_whitespace
 
 __all__ = [
@@ -39,12 +40,17 @@ class FingerprintParams:
 
 
 class Fingerprinted(NamedTuple):
-    """A fingerprint, or ``None`` with the reason nothing could be fingerprinted."""
+    """Fingerprints, or ``None`` with the reason nothing could be fingerprinted."""
 
-    fingerprint: int | None
+    fingerprints: Fingerprints | None
     skipped: str | None
     text_length: int
     sample: str | None = None
+
+    @property
+    def fingerprint(self) -> int | None:
+        """The 64-bit SimHash (what logs and ``neardup_fingerprint`` show)."""
+        return None if self.fingerprints is None else self.fingerprints.fp
 
 
 def fingerprint_text(text: str, params: FingerprintParams) -> Fingerprinted:
@@ -62,7 +68,7 @@ def fingerprint_text(text: str, params: FingerprintParams) -> Fingerprinted:
     if not feats:
         return Fingerprinted(None, "no_features", len(text))
     sample = text[: params.keep_text] if params.keep_text else None
-    return Fingerprinted(simhash(feats), None, len(text), sample)
+    return Fingerprinted(simhash_pair(feats), None, len(text), sample)
 
 
 def fingerprint_html(
@@ -77,24 +83,38 @@ def fingerprint_html(
 
 @dataclass(frozen=True)
 class Outcome:
-    """``skipped`` names why nothing was checked; otherwise ``match`` is the earlier near-duplicate
-    (``None``: the page is new and now stored)."""
+    """What became of one page or item.
+
+    ``status``: ``skipped`` (nothing checked; ``skipped`` names why), or the store's verdict:
+    ``new`` (stored), ``duplicate`` (``match`` is the earlier near-duplicate; drop it),
+    ``unchanged`` (a revisit of a stored key with the same content; ``match`` is its own
+    entry), ``changed`` (a revisit with new content, stored in place of the old), ``again``
+    (this crawl job already checked this key: a retry, a redirect back, a resumed job)."""
 
     fingerprint: int | None = None
     match: Match | None = None
     skipped: str | None = None
     text_length: int = 0
+    status: Status | Literal["skipped"] = "skipped"
+
+    @property
+    def duplicate(self) -> bool:
+        return self.status == "duplicate"
 
 
 class Deduplicator:
-    """The store half of the job, for fingerprints computed anywhere (a worker process)."""
+    """The store half of the job, for fingerprints computed anywhere (a worker process).
+    ``job`` identifies the crawl job (kept with each entry; see :class:`Outcome`)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, job: str | None = None) -> None:
         self.store = store
+        self.job = job
 
     def decide(self, result: Fingerprinted, key: str) -> Outcome:
-        """Check-and-add a fingerprint computed anywhere; a skipped result touches no store."""
-        if result.fingerprint is None:
+        """Check a fingerprinted page against the store; a skipped result touches no store."""
+        if result.fingerprints is None:
             return Outcome(skipped=result.skipped, text_length=result.text_length)
-        match = self.store.check_and_add(result.fingerprint, key, result.sample)
-        return Outcome(result.fingerprint, match, None, result.text_length)
+        verdict = self.store.check(result.fingerprints, key, text=result.sample, job=self.job)
+        return Outcome(
+            result.fingerprints.fp, verdict.match, None, result.text_length, verdict.status
+        )

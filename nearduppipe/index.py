@@ -167,7 +167,10 @@ class _Tables:
 
     def _bucket(self, fp: int) -> np.ndarray:
         return np.array(
-            [table_key(fp, p) >> (kb - self.dir_bits) for p, kb in zip(self.parts, self.key_bits, strict=True)],
+            [
+                table_key(fp, p) >> (kb - self.dir_bits)
+                for p, kb in zip(self.parts, self.key_bits, strict=True)
+            ],
             dtype=np.int64,
         )
 

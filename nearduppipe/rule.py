@@ -71,7 +71,9 @@ class Rule:
         if self.wide_bits != WIDE_BITS:
             raise ValueError(f"wide fingerprints have {WIDE_BITS} bits, not {self.wide_bits!r}")
         if not 0 <= self.legacy_distance <= 16:
-            raise ValueError(f"legacy_distance must be between 0 and 16, not {self.legacy_distance}")
+            raise ValueError(
+                f"legacy_distance must be between 0 and 16, not {self.legacy_distance}"
+            )
 
     @classmethod
     def paper(cls, k: int = 3) -> Rule:

@@ -123,7 +123,6 @@ def _wide_words(hashes: np.ndarray, words: int) -> np.ndarray:
     return out.astype("<u8", copy=False)
 
 
-
 def simhash(features: Features, bits: int = 64, hashfunc: HashFunc | None = None) -> int:
     """Fingerprint of weighted features: a mapping ``{feature: weight}`` or ``(feature, weight)``
     pairs. ``hashfunc`` maps a feature to an int of at least ``bits`` bits (its low ``bits`` bits

@@ -1,14 +1,9 @@
-"""One behavioural suite for every store backend, plus sqlite's persistence and safety."""
+"""One behavioural suite for every store backend: the rule, one entry per key, revisits,
+forgetting, TTL and bounded decisions, checked against a brute-force model of the rule."""
 
 from __future__ import annotations
 
-import json
-import os
-import pickle
-import shutil
-import sqlite3
-import subprocess
-import sys
+import random
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,100 +12,289 @@ import numpy as np
 import pytest
 
 from nearduppipe import Match, Store, StoreError, open_store
-from nearduppipe.stores.sqlite import FORMAT_VERSION, sqlite_path
+from nearduppipe.rule import Fingerprints, Rule
+from nearduppipe.stores.base import BadKey, Verdict
 
 A = 0x0123_4567_89AB_CDEF
+W = (1 << 511) | 0xDEADBEEF  # a wide fingerprint
+
+
+class Clock:
+    def __init__(self, t: float = 1_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
 
 
 @pytest.fixture(params=["memory", "sqlite", "redis"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
+    """A function opening a fresh store of that backend (reopenable: same place each time)."""
     if request.param == "redis":
         server = request.getfixturevalue("redis_server")
-        with open_store(server.url, prefix=f"test:{request.node.name}", reset=True) as s:
-            yield s
+        prefix = f"test:{request.node.name}"
+        opened: list[Store] = []
+
+        def open_redis(reset: bool = False, **options: object) -> Store:
+            s = open_store(server.url, prefix=prefix, reset=reset or not opened, **options)  # type: ignore[arg-type]
+            opened.append(s)
+            return s
+
+        yield open_redis
+        for s in opened:
+            s.close()
         return
     uri = "memory:" if request.param == "memory" else str(tmp_path / "s.sqlite")
-    with open_store(uri) as s:
-        yield s
+    opened2: list[Store] = []
+
+    def open_local(reset: bool = False, **options: object) -> Store:
+        s = open_store(uri, reset=reset, **options)  # type: ignore[arg-type]
+        opened2.append(s)
+        return s
+
+    yield open_local
+    for s in opened2:
+        s.close()
 
 
-def test_same_answers_as_brute_force(store: Store) -> None:
-    rng = np.random.default_rng(17)
-    base = rng.integers(0, np.iinfo(np.uint64).max, 3000, dtype=np.uint64, endpoint=True).tolist()
-    base += [(1 << 64) - 1, 0, 1 << 63]  # the top bit must survive (no float scores)
-    kept: list[tuple[str, int]] = []
-    matched = 0
-    for i, fp in enumerate(base):
-        probe = fp
-        if i % 3 == 0 and kept:  # 0..4 bits away from a stored fingerprint
-            probe = kept[int(rng.integers(0, len(kept)))][1]
-            for b in rng.choice(64, size=int(rng.integers(0, 5)), replace=False).tolist():
-                probe ^= 1 << b
-        got = store.check_and_add(probe, f"k{i}")
-        near = [(k, f, d) for k, f in kept if (d := (f ^ probe).bit_count()) <= 3]
-        near.sort(key=lambda m: m[2])  # stable: oldest first among equals
+def flip(x: int, n: int, bits: int, rng: random.Random) -> int:
+    for b in rng.sample(range(bits), n):
+        x ^= 1 << b
+    return x
+
+
+class Model:
+    """The rule, by brute force over every stored entry."""
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.entries: dict[str, tuple[Fingerprints, str | None, int]] = {}  # key → fps, job, seq
+        self.seq = 0
+
+    def near(self, fps: Fingerprints, exclude: str | None) -> list[Match]:
+        found = []
+        for key, (mine, _, seq) in self.entries.items():
+            if key == exclude:
+                continue
+            d = (mine.fp ^ fps.fp).bit_count()
+            dw = (
+                (mine.wide ^ fps.wide).bit_count()
+                if mine.wide is not None and fps.wide is not None
+                else None
+            )
+            if self.rule.is_near(d, dw):
+                found.append((dw if dw is not None else 8 * d, d, seq, Match(key, mine.fp, d, dw)))
+        return [m for *_, m in sorted(found, key=lambda x: x[:3])]
+
+    def check(self, fps: Fingerprints, key: str, job: str | None) -> Verdict:
+        own = self.entries.get(key)
+        if own is not None:
+            if job is not None and own[1] == job:
+                return Verdict("again")
+            mine = own[0]
+            d = (mine.fp ^ fps.fp).bit_count()
+            dw = (
+                (mine.wide ^ fps.wide).bit_count()
+                if mine.wide is not None and fps.wide is not None
+                else None
+            )
+            if self.rule.is_near(d, dw):
+                self.entries[key] = (mine, job, own[2])
+                return Verdict("unchanged", Match(key, mine.fp, d, dw))
+        near = self.near(fps, key)
         if near:
-            assert got == Match(*near[0]), i
-            matched += 1
+            return Verdict("duplicate", near[0])
+        self.entries.pop(key, None)
+        self.entries[key] = (fps, job, self.seq)
+        self.seq += 1
+        return Verdict("changed" if own is not None else "new")
+
+
+def test_same_answers_as_brute_force(backend: object) -> None:
+    """Random, clustered and adversarial pages: revisits with and without edits, near and far
+    copies, pages without wide fingerprints, removals and reopens."""
+    rng = random.Random(17)
+    rule = Rule()
+    model = Model(rule)
+    store = backend()  # type: ignore[operator]
+    keys = [f"https://site/{i}" for i in range(400)]
+    centres = [Fingerprints(rng.getrandbits(64), rng.getrandbits(512)) for _ in range(30)]
+    counts = {"duplicate": 0, "unchanged": 0, "changed": 0, "again": 0, "new": 0}
+    for step in range(2500):
+        kind = rng.random()
+        key = rng.choice(keys)
+        job = rng.choice(["j1", "j2", None])
+        if kind < 0.15 and key in model.entries:  # a revisit, lightly edited or not
+            mine = model.entries[key][0]
+            fps = Fingerprints(
+                flip(mine.fp, rng.randint(0, 4), 64, rng),
+                None if mine.wide is None else flip(mine.wide, rng.randint(0, 30), 512, rng),
+            )
+        elif kind < 0.5:  # near a cluster centre: 64-bit and wide distances across the thresholds
+            c = rng.choice(centres)
+            fps = Fingerprints(
+                flip(c.fp, rng.randint(0, 10), 64, rng),
+                flip(c.wide or 0, rng.randint(0, 90), 512, rng),
+            )
+        elif kind < 0.6:  # a format-1 style entry: no wide fingerprint
+            c = rng.choice(centres)
+            fps = Fingerprints(flip(c.fp, rng.randint(0, 5), 64, rng), None)
+        elif kind < 0.65:  # block boundaries and extremes
+            fps = Fingerprints(
+                rng.choice([0, (1 << 64) - 1, 1 << 63, (1 << 21) - 1]),
+                rng.choice([None, 0, (1 << 512) - 1]),
+            )
         else:
-            assert got is None, i
-            kept.append((f"k{i}", probe))
-    assert matched > 700
-    assert len(store) == len(kept)
-    assert [(e.key, e.fingerprint) for e in store.entries()] == kept
+            fps = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+        if kind > 0.97 and model.entries:
+            gone = rng.choice(list(model.entries))
+            assert store.remove(gone)
+            del model.entries[gone]
+            assert store.get(gone) is None and not store.remove(gone)
+            continue
+        want = model.check(fps, key, job)
+        got = store.check(fps, key, job=job)
+        assert got == want, (step, key)
+        counts[got.status] += 1
+        # reopen: everything persisted (memory: nothing to reopen)
+        if step % 500 == 499 and not store.uri.startswith("memory"):
+            store.close()
+            store = backend()  # type: ignore[operator]
+        if step % 97 == 0:
+            q = rng.choice(centres)
+            assert store.near(q) == model.near(q, None)
+    assert all(n > 20 for n in counts.values()), counts
+    assert len(store) == len(model.entries)
+    got_entries = [(e.key, e.fingerprints) for e in store.entries()]
+    assert got_entries == [
+        (k, v[0]) for k, v in sorted(model.entries.items(), key=lambda x: x[1][2])
+    ]
 
 
-def test_check_and_add(store: Store) -> None:
-    assert store.check_and_add(A, "https://a/1") is None
+def test_revisits_and_one_entry_per_key(backend: object) -> None:
+    store = backend()  # type: ignore[operator]
+    a = Fingerprints(A, W)
+    assert store.check(a, "u", job="crawl1") == Verdict("new")
+    assert store.check(a, "u", job="crawl1") == Verdict("again")  # same job: a retry
+    assert store.check(Fingerprints(A ^ 1, W ^ 3), "u", job="crawl2") == Verdict(
+        "unchanged", Match("u", A, 1, 2)
+    )
+    changed = Fingerprints(A ^ 0xFFFF_0000_FFFF, W ^ ((1 << 200) - 1))
+    assert store.check(changed, "u", job="crawl3") == Verdict("changed")
     assert len(store) == 1
-    m = store.check_and_add(A ^ 0b101, "https://a/2")
-    assert m == Match("https://a/1", A, 2)
-    assert len(store) == 1  # near-duplicates are not stored
-    assert store.check_and_add(A ^ 0b1111, "https://a/3") is None  # distance 4 > 3
-    assert store.check_and_add(A ^ 0b1011, "https://a/4") == Match("https://a/3", A ^ 0b1111, 1)
-    decisions = list(store.decisions())
-    assert [(d.key, d.matched_key, d.distance) for d in decisions] == [
-        ("https://a/2", "https://a/1", 2),
-        ("https://a/4", "https://a/3", 1),
-    ]
-    assert store.decision_count() == 2
-    assert [e.key for e in store.entries()] == ["https://a/1", "https://a/3"]
+    entry = store.get("u")
+    assert entry is not None and entry.fingerprints == changed and entry.job == "crawl3"
+    # a copy of the new text is dropped against it; a copy of the old one is not
+    assert store.check(changed, "copy-new").status == "duplicate"
+    assert store.check(a, "copy-old").status == "new"
+    assert store.counters()["revisits_unchanged"] == 1
+    assert store.counters()["revisits_changed"] == 1
+    assert [d.key for d in store.decisions()] == ["copy-new"]
+    assert all(d.key != d.matched_key for d in store.decisions())
 
 
-def test_near_is_sorted_and_read_only(store: Store) -> None:
-    store.add(A ^ 0b111, "far")
-    store.add(A ^ 0b1, "near")
-    store.add(A ^ 0b10, "near-too")
-    assert store.near(A) == [
-        Match("near", A ^ 1, 1),
-        Match("near-too", A ^ 2, 1),
-        Match("far", A ^ 7, 3),
+def test_rule_is_the_stores_and_verdict_uses_wide(backend: object) -> None:
+    store = backend()  # type: ignore[operator]
+    assert store.rule == Rule()
+    t = store.rule.wide_threshold
+    assert t == 61  # floor(512 * acos(0.93) / pi)
+    store.add(Fingerprints(A, W), "orig")
+    # 64-bit within the radius but wide beyond the threshold: not a near-duplicate
+    assert store.check(Fingerprints(A ^ 0b11, W ^ ((1 << (t + 1)) - 1)), "far").status == "new"
+    assert store.remove("far")
+    # 64-bit 8 bits away and wide at the threshold: a near-duplicate
+    v = store.check(Fingerprints(A ^ 0xFF, W ^ ((1 << t) - 1)), "near")
+    assert v.status == "duplicate" and v.match == Match("orig", A, 8, t)
+    # beyond the 64-bit radius: never a candidate
+    assert store.check(Fingerprints(A ^ 0x1FF, W), "beyond").status == "new"
+    # no wide fingerprint on one side: the 64-bit rule at legacy_distance (3)
+    assert store.check(Fingerprints(A ^ 0x1F0000, None), "old1").status == "new"
+    assert store.check(Fingerprints(A ^ 0x7, None), "old2").match == Match("orig", A, 3, None)
+
+
+def test_paper_rule(tmp_path: Path) -> None:
+    with open_store("memory:", rule=Rule.paper(3)) as s:
+        s.add(A, "a")
+        assert s.check_and_add(A ^ 0b111, "b") == Match("a", A, 3)
+        assert s.check_and_add(A ^ 0b1111 << 8, "c") is None  # 4 bits: kept
+        assert s.check_and_add(Fingerprints(A ^ 1, 0), "d") == Match("a", A, 1)  # wide ignored
+
+
+def test_near_is_sorted_and_read_only(backend: object) -> None:
+    store = backend()  # type: ignore[operator]
+    store.add(Fingerprints(A ^ 0b111, W), "far")
+    store.add(Fingerprints(A ^ 0b1, W ^ 1), "near")
+    store.add(Fingerprints(A ^ 0b10, W), "nearest")
+    assert store.near(Fingerprints(A, W)) == [
+        Match("nearest", A ^ 2, 1, 0),
+        Match("far", A ^ 7, 3, 0),
+        Match("near", A ^ 1, 1, 1),
     ]
+    assert store.near(Fingerprints(A, W), exclude="nearest")[0].key == "far"
     assert len(store) == 3 and store.decision_count() == 0
 
 
-def test_bad_arguments_and_closed(store: Store) -> None:
-    with pytest.raises(TypeError):
-        store.check_and_add(A, 42)  # type: ignore[arg-type]
+def test_forget_removes_from_every_table(backend: object) -> None:
+    store = backend()  # type: ignore[operator]
+    for i in range(50):
+        store.add(Fingerprints(A ^ (1 << i), W), f"k{i}")
+    for i in range(0, 50, 2):
+        assert store.remove(f"k{i}")
+    assert len(store) == 25
+    assert {m.key for m in store.near(Fingerprints(A, W))} == {f"k{i}" for i in range(1, 50, 2)}
+    assert store.check(Fingerprints(A ^ 1, W), "k0").status == "duplicate"  # k1 still there
+
+
+def test_bad_keys_and_closed(backend: object) -> None:
+    store = backend()  # type: ignore[operator]
+    for bad in ["k\ud800", "", "x" * 70_000, 42]:
+        with pytest.raises(BadKey):
+            store.check(A, bad)
     with pytest.raises(ValueError):
-        store.check_and_add(-5, "k")
+        store.check(-5, "k")
+    assert len(store) == 0
+    store.check(A, "ok", text="sample \udc80 with a lone surrogate")
+    assert store.get("ok").text == "sample \ufffd with a lone surrogate"
     store.close()
     store.close()  # idempotent
     with pytest.raises(StoreError):
-        store.check_and_add(A, "k")
+        store.check(A, "k")
 
 
-def test_check_and_add_is_atomic_across_threads(store: Store) -> None:
+def test_ttl_with_an_injected_clock(backend: object) -> None:
+    clock = Clock()
+    store = backend(ttl=3600, clock=clock)  # type: ignore[operator]
+    store.add(Fingerprints(A, W), "old")
+    clock.t += 3599
+    assert store.check(Fingerprints(A, W), "copy1").status == "duplicate"
+    clock.t += 2
+    assert store.check(Fingerprints(A, W), "copy2").status == "new"  # "old" expired
+    assert store.check(Fingerprints(A, W), "old").status == "duplicate"  # its own entry expired
+
+
+def test_decisions_are_bounded(backend: object) -> None:
+    store = backend(max_decisions=10)  # type: ignore[operator]
+    store.add(Fingerprints(A, W), "orig")
+    for i in range(25):
+        assert store.check(Fingerprints(A, W), f"dup{i}").status == "duplicate"
+    assert store.decision_count() == 10
+    assert [d.key for d in store.decisions()] == [f"dup{i}" for i in range(15, 25)]
+    c = store.counters()
+    assert c["decisions_total"] == 25 and c["decisions_trimmed"] == 15
+
+
+def test_check_is_atomic_across_threads(backend: object) -> None:
     # 8 threads each send one member of every group at once: exactly one per group is kept.
+    store = backend()  # type: ignore[operator]
     rng = np.random.default_rng(5)
-    groups = rng.integers(0, 1 << 63, 300, dtype=np.uint64).tolist()
+    groups = rng.integers(0, 1 << 63, 200, dtype=np.uint64).tolist()
     kept: list[str] = []
     barrier = threading.Barrier(8)
 
     def worker(t: int) -> None:
         barrier.wait()
         for g, fp in enumerate(groups):
-            if store.check_and_add(fp ^ (1 << t), f"g{g}/t{t}") is None:
+            if store.check(Fingerprints(fp ^ (1 << t), W ^ g), f"g{g}/t{t}").kept:
                 kept.append(f"g{g}")
 
     threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
@@ -119,193 +303,22 @@ def test_check_and_add_is_atomic_across_threads(store: Store) -> None:
     for th in threads:
         th.join()
     assert sorted(kept) == sorted(f"g{g}" for g in range(len(groups)))
-    assert len(store) == 300 and store.decision_count() == 300 * 7
+    assert len(store) == 200 and store.decision_count() == 200 * 7
 
 
-# -- sqlite: persistence ----------------------------------------------------------------------
-
-
-def test_sqlite_reopen_knows_everything(tmp_path: Path) -> None:
-    path = tmp_path / "crawl.sqlite"
-    rng = np.random.default_rng(11)
-    fps = rng.integers(0, 1 << 63, 5000, dtype=np.uint64).tolist()
-    with open_store(str(path)) as s:
-        for i, fp in enumerate(fps):
-            assert s.check_and_add(fp, f"u{i}") is None
-        assert s.check_and_add(fps[10] ^ 1, "dup") == Match("u10", fps[10], 1)
-    with open_store(f"sqlite:///{path}") as s:  # relative form of an absolute path: sqlite:////
-        assert len(s) == 5000 and s.decision_count() == 1
-        assert s.check_and_add(fps[4999] ^ 6, "dup2") == Match("u4999", fps[4999], 2)
-        assert [d.key for d in s.decisions()] == ["dup", "dup2"]
-        assert [e.fingerprint for e in s.entries()] == fps
-    with open_store(str(path), reset=True) as s:
-        assert len(s) == 0 and s.decision_count() == 0
-
-
-def test_sqlite_file_is_plain_json(tmp_path: Path) -> None:
-    path = tmp_path / "s.sqlite"
-    with open_store(str(path)) as s:
-        s.check_and_add(A, "https://例子.cn/页")
-        s.check_and_add(A ^ 1, "https://b/")
-    conn = sqlite3.connect(path)
-    rows = conn.execute("SELECT key, typeof(value), value FROM neardup").fetchall()
-    conn.close()
-    assert {t for _, t, _ in rows} == {"text"}
-    records = {k: json.loads(v) for k, _, v in rows}
-    assert records["m:format"] == FORMAT_VERSION
-    assert records["e:000000000000"][0] == f"{A:016x}"
-    assert records["e:000000000000"][2] == "https://例子.cn/页"
-    assert records["d:000000000000"]["match"] == "https://例子.cn/页"
-
-
-def test_uri_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    assert sqlite_path("sqlite:///rel/x.sqlite") == Path("rel/x.sqlite")
-    assert sqlite_path("sqlite:////abs/x.sqlite") == Path("/abs/x.sqlite")
-    assert sqlite_path("plain/x.sqlite") == Path("plain/x.sqlite")
-    with open_store("sqlite:///rel/x.sqlite") as s:
-        s.add(A, "k")
-    assert (tmp_path / "rel" / "x.sqlite").exists()
-    with pytest.raises(StoreError, match="unknown store scheme"):
-        open_store("mongodb://x")
-    with pytest.raises(StoreError):
-        open_store("sqlite://host/x")
-    with pytest.raises(StoreError, match="unknown options"):
-        open_store("memory:", bogus=1)
-
-
-# -- sqlite: corrupt, foreign, locked and read-only files ------------------------------------
-
-
-def _unchanged(path: Path, before: bytes) -> None:
-    assert path.read_bytes() == before
-
-
-def test_random_bytes_and_truncated_files(tmp_path: Path) -> None:
-    junk = tmp_path / "junk.sqlite"
-    junk.write_bytes(os.urandom(4096))
-    before = junk.read_bytes()
-    with pytest.raises(StoreError, match="not a sqlite database"):
-        open_store(str(junk))
-    _unchanged(junk, before)
-
-    good = tmp_path / "good.sqlite"
-    with open_store(str(good)) as s:
-        for i in range(3000):
-            s.add(i * 7919 << 20, f"k{i}")
-    cut = tmp_path / "cut.sqlite"
-    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
-    with pytest.raises(StoreError, match=r"cut\.sqlite"):
-        open_store(str(cut))
-
-
-def test_foreign_sqlite_and_newer_format(tmp_path: Path) -> None:
-    foreign = tmp_path / "other.db"
-    conn = sqlite3.connect(foreign)
-    conn.execute("CREATE TABLE users (id INTEGER, name TEXT)")
-    conn.commit()
-    conn.close()
-    before = foreign.read_bytes()
-    with pytest.raises(StoreError, match="another program"):
-        open_store(str(foreign))
-    _unchanged(foreign, before)
-
-    newer = tmp_path / "newer.sqlite"
-    with open_store(str(newer)):
-        pass
-    conn = sqlite3.connect(newer)
-    conn.execute("UPDATE neardup SET value = ? WHERE key = 'm:format'", (str(FORMAT_VERSION + 1),))
-    conn.commit()
-    conn.close()
-    with pytest.raises(StoreError, match="newer nearduppipe"):
-        open_store(str(newer))
-
-
-def test_pickle_payload_is_never_loaded(tmp_path: Path) -> None:
-    marker = tmp_path / "pwned"
-
-    class Exploit:
-        def __reduce__(self) -> tuple[object, tuple[str]]:
-            return (os.system, (f"touch {marker}",))
-
-    path = tmp_path / "evil.sqlite"
-    with open_store(str(path)) as s:
-        s.add(A, "k")
-    conn = sqlite3.connect(path)
-    payload = pickle.dumps(Exploit())
-    conn.execute("UPDATE neardup SET value = ? WHERE key = 'e:000000000000'", (payload,))
-    conn.execute("INSERT INTO neardup VALUES ('d:000000000000', ?)", (payload,))
-    conn.commit()
-    conn.close()
-    with pytest.raises(StoreError, match="not JSON text"):
-        open_store(str(path))
-    assert not marker.exists()
-
-
-def test_second_process_gets_a_clear_error(tmp_path: Path) -> None:
-    path = tmp_path / "shared.sqlite"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from nearduppipe import open_store;"
-            "s = open_store(sys.argv[1]); print('ready', flush=True); time.sleep(30)",
-            str(path),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
-        with pytest.raises(
-            StoreError, match=rf"in use by another process \(pid {holder.pid}\).*redis"
-        ):
-            open_store(str(path))
-    finally:
-        holder.kill()
-        holder.wait()
-    with open_store(str(path)) as s:  # the lock dies with its process
-        assert len(s) == 0
-
-
-def test_read_only_directory_and_file(tmp_path: Path) -> None:
-    """A clear error at open. Root ignores permissions, so as root the check runs with the
-    permission-override capabilities dropped (util-linux's setpriv)."""
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    with open_store(str(ro / "s.sqlite")) as s:
-        s.add(A, "k")
-    (ro / "s.sqlite.lock").unlink()
-    code = (
-        "import sys; from nearduppipe import open_store, StoreError\n"
-        "try:\n    open_store(sys.argv[1])\nexcept StoreError as e:\n    print(e)\n"
-    )
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: permissions cannot be enforced")
-        caps = "-dac_override,-dac_read_search"
-        prefix = [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
-    ro.chmod(0o555)
-    (ro / "s.sqlite").chmod(0o444)
-    try:
-        out = subprocess.run(
-            [*prefix, sys.executable, "-c", code, str(ro / "s.sqlite")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        ro.chmod(0o755)
-    assert "not writable" in out.stdout, out.stdout + out.stderr
-
-
-def test_text_samples_are_kept_with_entries_and_decisions(store: Store) -> None:
-    assert store.check_and_add(A, "https://a/1", text="原文 original text") is None
-    assert store.check_and_add(A ^ 1, "https://a/2", text="副本 copy") is not None
-    store.add(A ^ 0xFF00, "https://a/3")  # no sample
-    assert [e.text for e in store.entries()] == ["原文 original text", None]
+def test_text_samples_and_import(backend: object, tmp_path: Path) -> None:
+    store = backend()  # type: ignore[operator]
+    assert store.check(Fingerprints(A, W), "https://a/1", text="原文 original").status == "new"
+    assert store.check(Fingerprints(A, W), "https://a/2", text="副本 copy").status == "duplicate"
+    store.add(A ^ 0xFF00_0000, "https://a/3", job="j")  # no sample, no wide
+    assert [e.text for e in store.entries()] == ["原文 original", None]
     assert [d.text for d in store.decisions()] == ["副本 copy"]
-    assert store.check_and_add(A ^ 2, "https://a/4", text="") is not None
-    assert [d.text for d in store.decisions()] == ["副本 copy", ""]  # empty is not "none"
+    with open_store(str(tmp_path / "copy.sqlite")) as dst:
+        assert dst.import_records(store.entries(), store.decisions()) == 2
+
+        def same(a: list[tuple[object, ...]], b: list[tuple[object, ...]], t: int) -> None:
+            assert [x[:t] + x[t + 1 :] for x in a] == [x[:t] + x[t + 1 :] for x in b]
+            assert all(abs(x[t] - y[t]) < 0.01 for x, y in zip(a, b, strict=True))  # type: ignore[operator]
+
+        same(list(dst.entries()), list(store.entries()), 2)
+        same(list(dst.decisions()), list(store.decisions()), 5)

@@ -19,6 +19,7 @@ for each near-duplicate decision the key, the key it matched and both distances;
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 MAX_KEY_CHARS = 65_536
+_SURROGATE = re.compile("[\ud800-\udfff]")
 DEFAULT_MAX_DECISIONS = 100_000
 Status = Literal["new", "duplicate", "unchanged", "changed", "again"]
 
@@ -153,7 +155,7 @@ def clean_text(text: str | None) -> str | None:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return _SURROGATE.sub("\ufffd", text)
 
 
 def check_fingerprints(fps: Fingerprints | int) -> Fingerprints:
@@ -243,7 +245,8 @@ class Store(ABC):
 
     @abstractmethod
     def entries(self) -> Iterator[Entry]:
-        """Every stored entry, oldest first."""
+        """Every stored entry, in the order stored (a replaced entry counts as stored anew; a
+        refreshed unchanged one keeps its place)."""
 
     @abstractmethod
     def decisions(self) -> Iterator[Decision]:
@@ -276,7 +279,9 @@ class Store(ABC):
     def close(self) -> None:
         """Flush and release the store; idempotent."""
 
-    def check_and_add(self, fp: Fingerprints | int, key: str, text: str | None = None) -> Match | None:
+    def check_and_add(
+        self, fp: Fingerprints | int, key: str, text: str | None = None
+    ) -> Match | None:
         """The near-duplicate ``key`` was dropped against, or ``None`` if it was kept (or is an
         unchanged revisit). Shorthand for :meth:`check` for callers that only need a match."""
         verdict = self.check(fp, key, text=text)

@@ -88,7 +88,13 @@ class IndexedStore(Store):
 
     @abstractmethod
     def _persist_entry(
-        self, i: int, key: str, fps: Fingerprints, t: float, job: str | None, text: str | None,
+        self,
+        i: int,
+        key: str,
+        fps: Fingerprints,
+        t: float,
+        job: str | None,
+        text: str | None,
         replaces: int | None,
     ) -> None: ...
 
@@ -113,7 +119,11 @@ class IndexedStore(Store):
             setattr(self, name, new)
 
     def _load_arrays(
-        self, fps: np.ndarray, wide: np.ndarray, has_wide: np.ndarray, times: np.ndarray,
+        self,
+        fps: np.ndarray,
+        wide: np.ndarray,
+        has_wide: np.ndarray,
+        times: np.ndarray,
         alive: np.ndarray | None = None,
     ) -> None:
         """Bulk-load entries at open (one index rebuild)."""
@@ -143,8 +153,14 @@ class IndexedStore(Store):
     def _check_open(self, write: bool = False) -> None:
         if self._closed:
             raise StoreError(f"store {self.uri} is closed")
-        if write and self.read_only:
-            raise StoreError(f"store {self.uri} was opened read-only")
+        if write:
+            if self.read_only:
+                raise StoreError(f"store {self.uri} was opened read-only")
+            self._writable()
+
+    def _writable(self) -> None:
+        """Raise if writes cannot be accepted now (e.g. earlier writes are failing): called
+        before anything changes, so a refused call leaves the store as it was."""
 
     def _near(self, fps: Fingerprints, now: float, exclude: int | None) -> list[Match]:
         hits = self._index.query(fps.fp)
@@ -213,8 +229,11 @@ class IndexedStore(Store):
             matches = self._near(fps, now, own_id)
             if matches:
                 m = matches[0]
-                self._record(Decision(key, fps.fp, m.key, m.fingerprint, m.distance, now, text,
-                                      m.wide_distance))
+                self._record(
+                    Decision(
+                        key, fps.fp, m.key, m.fingerprint, m.distance, now, text, m.wide_distance
+                    )
+                )
                 return Verdict("duplicate", m)
             changed = own_id is not None and not self._expired(own_id, now)
             self._store(fps, key, now, job, text, own_id)
@@ -228,7 +247,12 @@ class IndexedStore(Store):
         self._persist_decision(decision)
 
     def _store(
-        self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None,
+        self,
+        fps: Fingerprints,
+        key: str,
+        t: float,
+        job: str | None,
+        text: str | None,
         replaces: int | None,
     ) -> int:
         i = self._index_add(fps, t)
@@ -305,8 +329,13 @@ class IndexedStore(Store):
         with self._lock:
             self._check_open(write=True)
             for entry in entries:
-                self.add(entry.fingerprints, entry.key, text=entry.text, job=entry.job,
-                         stored_at=entry.stored_at)
+                self.add(
+                    entry.fingerprints,
+                    entry.key,
+                    text=entry.text,
+                    job=entry.job,
+                    stored_at=entry.stored_at,
+                )
                 n += 1
             for decision in decisions:
                 self._record(decision._replace(text=clean_text(decision.text)))

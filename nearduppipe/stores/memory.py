@@ -45,7 +45,13 @@ class MemoryStore(IndexedStore):
         return self._texts[i], self._jobs[i]
 
     def _persist_entry(
-        self, i: int, key: str, fps: Fingerprints, t: float, job: str | None, text: str | None,
+        self,
+        i: int,
+        key: str,
+        fps: Fingerprints,
+        t: float,
+        job: str | None,
+        text: str | None,
         replaces: int | None,
     ) -> None:
         if replaces is not None:
@@ -73,10 +79,8 @@ class MemoryStore(IndexedStore):
 
     def entries(self) -> Iterator[Entry]:
         with self._lock:
-            ids = sorted(self._keys, key=lambda i: (float(self._times[i]), i))
-            items = [
-                Entry(self._keys[i], *self._entry_parts(i)) for i in ids
-            ]
+            ids = sorted(self._keys)  # the order they were stored (a replacement moves last)
+            items = [Entry(self._keys[i], *self._entry_parts(i)) for i in ids]
         yield from items
 
     def _entry_parts(self, i: int) -> tuple[int, float, str | None, int | None, str | None]:

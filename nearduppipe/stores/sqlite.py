@@ -1,138 +1,194 @@
 """``sqlite:///relative.sqlite``, ``sqlite:////absolute.sqlite`` or a bare path: the default store.
 
-One sqlitedict table (``neardup``) in one file, so every write goes through one connection and
-one commit covers entries and decisions alike. Records are JSON text, never pickle (a store file
-is data, not code; a value that is not JSON text is refused, not loaded):
+One sqlitedict table in one file (records: :mod:`.sqlite_records`; files and locks:
+:mod:`.sqlite_files`). The in-memory index is rebuilt from the ``i:`` rows at open.
 
-* ``m:<name>``   metadata: format version, creation time
-* ``e:<id>``     ``["<fingerprint as 16 hex digits>", <stored_at>, "<key>"(, "<text sample>")]``
-* ``d:<id>``     ``{"key", "fp", "match", "match_fp", "distance", "t"(, "text")}``
+Durability: writes are buffered and committed every ``commit_every`` writes or
+``commit_interval`` seconds, and at :meth:`flush` / :meth:`close`. A buffered row leaves the
+buffer only once its commit succeeded, so a failed commit (disk full, I/O error, another
+process holding the lock past ``busy_timeout``) loses nothing: the rows are retried, the failure
+is raised as :class:`StoreUnavailable` on that call or the next write, and :meth:`close` raises
+(after a bounded wait) if they still cannot be written. Commits go through sqlitedict's writer
+thread as ordinary statements with a reply queue, so a failure can never kill the thread and no
+call waits forever. A killed process loses at most what came after the last commit.
 
-The file runs in WAL mode with ``synchronous=NORMAL`` (sqlitedict sets OFF, which a power cut can
-corrupt) and a busy timeout. Writes are buffered and committed in batches: every
-``commit_every`` writes or ``commit_interval`` seconds, whichever comes first (checked on each
-write), and at :meth:`flush` / :meth:`close`; a killed process loses at most what came after the
-last commit. Callers that may sit idle call :meth:`flush` on a timer (the Scrapy adapters do).
-An advisory lock file (``<file>.lock``) keeps a second process from opening the same store:
-the in-memory index of one process cannot see another's inserts, so sharing needs Redis.
-``read_only=True`` opens without the lock and without a writer, e.g. to report on a store that a
-running crawl holds; it sees what that crawl has committed.
-
-At open, the fingerprints are read with a plain read-only sqlite3 cursor (sqlitedict's select
-hands rows one by one through a thread queue, ~10x slower) and the index is built in one step.
+The file runs in WAL mode with ``synchronous=NORMAL`` and a busy timeout. One process writes a
+store (:class:`~.sqlite_files.FileLock`); ``read_only=True`` opens without the lock or a writer
+and never writes, e.g. to report on a store that a running crawl holds.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import logging
 import os
+import queue
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 from sqlitedict import SqliteDict
 
-from .base import Decision, Entry, IndexedStore, StoreError, register_store
-
-try:  # POSIX advisory locks; elsewhere the lock is not taken
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
+from ..rule import Fingerprints, Rule
+from .base import (
+    DEFAULT_MAX_DECISIONS,
+    Decision,
+    Entry,
+    StoreError,
+    StoreUnavailable,
+    register_store,
+)
+from .indexed import COUNTERS, IndexedStore
+from .sqlite_files import (
+    FORMAT_VERSION,
+    TABLE,
+    FileLock,
+    decode,
+    encode,
+    read_connection,
+    sqlite_path,
+    stored_format,
+)
+from .sqlite_migrate import migrate_v1, rule_of
+from .sqlite_records import (
+    decision_record,
+    entry_record,
+    load_v2,
+    parse_decision,
+    parse_entry,
+    read_v1,
+)
 
 __all__ = ["FORMAT_VERSION", "SqliteStore", "sqlite_path"]
 
-FORMAT_VERSION = 1
-TABLE = "neardup"
-_SQLITE_MAGIC = b"SQLite format 3\x00"
+logger = logging.getLogger("nearduppipe")
+
+
+class _Quiet(logging.Filter):
+    """sqlitedict logs every failed statement of its writer thread as a multi-line ERROR dump;
+    this store reports each failure itself (StoreUnavailable, retried), so those are noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+for _name in ("sqlitedict", "sqlitedict.SqliteMultithread"):
+    logging.getLogger(_name).addFilter(_Quiet())
 _ROWS_PER_STATEMENT = 400  # 800 bound parameters, far below SQLite's limit
+_NO_MORE = "--no more--"  # sqlitedict's end-of-reply marker
 
 
-def sqlite_path(uri: str) -> Path:
-    """File path of a sqlite store URI (SQLAlchemy style) or bare path."""
-    if uri.lower().startswith("sqlite:"):
-        rest = uri[len("sqlite:") :]
-        if rest.startswith("///"):
-            rest = rest[3:]  # "sqlite:///rel" → "rel"; "sqlite:////abs" → "/abs"
-        elif rest.startswith("//"):
-            raise StoreError(
-                f"{uri!r}: write sqlite:///relative/path.sqlite or sqlite:////absolute/path.sqlite"
-            )
-        uri = rest
-    if not uri:
-        raise StoreError("a sqlite store needs a file path")
-    return Path(uri).expanduser()
-
-
-def _encode(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-def _decode(value: Any) -> Any:
-    if not isinstance(value, str):
-        raise StoreError(
-            "store record is not JSON text (a pickle or another program's data?); refusing it"
-        )
-    return json.loads(value)
-
-
-def _entry_fp(value: Any) -> int:
-    # Fast path for the fixed layout '["<16 hex>",...'; anything else goes through json.
-    if isinstance(value, str) and value.startswith('["') and value[18:19] == '"':
-        return int(value[2:18], 16)
-    record = _decode(value)
-    return int(record[0], 16)
+def _rid(i: int) -> str:
+    return f"{i:012x}"
 
 
 class SqliteStore(IndexedStore):
+    format_version = FORMAT_VERSION
+
     def __init__(
         self,
         path: str | os.PathLike[str],
-        distance: int = 3,
-        blocks: int | None = None,
+        rule: Rule | None = None,
         *,
+        blocks: int | None = None,
         reset: bool = False,
         commit_every: int = 1000,
         commit_interval: float = 1.0,
         busy_timeout: float = 5.0,
         read_only: bool = False,
+        ttl: float | None = None,
+        max_decisions: int | None = DEFAULT_MAX_DECISIONS,
+        clock: Callable[[], float] = time.time,
         uri: str | None = None,
     ) -> None:
         self.path = Path(path)
-        super().__init__(uri or f"sqlite:///{self.path}", distance, blocks)
-        if commit_every < 1 or commit_interval <= 0 or busy_timeout < 0:
+        if commit_every < 1 or not 0 < commit_interval < 86400 or not 0 <= busy_timeout < 3600:
             raise StoreError(
-                f"{self.path}: commit_every must be >= 1, commit_interval > 0, busy_timeout >= 0"
+                f"{self.path}: commit_every must be >= 1, commit_interval and busy_timeout "
+                "positive numbers of seconds"
             )
         self.commit_every = commit_every
         self.commit_interval = commit_interval
-        self._buffer: list[tuple[str, str]] = []
-        self._unwritten_keys: dict[int, str] = {}
-        self._last_commit = time.monotonic()
-        self._lockfile: int | None = None
-        self._db: SqliteDict | None = None
-        self._ndecisions = 0
+        self.busy_timeout = busy_timeout
         self.read_only = read_only
+        self._buffer: dict[str, str | None] = {}  # row key → value, None: delete
+        self._trim_below: int | None = None  # decisions below this seq leave the file
+        self._rids = np.zeros(1024, dtype=np.int64)
+        self._state = {"rseq": 0, "dseq": 0, "dmin": 0}
+        self._last_commit = time.monotonic()
+        self._failure: StoreUnavailable | None = None
+        self._retry_at = 0.0
+        self._db: SqliteDict | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._lock_file = FileLock(self.path)
+        self._identity: tuple[int, int] | None = None
+        self._legacy: tuple[list[Entry], list[Decision]] | None = None
+        self._legacy_ids: dict[str, int] = {}
+        self._closed = False
         try:
-            if read_only:
-                if not self.path.is_file():
-                    raise StoreError(f"{self.path}: no such store file")
-                self._validate_existing()
-            else:
-                self._prepare_path()
-                if self.path.exists():
-                    self._validate_existing()
-                self._take_lock()
-                self._open_db(reset, busy_timeout)
-            self._load()
+            self._open(rule, blocks, reset, ttl, max_decisions, clock, uri)
         except BaseException:
-            self._release()
+            self._release(flush=False)
             raise
 
     # -- opening ---------------------------------------------------------------------------
+    def _open(
+        self,
+        rule: Rule | None,
+        blocks: int | None,
+        reset: bool,
+        ttl: float | None,
+        max_decisions: int | None,
+        clock: Callable[[], float],
+        uri: str | None,
+    ) -> None:
+        where = uri or f"sqlite:///{self.path}"
+        if self.read_only:
+            if not self.path.is_file():
+                raise StoreError(f"{self.path}: no such store file")
+            version = stored_format(self.path)
+        else:
+            self._prepare_path()
+            self._lock_file.acquire_sidecar()
+            version = None
+            if self.path.exists():
+                if reset and self.path.stat().st_size == 0:
+                    self.path.unlink()
+                else:
+                    version = stored_format(self.path)
+            if version == 1 and not reset:
+                migrate_v1(self.path, rule)
+                version = FORMAT_VERSION
+        self._reader = read_connection(self.path) if self.path.exists() else None
+        stored_rule = rule_of(self._reader) if self._reader is not None and not reset else None
+        super().__init__(
+            where,
+            rule or stored_rule or Rule(),
+            blocks=blocks,
+            ttl=ttl,
+            max_decisions=max_decisions,
+            clock=clock,
+        )
+        if not self.read_only:
+            self._open_writer(reset, stored_rule)
+        if version == 1:  # read-only view of a format-1 store: converted in memory only
+            assert self._reader is not None
+            entries, decisions = read_v1(self._reader, self.path)
+            self._legacy = (entries, list(decisions))
+            self._load_legacy(entries)
+        elif self._reader is not None and not reset:
+            self._load()
+        if self.ttl is not None and not self.read_only:
+            pruned = self.prune()
+            if pruned:
+                logger.info(
+                    "nearduppipe: %s: pruned %d entries older than the TTL", self.path, pruned
+                )
+                self.flush()
+
     def _prepare_path(self) -> None:
         parent = self.path.parent
         try:
@@ -144,70 +200,12 @@ class SqliteStore(IndexedStore):
         if not os.access(parent, os.W_OK):
             raise StoreError(
                 f"{self.path}: directory {parent} is not writable (the store writes its file, "
-                "a WAL and a lock file there)"
+                "a WAL and a lock file there); open it read-only to read it"
             )
         if self.path.exists() and not os.access(self.path, os.R_OK | os.W_OK):
             raise StoreError(f"{self.path}: the file is not readable and writable by this user")
 
-    def _read_only(self) -> sqlite3.Connection:
-        return sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro", uri=True)
-
-    def _validate_existing(self) -> None:
-        size = self.path.stat().st_size
-        if size == 0:
-            return  # an empty file is a new store
-        with open(self.path, "rb") as f:
-            head = f.read(100)
-        if not head.startswith(_SQLITE_MAGIC):
-            raise StoreError(f"{self.path}: not a sqlite database (nothing was changed)")
-        if len(head) < 100:
-            raise StoreError(f"{self.path}: truncated sqlite file (nothing was changed)")
-        try:
-            conn = self._read_only()
-            try:
-                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-                if tables and TABLE not in tables:
-                    raise StoreError(
-                        f"{self.path}: a sqlite database of another program (tables: "
-                        f"{', '.join(sorted(tables))}); nothing was changed"
-                    )
-                if TABLE in tables:
-                    row = conn.execute(
-                        f'SELECT value FROM "{TABLE}" WHERE key = ?', ("m:format",)
-                    ).fetchone()
-                    version = _decode(row[0]) if row else None
-                    if version is not None and (not isinstance(version, int) or version < 1):
-                        raise StoreError(f"{self.path}: unknown store format {version!r}")
-                    if isinstance(version, int) and version > FORMAT_VERSION:
-                        raise StoreError(
-                            f"{self.path}: written by a newer nearduppipe (store format "
-                            f"{version}, this version reads {FORMAT_VERSION}); upgrade nearduppipe"
-                        )
-            finally:
-                conn.close()
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: damaged sqlite file ({e}); nothing was changed") from e
-
-    def _take_lock(self) -> None:
-        if fcntl is None:  # pragma: no cover
-            return
-        lock_path = f"{self.path}.lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
-            os.close(fd)
-            raise StoreError(
-                f"{self.path}: in use by another process (pid {holder}). A sqlite store serves "
-                "one process; to share one index between processes or machines, use a "
-                "redis:// store"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._lockfile = fd
-
-    def _open_db(self, reset: bool, busy_timeout: float) -> None:
+    def _open_writer(self, reset: bool, stored_rule: Rule | None) -> None:
         try:
             db = SqliteDict(
                 str(self.path),
@@ -215,157 +213,329 @@ class SqliteStore(IndexedStore):
                 flag="w" if reset else "c",
                 autocommit=False,
                 journal_mode="WAL",
-                encode=_encode,
-                decode=_decode,
+                encode=encode,
+                decode=decode,
                 outer_stack=False,
             )
         except Exception as e:
             raise StoreError(f"{self.path}: cannot open: {e}") from e
         self._db = db
-        db.conn.execute("PRAGMA synchronous=NORMAL")
-        db.conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
-        if "m:format" not in db:
-            db["m:format"] = FORMAT_VERSION
-            db["m:created"] = round(time.time(), 3)
-            db.commit()
+        st = self._lock_file.acquire_file()
+        self._identity = (st.st_dev, st.st_ino)
+        self._statement("PRAGMA synchronous=NORMAL")
+        self._statement(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        if self._reader is None:
+            self._reader = read_connection(self.path)
+        if reset or stored_rule is None:
+            self._buffer["m:format"] = encode(FORMAT_VERSION)
+            self._buffer["m:created"] = encode(round(time.time(), 3))
+        if stored_rule != self.rule:
+            if stored_rule is not None:
+                logger.info(
+                    "nearduppipe: %s: rule changed from %s to %s",
+                    self.path,
+                    stored_rule.describe(),
+                    self.rule.describe(),
+                )
+            self._buffer["m:rule"] = encode(self.rule.as_dict())
+        if self._buffer:
+            self._write(force=True)
 
     def _load(self) -> None:
+        assert self._reader is not None
+        row = self._reader.execute(
+            f'SELECT value FROM "{TABLE}" WHERE key = ?', ("m:state",)
+        ).fetchone()
+        if row is not None:
+            state = decode(row[0], f"{self.path}: record m:state")
+            if not isinstance(state, dict):
+                raise StoreError(f"{self.path}: record m:state is damaged")
+            for name in ("rseq", "dseq", "dmin"):
+                self._state[name] = int(state.get(name, 0))
+            for name in COUNTERS:
+                self._counters[name] = int(state.get(name, 0))
         try:
-            conn = self._read_only()
-            try:
-                rows = conn.execute(
-                    f"SELECT key, value FROM \"{TABLE}\" WHERE key >= 'e:' AND key < 'e;' "
-                    "ORDER BY key"
-                )
-                fps = np.fromiter((_entry_fp(v) for _, v in rows), dtype=np.uint64)
-                last = conn.execute(
-                    f"SELECT key FROM \"{TABLE}\" WHERE key >= 'e:' AND key < 'e;' "
-                    "ORDER BY key DESC LIMIT 1"
-                ).fetchone()
-                (self._ndecisions,) = conn.execute(
-                    f"SELECT count(*) FROM \"{TABLE}\" WHERE key >= 'd:' AND key < 'd;'"
-                ).fetchone()
-            finally:
-                conn.close()
-        except (sqlite3.DatabaseError, ValueError, IndexError, TypeError) as e:
+            loaded = load_v2(self._reader, self.path)
+        except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path}: damaged store ({e}); nothing was changed") from e
-        if len(fps) and (last is None or int(last[0][2:], 16) != len(fps) - 1):
-            raise StoreError(f"{self.path}: damaged store (entry ids are not contiguous)")
-        self._index.add_many(fps)
+        self._load_arrays(loaded.fps, loaded.wide, loaded.has_wide, loaded.times)
+        self._rids = loaded.rids.copy()
+        if len(loaded.rids):
+            self._state["rseq"] = max(self._state["rseq"], int(loaded.rids[-1]) + 1)
 
-    # -- persistence hooks -------------------------------------------------------------------
-    @property
-    def _sd(self) -> SqliteDict:
-        if self._db is None:
-            if self.read_only:
-                raise StoreError(f"store {self.uri} was opened read-only")
-            raise StoreError(f"store {self.uri} is closed")
-        return self._db
+    def _load_legacy(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            i = self._index_add(entry.fingerprints, entry.stored_at)
+            self._set_rid(i, i)
+            self._legacy_ids[entry.key] = i
+
+    # -- key ↔ id ----------------------------------------------------------------------------
+    def _row(self, row_key: str) -> Any:
+        if row_key in self._buffer:
+            return self._buffer[row_key]
+        if self._reader is None:
+            return None
+        row = self._reader.execute(
+            f'SELECT value FROM "{TABLE}" WHERE key = ?', (row_key,)
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def _set_rid(self, i: int, rid: int) -> None:
+        if i >= len(self._rids):
+            grown = np.zeros(max(i + 1, len(self._rids) * 3 // 2), dtype=np.int64)
+            grown[: len(self._rids)] = self._rids
+            self._rids = grown
+        self._rids[i] = rid
+
+    def _id_of_rid(self, rid: int) -> int | None:
+        n = self._index.id_count
+        i = int(np.searchsorted(self._rids[:n], rid))
+        return i if i < n and self._rids[i] == rid and self._index.is_alive(i) else None
+
+    def _find(self, key: str) -> tuple[int, str | None] | None:
+        if self._legacy is not None:
+            i = self._legacy_ids.get(key)
+            return None if i is None else (i, None)
+        value = self._row("k:" + key)
+        if value is None:
+            return None
+        rid, job = decode(value, f"{self.path}: record for key {key!r:.80}")
+        i = self._id_of_rid(int(rid))
+        return None if i is None else (i, job)
+
+    def _entry_at(self, i: int) -> Entry:
+        if self._legacy is not None:
+            return self._legacy[0][i]
+        rid = _rid(int(self._rids[i]))
+        value = self._row("i:" + rid)
+        if value is None:
+            raise StoreError(f"{self.path}: record i:{rid} is missing")
+        return parse_entry(value, f"{self.path}: record i:{rid}")
 
     def _key_of(self, i: int) -> str:
-        key = self._unwritten_keys.get(i)
-        if key is not None:
-            return key
-        if self.read_only:
-            conn = self._read_only()
-            try:
-                row = conn.execute(f'SELECT value FROM "{TABLE}" WHERE key = ?', (f"e:{i:012x}",))
-                return str(_decode(row.fetchone()[0])[2])
-            finally:
-                conn.close()
-        return str(self._sd[f"e:{i:012x}"][2])
+        return self._entry_at(i).key
 
-    def _queue(self, row_key: str, value: str) -> None:
-        self._buffer.append((row_key, value))
-        now = time.monotonic()
+    def _extra_of(self, i: int) -> tuple[str | None, str | None]:
+        e = self._entry_at(i)
+        return e.text, e.job
+
+    # -- writes ------------------------------------------------------------------------------
+    def _writable(self) -> None:
+        if self._failure is not None:
+            if time.monotonic() < self._retry_at:
+                raise self._failure
+            self._write(force=True)
+
+    def _persist_entry(
+        self,
+        i: int,
+        key: str,
+        fps: Fingerprints,
+        t: float,
+        job: str | None,
+        text: str | None,
+        replaces: int | None,
+    ) -> None:
+        rid = self._state["rseq"]
+        self._state["rseq"] = rid + 1
+        self._set_rid(i, rid)
+        if replaces is not None:
+            self._buffer["i:" + _rid(int(self._rids[replaces]))] = None
+        self._buffer["k:" + key] = encode([rid, job])
+        self._buffer["i:" + _rid(rid)] = entry_record(fps, t, job, key, text)
+        self._queued()
+
+    def _persist_touch(self, i: int, key: str, t: float, job: str | None) -> None:
+        e = self._entry_at(i)
+        rid = int(self._rids[i])
+        self._buffer["k:" + key] = encode([rid, job])
+        self._buffer["i:" + _rid(rid)] = entry_record(e.fingerprints, t, job, key, e.text)
+        self._queued()
+
+    def _persist_remove(self, i: int, key: str) -> None:
+        self._buffer["k:" + key] = None
+        self._buffer["i:" + _rid(int(self._rids[i]))] = None
+        self._queued()
+
+    def _persist_decision(self, decision: Decision) -> None:
+        seq = self._state["dseq"]
+        self._state["dseq"] = seq + 1
+        self._buffer["d:" + _rid(seq)] = decision_record(decision)
+        if self.max_decisions is not None and seq + 1 - self._state["dmin"] > self.max_decisions:
+            low = seq + 1 - self.max_decisions
+            for s in range(self._state["dmin"], low):
+                self._buffer.pop("d:" + _rid(s), None)
+            self._counters["decisions_trimmed"] += low - self._state["dmin"]
+            self._state["dmin"] = self._trim_below = low
+        self._queued()
+
+    def _queued(self) -> None:
         if (
             len(self._buffer) >= self.commit_every
-            or now - self._last_commit >= self.commit_interval
+            or time.monotonic() - self._last_commit >= self.commit_interval
         ):
-            self._write_buffer(blocking=False)
+            with contextlib.suppress(StoreUnavailable):  # kept; raised by the next write
+                self._write()
 
-    def _write_buffer(self, blocking: bool) -> None:
-        """Send buffered rows to sqlitedict's writer thread as a few multi-row statements and
-        commit them: one thread hand-off per batch instead of one per row."""
-        db = self._sd
-        rows, self._buffer = self._buffer, []
-        for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-            chunk = rows[start : start + _ROWS_PER_STATEMENT]
-            sql = f'REPLACE INTO "{TABLE}" (key, value) VALUES ' + ",".join(["(?,?)"] * len(chunk))
-            db.conn.execute(sql, [x for row in chunk for x in row])
-        db.commit(blocking=blocking)
-        self._unwritten_keys.clear()
+    def _statement(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> None:
+        assert self._db is not None
+        self._db.conn.execute(sql, args)
+
+    def _reply(self, sql: str) -> None:
+        """Run ``sql`` on the writer thread and wait for it, at most busy_timeout + 10 s."""
+        assert self._db is not None
+        conn = self._db.conn
+        if not conn.is_alive():
+            raise OSError("the sqlite writer thread has stopped")
+        replies: queue.Queue[Any] = queue.Queue()
+        conn.execute(sql, (), replies)
+        try:
+            while replies.get(timeout=self.busy_timeout + 10.0) != _NO_MORE:
+                pass
+        except queue.Empty:
+            raise OSError(f"no answer from sqlite within {self.busy_timeout + 10:g} s") from None
+        conn.check_raise_error()
+
+    def _write(self, force: bool = False) -> None:
+        """Commit the buffer. On failure the rows stay buffered (every statement is an
+        idempotent REPLACE or DELETE, so a partly applied batch is simply applied again)."""
+        if self._db is None or (not self._buffer and self._trim_below is None):
+            return
+        if not force and self._failure is not None and time.monotonic() < self._retry_at:
+            raise self._failure
+        self._check_identity()
+        state = {**self._state, **self._counters}
+        rows = [*self._buffer.items(), ("m:state", encode(state))]
+        puts = [(k, v) for k, v in rows if v is not None]
+        deletes = [k for k, v in rows if v is None]
+        try:
+            self._db.conn.check_raise_error()
+            for start in range(0, len(puts), _ROWS_PER_STATEMENT):
+                chunk = puts[start : start + _ROWS_PER_STATEMENT]
+                self._statement(
+                    f'REPLACE INTO "{TABLE}" (key, value) VALUES '
+                    + ",".join(["(?,?)"] * len(chunk)),
+                    [x for r in chunk for x in r],
+                )
+            for start in range(0, len(deletes), _ROWS_PER_STATEMENT):
+                chunk = deletes[start : start + _ROWS_PER_STATEMENT]
+                self._statement(
+                    f'DELETE FROM "{TABLE}" WHERE key IN (' + ",".join("?" * len(chunk)) + ")",
+                    chunk,
+                )
+            if self._trim_below is not None:
+                self._statement(
+                    f"DELETE FROM \"{TABLE}\" WHERE key >= 'd:' AND key < ?",
+                    ["d:" + _rid(self._trim_below)],
+                )
+            self._reply("COMMIT")
+        except Exception as e:
+            self._rollback()
+            self._failure = StoreUnavailable(
+                f"{self.path}: could not commit {len(rows)} writes ({type(e).__name__}: {e}); "
+                "they are kept in memory and retried"
+            )
+            self._retry_at = time.monotonic() + min(5.0, self.commit_interval)
+            raise self._failure from e
+        self._buffer.clear()
+        self._trim_below = None
+        self._failure = None
         self._last_commit = time.monotonic()
 
-    def _save_entry(self, i: int, fp: int, key: str, now: float, text: str | None) -> None:
-        self._unwritten_keys[i] = key
-        sample = "" if text is None else "," + _encode(text)
-        self._queue(f"e:{i:012x}", f'["{fp:016x}",{round(now, 3)!r},{_encode(key)}{sample}]')
+    def _rollback(self) -> None:
+        try:
+            self._reply("ROLLBACK")
+        except Exception:
+            pass
+        try:
+            if self._db is not None:
+                self._db.conn.check_raise_error()
+        except Exception:
+            pass
 
-    def _save_decision(self, decision: Decision) -> None:
-        record = {
-            "key": decision.key,
-            "fp": f"{decision.fingerprint:016x}",
-            "match": decision.matched_key,
-            "match_fp": f"{decision.matched_fingerprint:016x}",
-            "distance": decision.distance,
-            "t": round(decision.decided_at, 3),
-        }
-        if decision.text is not None:
-            record["text"] = decision.text
-        self._queue(f"d:{self._ndecisions:012x}", _encode(record))
-        self._ndecisions += 1
+    def _check_identity(self) -> None:
+        if self._identity is None:
+            return
+        try:
+            st = os.stat(self.path)
+            same = (st.st_dev, st.st_ino) == self._identity
+        except OSError:
+            same = False
+        if not same:
+            logger.warning(
+                "nearduppipe: store file %s was deleted or replaced while open; "
+                "writes go to the old file, which is lost at close",
+                self.path,
+            )
+            self._identity = None
 
     # -- reading back ----------------------------------------------------------------------
-    def _scan(self, prefix: str) -> Iterator[Any]:
-        if not self.read_only:
-            self.flush()
-        conn = self._read_only()
+    def _scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
+        with self._lock:
+            if not self.read_only and self._db is not None:
+                self.flush()
+        if not self.path.exists():
+            return
+        conn = read_connection(self.path)
         try:
             rows = conn.execute(
-                f'SELECT value FROM "{TABLE}" WHERE key >= ? AND key < ? ORDER BY key',
+                f'SELECT key, value FROM "{TABLE}" WHERE key >= ? AND key < ? ORDER BY key',
                 (f"{prefix}:", f"{prefix};"),
             )
-            for (value,) in rows:
-                yield _decode(value)
+            yield from rows
         finally:
             conn.close()
 
     def entries(self) -> Iterator[Entry]:
-        for fp, t, key, *text in self._scan("e"):
-            yield Entry(key, int(fp, 16), float(t), text[0] if text else None)
+        if self._legacy is not None:
+            yield from self._legacy[0]
+            return
+        for row_key, value in self._scan("i"):
+            yield parse_entry(value, f"{self.path}: record {row_key}")
 
     def decisions(self) -> Iterator[Decision]:
-        for r in self._scan("d"):
-            yield Decision(
-                r["key"],
-                int(r["fp"], 16),
-                r["match"],
-                int(r["match_fp"], 16),
-                r["distance"],
-                float(r["t"]),
-                r.get("text"),
-            )
+        if self._legacy is not None:
+            yield from self._legacy[1]
+            return
+        for row_key, value in self._scan("d"):
+            yield parse_decision(value, f"{self.path}: record {row_key}")
 
     def decision_count(self) -> int:
-        return self._ndecisions
+        if self._legacy is not None:
+            return len(self._legacy[1])
+        return self._state["dseq"] - self._state["dmin"]
 
     # -- durability and shutdown -----------------------------------------------------------
     def flush(self) -> None:
         with self._lock:
             if self._db is not None:
-                self._write_buffer(blocking=True)
+                self._write(force=True)
 
-    def _release(self) -> None:
+    def _release(self, flush: bool = True) -> None:
+        error: BaseException | None = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         if self._db is not None:
-            try:
-                self._write_buffer(blocking=True)
-            finally:
-                db, self._db = self._db, None
-                db.close()
-        if self._lockfile is not None:
-            os.close(self._lockfile)  # closing the descriptor releases the flock
-            self._lockfile = None
+            if flush:
+                try:
+                    self._write(force=True)
+                    # Fold the WAL into the file: a copy of the file alone, or another name
+                    # of it (a hard link has its own WAL name), then holds everything.
+                    self._reply("PRAGMA wal_checkpoint(TRUNCATE)")
+                except StoreUnavailable as e:
+                    error = e
+                except Exception:
+                    pass
+            db, self._db = self._db, None
+            thread = db.conn
+            db.close(force=True)  # never waits on a dead writer thread
+            thread.join(timeout=10.0)
+        self._lock_file.release()
+        if error is not None:
+            raise StoreUnavailable(
+                f"{error} — closing without them: {len(self._buffer)} writes are lost"
+            ) from error
 
     def close(self) -> None:
         with self._lock:
@@ -375,12 +545,10 @@ class SqliteStore(IndexedStore):
             self._release()
 
 
-def _open(uri: str, distance: int = 3, **options: Any) -> SqliteStore:
+def _open(uri: str, rule: Rule | None = None, **options: Any) -> SqliteStore:
     options.pop("name", None)  # the file path already names the store
-    if options.pop("ttl", None) is not None:
-        raise StoreError(f"{uri}: ttl is supported by the redis store only")
     try:
-        return SqliteStore(sqlite_path(uri), distance, uri=uri, **options)
+        return SqliteStore(sqlite_path(uri), rule, uri=uri, **options)
     except TypeError as e:
         raise StoreError(f"sqlite store {uri!r}: {e}") from e
 

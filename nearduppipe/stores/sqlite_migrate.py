@@ -1,0 +1,92 @@
+"""Format 1 → format 2, in place, in one transaction.
+
+Format 1 kept one ``e:<id>`` row per stored fingerprint, several per key when a page was seen
+again, and no wide fingerprint. Migration keeps the newest entry of each key (that is what a
+format-2 store would hold), writes it as a ``k:``/``i:`` pair with no wide fingerprint (so the
+rule judges it by the 64-bit distance at ``legacy_distance``), keeps the decisions as they are
+(their records are a subset of format 2's), and removes the ``e:`` rows. It runs before the
+store's writer opens, under the store's lock; a crash leaves format 1 untouched (one
+transaction).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+from ..rule import Rule
+from .base import StoreError
+from .sqlite_files import FORMAT_VERSION, TABLE, decode, encode
+from .sqlite_records import entry_record, read_v1
+
+__all__ = ["migrate_v1", "rule_of"]
+
+logger = logging.getLogger("nearduppipe")
+
+
+def rule_of(conn: sqlite3.Connection) -> Rule | None:
+    """The rule a store was created with (``None``: none recorded, e.g. format 1)."""
+    try:
+        row = conn.execute(f'SELECT value FROM "{TABLE}" WHERE key = ?', ("m:rule",)).fetchone()
+    except sqlite3.OperationalError:
+        return None  # no table yet
+    if row is None:
+        return None
+    raw = decode(row[0], "record m:rule")
+    try:
+        return Rule(
+            similarity=None if raw.get("similarity") is None else float(raw["similarity"]),
+            radius=int(raw["radius"]),
+            wide_bits=int(raw["wide_bits"]),
+            legacy_distance=int(raw.get("legacy_distance", 3)),
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise StoreError(f"record m:rule is damaged ({e})") from None
+
+
+def migrate_v1(path: Path, rule: Rule | None) -> None:
+    started = time.monotonic()
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute("BEGIN IMMEDIATE")
+        entries, decisions = read_v1(conn, path)
+        n_decisions = sum(1 for _ in decisions)
+        rows = [("k:" + e.key, encode([rid, None])) for rid, e in enumerate(entries)]
+        rows += [
+            (f"i:{rid:012x}", entry_record(e.fingerprints, e.stored_at, None, e.key, e.text))
+            for rid, e in enumerate(entries)
+        ]
+        state = {
+            "rseq": len(entries),
+            "dseq": n_decisions,
+            "dmin": 0,
+            "decisions_total": n_decisions,
+        }
+        rows += [
+            ("m:format", encode(FORMAT_VERSION)),
+            ("m:rule", encode((rule or Rule()).as_dict())),
+            ("m:state", encode(state)),
+        ]
+        conn.execute(f"DELETE FROM \"{TABLE}\" WHERE key >= 'e:' AND key < 'e;'")
+        conn.executemany(f'REPLACE INTO "{TABLE}" (key, value) VALUES (?, ?)', rows)
+        conn.execute("COMMIT")
+    except sqlite3.DatabaseError as e:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise StoreError(
+            f"{path}: could not migrate from store format 1 ({e}); nothing was changed"
+        ) from e
+    finally:
+        conn.close()
+    logger.info(
+        "nearduppipe: %s: migrated from store format 1 to %d: %d entries (newest per key), "
+        "%d decisions, in %.1f s",
+        path,
+        FORMAT_VERSION,
+        len(entries),
+        n_decisions,
+        time.monotonic() - started,
+    )

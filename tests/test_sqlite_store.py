@@ -1,0 +1,416 @@
+"""The sqlite store is a database: plain records, one writer whatever the path, durable or
+reported writes (full disk, held locks), migration from format 1, and no input that makes it
+unreadable. Real files, real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nearduppipe import StoreError, open_store
+from nearduppipe.rule import Fingerprints, Rule
+from nearduppipe.stores.base import BadKey
+from nearduppipe.stores.sqlite import FORMAT_VERSION, sqlite_path
+
+A = 0x0123_4567_89AB_CDEF
+W = (1 << 500) | 12345
+
+
+def run(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_reopen_knows_everything_and_records_are_plain_json(tmp_path: Path) -> None:
+    path = tmp_path / "crawl.sqlite"
+    with open_store(str(path), rule=Rule(similarity=0.95)) as s:
+        for i in range(3000):
+            s.add(Fingerprints(A ^ (i << 20), W ^ i), f"https://例子.cn/{i}", text=f"t{i}")
+        assert s.check(Fingerprints(A, W), "dup").status == "duplicate"
+        assert (
+            s.check(Fingerprints(A ^ (5 << 20), W ^ 5), "https://例子.cn/5", job="j").status
+            == "unchanged"
+        )
+    with open_store(f"sqlite:///{path}") as s:  # the rule is read from the store
+        assert s.rule == Rule(similarity=0.95)
+        assert len(s) == 3000 and s.decision_count() == 1
+        assert s.counters()["revisits_unchanged"] == 1
+        assert s.get("https://例子.cn/5").job == "j"
+        assert [d.key for d in s.decisions()] == ["dup"]
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT key, typeof(value), value FROM neardup").fetchall()
+    conn.close()
+    assert {t for _, t, _ in rows} == {"text"}
+    records = {k: json.loads(v) for k, _, v in rows}
+    assert records["m:format"] == FORMAT_VERSION == 2
+    rid, job = records["k:https://例子.cn/7"]
+    assert job is None and records[f"i:{rid:012x}"][:2] == [
+        f"{A ^ (7 << 20):016x}",
+        f"{W ^ 7:0128x}",
+    ]
+    with open_store(str(path), reset=True) as s:
+        assert len(s) == 0 and s.decision_count() == 0
+
+
+def test_uri_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert sqlite_path("sqlite:///rel/x.sqlite") == Path("rel/x.sqlite")
+    assert sqlite_path("sqlite:////abs/x.sqlite") == Path("/abs/x.sqlite")
+    with open_store("sqlite:///rel/x.sqlite") as s:
+        s.add(A, "k")
+    assert (tmp_path / "rel" / "x.sqlite").exists()
+    with pytest.raises(StoreError, match="unknown store scheme"):
+        open_store("mongodb://x")
+    with pytest.raises(StoreError):
+        open_store("sqlite://host/x")
+    with pytest.raises(StoreError, match="ttl"):
+        open_store("memory:", ttl=float("nan"))
+    with pytest.raises(StoreError, match="ttl"):
+        open_store(str(tmp_path / "t.sqlite"), ttl=1e-300)
+
+
+def test_corrupt_foreign_empty_newer_and_pickled_files(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(os.urandom(4096))
+    before = junk.read_bytes()
+    with pytest.raises(StoreError, match="not a sqlite database"):
+        open_store(str(junk))
+    assert junk.read_bytes() == before
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    with pytest.raises(StoreError, match="empty file"):
+        open_store(str(empty))
+    assert empty.stat().st_size == 0
+    with open_store(str(empty), reset=True) as s:  # asked for: a new store
+        s.add(A, "k")
+    foreign = tmp_path / "other.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="another program"):
+        open_store(str(foreign))
+    newer = tmp_path / "newer.sqlite"
+    with open_store(str(newer)):
+        pass
+    conn = sqlite3.connect(newer)
+    conn.execute("UPDATE neardup SET value = '3' WHERE key = 'm:format'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="newer nearduppipe"):
+        open_store(str(newer))
+
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (os.system, (f"touch {marker}",))
+
+    evil = tmp_path / "evil.sqlite"
+    with open_store(str(evil)) as s:
+        s.add(A, "k")
+    conn = sqlite3.connect(evil)
+    conn.execute("UPDATE neardup SET value = ? WHERE key LIKE 'i:%'", (pickle.dumps(Exploit()),))
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="not JSON text"):
+        open_store(str(evil))
+    conn = sqlite3.connect(evil)
+    conn.execute("UPDATE neardup SET value = '[\"zz\"' WHERE key LIKE 'i:%'")  # hand-edited
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match=r"record 'i:000000000000' is damaged"):
+        open_store(str(evil))
+    assert not marker.exists()
+
+
+HOLD = """
+import sys, time
+from nearduppipe import open_store
+s = open_store(sys.argv[1])
+print('ready', flush=True)
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("how", ["same", "symlink", "hardlink", "relative"])
+def test_one_writer_whatever_path_reaches_the_file(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "shared.sqlite"
+    with open_store(str(path)) as s:
+        s.add(A, "k")
+    other = {
+        "same": path,
+        "symlink": tmp_path / "link.sqlite",
+        "hardlink": tmp_path / "hard.sqlite",
+        "relative": Path(os.path.relpath(path)),
+    }[how]
+    if how == "symlink":
+        other.symlink_to(path)
+    if how == "hardlink":
+        os.link(path, other)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        with pytest.raises(StoreError, match=r"in use by another process.*redis"):
+            open_store(str(other))
+    finally:
+        holder.kill()
+        holder.wait()
+    with open_store(str(other)) as s:  # the locks die with their process
+        assert len(s) == 1
+
+
+def test_read_only_directory_is_not_damaged(tmp_path: Path) -> None:
+    """Root ignores permissions, so as root the check runs with the permission-override
+    capabilities dropped (util-linux's setpriv)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    with open_store(str(ro / "s.sqlite")) as s:
+        s.add(A, "k")
+    for extra in ro.glob("s.sqlite*"):
+        if extra.name != "s.sqlite":
+            extra.unlink()
+    code = """
+    import sys
+    from nearduppipe import open_store, StoreError
+    try:
+        open_store(sys.argv[1])
+    except StoreError as e:
+        print('write:', e)
+    with open_store(sys.argv[1], read_only=True) as s:
+        print('read:', len(s))
+    """
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: permissions cannot be enforced")
+        caps = "-dac_override,-dac_read_search"
+        prefix = [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
+    ro.chmod(0o555)
+    try:
+        out = subprocess.run(
+            [*prefix, sys.executable, "-c", textwrap.dedent(code), str(ro / "s.sqlite")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        ro.chmod(0o755)
+    assert "not writable" in out.stdout and "read: 1" in out.stdout, out.stdout + out.stderr
+    assert "damaged" not in out.stdout
+
+
+def _format_1(path: Path) -> None:
+    """A store as format 1 wrote it: e:<id> rows (a key stored twice), d:<id> rows."""
+    conn = sqlite3.connect(path)
+    conn.execute('CREATE TABLE "neardup" (key TEXT PRIMARY KEY, value BLOB)')
+    rows = [("m:format", "1"), ("m:created", "1700000000.0")]
+    for i, (fp, key) in enumerate(
+        [(A, "https://a/1"), (A ^ 0xFF << 40, "https://a/2"), (A ^ 0xF0F0F0F0F0, "https://a/1")]
+    ):
+        rows.append((f"e:{i:012x}", json.dumps([f"{fp:016x}", 1700000000.0 + i, key])))
+    rows.append(
+        (
+            "d:000000000000",
+            json.dumps(
+                {
+                    "key": "https://a/3",
+                    "fp": f"{A ^ 1:016x}",
+                    "match": "https://a/1",
+                    "match_fp": f"{A:016x}",
+                    "distance": 1,
+                    "t": 1700000100.0,
+                }
+            ),
+        )
+    )
+    conn.executemany("INSERT INTO neardup VALUES (?, ?)", rows)
+    conn.commit()
+    conn.close()
+
+
+def test_format_1_is_read_as_is_and_migrated_on_write(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    _format_1(path)
+    before = path.read_bytes()
+    with open_store(str(path), read_only=True) as s:  # reads never write
+        assert [(e.key, e.fingerprint) for e in s.entries()] == [
+            ("https://a/2", A ^ 0xFF << 40),
+            ("https://a/1", A ^ 0xF0F0F0F0F0),
+        ]
+        assert len(s) == 2 and s.decision_count() == 1
+    assert path.read_bytes() == before
+    with open_store(str(path)) as s:
+        assert len(s) == 2 and s.get("https://a/1").wide is None
+        # legacy entries: 64-bit distance <= 3, whatever the wide side says
+        assert s.check(Fingerprints(A ^ 0xF0F0F0F0F0 ^ 0b111, W), "x").match.key == "https://a/1"
+        assert s.check(Fingerprints(A ^ 0xF0F0F0F0F0 ^ 0b1111, W), "y").status == "new"
+        assert [d.key for d in s.decisions()] == ["https://a/3", "x"]
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM neardup WHERE key LIKE 'e:%'").fetchone() == (0,)
+    assert conn.execute("SELECT value FROM neardup WHERE key = 'm:format'").fetchone() == ("2",)
+    conn.close()
+
+
+def test_full_disk_loses_nothing_acknowledged_and_never_hangs(tmp_path: Path) -> None:
+    """RLIMIT_FSIZE makes writes past 400 KB fail with EFBIG: commits fail, are reported on
+    the next call, and close() returns within the bound, saying what it could not save."""
+    code = """
+    import resource, signal, sys, time, random
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    from nearduppipe import open_store
+    from nearduppipe.stores.base import StoreUnavailable
+    s = open_store(sys.argv[1], commit_every=50, commit_interval=0.05)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, 400_000))
+    rng = random.Random(1)
+    acked, errors, i = 0, 0, 0
+    while errors < 3 and i < 100_000:
+        try:
+            s.add(rng.getrandbits(64), f"https://e/{i}" + "x" * 100)
+            i += 1
+            if i % 50 == 0:
+                s.flush()
+                acked = i
+        except StoreUnavailable as e:
+            errors += 1
+            time.sleep(0.1)
+    print("acked", acked, "errors", errors, flush=True)
+    t = time.monotonic()
+    try:
+        s.close()
+    except StoreUnavailable as e:
+        print("reported", "lost" in str(e))
+    print("seconds", round(time.monotonic() - t, 1), flush=True)
+    """
+    path = tmp_path / "full.sqlite"
+    out = run(code, str(path), timeout=120)
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    acked = int(lines["acked"].split()[0])
+    assert int(lines["acked"].split()[2]) == 3, out.stdout + out.stderr
+    assert acked > 100 and lines.get("reported") == "True", out.stdout + out.stderr
+    assert float(lines["seconds"]) < 10
+    assert "Inner exception" not in out.stderr  # sqlitedict's own error dumps are silenced
+    with open_store(str(path)) as s:  # reopens; every acknowledged write is there
+        for i in range(acked):
+            assert s.get(f"https://e/{i}" + "x" * 100) is not None, i
+
+
+def test_a_lock_held_past_the_busy_timeout_is_reported_and_retried(tmp_path: Path) -> None:
+    path = tmp_path / "busy.sqlite"
+    s = open_store(str(path), busy_timeout=0.2, commit_every=10_000, commit_interval=1000)
+    s.add(A, "first")
+    s.flush()
+    blocker = sqlite3.connect(path, timeout=0)
+    blocker.execute("BEGIN IMMEDIATE")  # another process's write lock
+    for i in range(30):
+        s.add(Fingerprints(A ^ (i + 1) << 30, W), f"k{i}")
+    with pytest.raises(StoreError, match="could not commit"):
+        s.flush()
+    blocker.rollback()
+    blocker.close()
+    s.flush()  # retried: nothing was lost
+    s.close()
+    with open_store(str(path)) as s2:
+        assert len(s2) == 31
+
+
+def test_ttl_prunes_at_open_and_vacuum_shrinks_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "ttl.sqlite"
+    now = [1_000_000.0]
+    with open_store(str(path), ttl=3600, clock=lambda: now[0]) as s:
+        for i in range(3000):
+            s.add(Fingerprints(A ^ i << 30, W), f"k{i}", text="x" * 200)
+    size = path.stat().st_size
+    now[0] += 7200
+    with open_store(str(path), ttl=3600, clock=lambda: now[0]) as s:
+        assert len(s) == 0
+    conn = sqlite3.connect(path)
+    conn.execute("VACUUM")
+    conn.close()
+    assert path.stat().st_size < size / 4
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.text(max_size=30),
+            st.text(max_size=50) | st.none(),
+            st.integers(0, 2**64 - 1),
+            st.booleans(),
+        ),
+        max_size=40,
+    )
+)
+def test_no_key_or_text_makes_the_store_unreadable(
+    tmp_path: Path, ops: list[tuple[str, str | None, int, bool]]
+) -> None:
+    """Any Unicode key or text (lone surrogates included), with reopens: either stored and read
+    back, or refused as BadKey with nothing written."""
+    path = tmp_path / f"h{abs(hash(str(ops)))}.sqlite"
+    model: dict[str, int] = {}
+    s = open_store(str(path), commit_every=3)
+    try:
+        for key, text, fp, reopen in ops:
+            try:
+                s.add(Fingerprints(fp, fp << 100), key, text=text)
+                model[key] = fp
+            except BadKey:
+                assert not key or any(0xD800 <= ord(c) <= 0xDFFF for c in key)
+            if reopen:
+                s.close()
+                s = open_store(str(path), commit_every=3)
+    finally:
+        s.close()
+    with open_store(str(path), read_only=True) as r:
+        assert {e.key: e.fingerprint for e in r.entries()} == model
+
+
+def test_sigkill_keeps_everything_committed(tmp_path: Path) -> None:
+    path = tmp_path / "kill.sqlite"
+    code = """
+    import sys
+    from nearduppipe import open_store
+    s = open_store(sys.argv[1], commit_every=100)
+    for i in range(100_000):
+        s.add(i << 20, f"k{i}")
+        if i % 100 == 99:
+            s.flush()
+            print(i, flush=True)
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    last = -1
+    for line in proc.stdout:
+        last = int(line)
+        if last >= 2999:
+            break
+    proc.kill()
+    proc.wait()
+    with open_store(str(path)) as s:
+        assert len(s) >= last + 1
+        assert all(s.get(f"k{i}") is not None for i in range(0, last + 1, 97))
+    assert resource.getrlimit(resource.RLIMIT_FSIZE)[0] == resource.RLIM_INFINITY
