@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import queue
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -48,6 +47,7 @@ from .sqlite_files import (
     FileLock,
     decode,
     encode,
+    prepare_path,
     read_connection,
     sqlite_path,
     stored_format,
@@ -61,6 +61,7 @@ from .sqlite_records import (
     parse_entry,
     read_v1,
 )
+from .sqlite_writer import Writer
 
 __all__ = ["FORMAT_VERSION", "SqliteStore", "sqlite_path"]
 
@@ -77,8 +78,6 @@ class _Quiet(logging.Filter):
 
 for _name in ("sqlitedict", "sqlitedict.SqliteMultithread"):
     logging.getLogger(_name).addFilter(_Quiet())
-_ROWS_PER_STATEMENT = 400  # 800 bound parameters, far below SQLite's limit
-_NO_MORE = "--no more--"  # sqlitedict's end-of-reply marker
 
 
 def _rid(i: int) -> str:
@@ -114,17 +113,11 @@ class SqliteStore(IndexedStore):
         self.commit_interval = commit_interval
         self.busy_timeout = busy_timeout
         self.read_only = read_only
-        self._buffer: dict[str, str | None] = {}  # row key → value, None: delete
-        self._trim_below: int | None = None  # decisions below this seq leave the file
+        self._writer: Writer | None = None
         self._rids = np.zeros(1024, dtype=np.int64)
         self._state = {"rseq": 0, "dseq": 0, "dmin": 0}
-        self._last_commit = time.monotonic()
-        self._failure: StoreUnavailable | None = None
-        self._retry_at = 0.0
-        self._db: SqliteDict | None = None
         self._reader: sqlite3.Connection | None = None
         self._lock_file = FileLock(self.path)
-        self._identity: tuple[int, int] | None = None
         self._legacy: tuple[list[Entry], list[Decision]] | None = None
         self._legacy_ids: dict[str, int] = {}
         self._closed = False
@@ -151,7 +144,7 @@ class SqliteStore(IndexedStore):
                 raise StoreError(f"{self.path}: no such store file")
             version = stored_format(self.path)
         else:
-            self._prepare_path()
+            prepare_path(self.path)
             self._lock_file.acquire_sidecar()
             version = None
             if self.path.exists():
@@ -189,22 +182,6 @@ class SqliteStore(IndexedStore):
                 )
                 self.flush()
 
-    def _prepare_path(self) -> None:
-        parent = self.path.parent
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise StoreError(f"{self.path}: cannot create its directory: {e}") from e
-        if self.path.exists() and not self.path.is_file():
-            raise StoreError(f"{self.path}: exists and is not a file")
-        if not os.access(parent, os.W_OK):
-            raise StoreError(
-                f"{self.path}: directory {parent} is not writable (the store writes its file, "
-                "a WAL and a lock file there); open it read-only to read it"
-            )
-        if self.path.exists() and not os.access(self.path, os.R_OK | os.W_OK):
-            raise StoreError(f"{self.path}: the file is not readable and writable by this user")
-
     def _open_writer(self, reset: bool, stored_rule: Rule | None) -> None:
         try:
             db = SqliteDict(
@@ -219,16 +196,15 @@ class SqliteStore(IndexedStore):
             )
         except Exception as e:
             raise StoreError(f"{self.path}: cannot open: {e}") from e
-        self._db = db
         st = self._lock_file.acquire_file()
-        self._identity = (st.st_dev, st.st_ino)
-        self._statement("PRAGMA synchronous=NORMAL")
-        self._statement(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        w = self._writer = Writer(self.path, db, self.busy_timeout, (st.st_dev, st.st_ino))
+        w.statement("PRAGMA synchronous=NORMAL")
+        w.statement(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
         if self._reader is None:
             self._reader = read_connection(self.path)
         if reset or stored_rule is None:
-            self._buffer["m:format"] = encode(FORMAT_VERSION)
-            self._buffer["m:created"] = encode(round(time.time(), 3))
+            w.buffer["m:format"] = encode(FORMAT_VERSION)
+            w.buffer["m:created"] = encode(round(time.time(), 3))
         if stored_rule != self.rule:
             if stored_rule is not None:
                 logger.info(
@@ -237,9 +213,8 @@ class SqliteStore(IndexedStore):
                     stored_rule.describe(),
                     self.rule.describe(),
                 )
-            self._buffer["m:rule"] = encode(self.rule.as_dict())
-        if self._buffer:
-            self._write(force=True)
+            w.buffer["m:rule"] = encode(self.rule.as_dict())
+        w.commit(self._state_row(), force=True)
 
     def _load(self) -> None:
         assert self._reader is not None
@@ -271,8 +246,8 @@ class SqliteStore(IndexedStore):
 
     # -- key ↔ id ----------------------------------------------------------------------------
     def _row(self, row_key: str) -> Any:
-        if row_key in self._buffer:
-            return self._buffer[row_key]
+        if self._writer is not None and row_key in self._writer.buffer:
+            return self._writer.buffer[row_key]
         if self._reader is None:
             return None
         row = self._reader.execute(
@@ -321,10 +296,8 @@ class SqliteStore(IndexedStore):
 
     # -- writes ------------------------------------------------------------------------------
     def _writable(self) -> None:
-        if self._failure is not None:
-            if time.monotonic() < self._retry_at:
-                raise self._failure
-            self._write(force=True)
+        assert self._writer is not None
+        self._writer.refuse_if_failing()
 
     def _persist_entry(
         self,
@@ -340,139 +313,59 @@ class SqliteStore(IndexedStore):
         self._state["rseq"] = rid + 1
         self._set_rid(i, rid)
         if replaces is not None:
-            self._buffer["i:" + _rid(int(self._rids[replaces]))] = None
-        self._buffer["k:" + key] = encode([rid, job])
-        self._buffer["i:" + _rid(rid)] = entry_record(fps, t, job, key, text)
+            self._buf["i:" + _rid(int(self._rids[replaces]))] = None
+        self._buf["k:" + key] = encode([rid, job])
+        self._buf["i:" + _rid(rid)] = entry_record(fps, t, job, key, text)
         self._queued()
 
     def _persist_touch(self, i: int, key: str, t: float, job: str | None) -> None:
         e = self._entry_at(i)
         rid = int(self._rids[i])
-        self._buffer["k:" + key] = encode([rid, job])
-        self._buffer["i:" + _rid(rid)] = entry_record(e.fingerprints, t, job, key, e.text)
+        self._buf["k:" + key] = encode([rid, job])
+        self._buf["i:" + _rid(rid)] = entry_record(e.fingerprints, t, job, key, e.text)
         self._queued()
 
     def _persist_remove(self, i: int, key: str) -> None:
-        self._buffer["k:" + key] = None
-        self._buffer["i:" + _rid(int(self._rids[i]))] = None
+        self._buf["k:" + key] = None
+        self._buf["i:" + _rid(int(self._rids[i]))] = None
         self._queued()
 
     def _persist_decision(self, decision: Decision) -> None:
         seq = self._state["dseq"]
         self._state["dseq"] = seq + 1
-        self._buffer["d:" + _rid(seq)] = decision_record(decision)
+        self._buf["d:" + _rid(seq)] = decision_record(decision)
         if self.max_decisions is not None and seq + 1 - self._state["dmin"] > self.max_decisions:
             low = seq + 1 - self.max_decisions
             for s in range(self._state["dmin"], low):
-                self._buffer.pop("d:" + _rid(s), None)
+                self._buf.pop("d:" + _rid(s), None)
             self._counters["decisions_trimmed"] += low - self._state["dmin"]
-            self._state["dmin"] = self._trim_below = low
+            self._state["dmin"] = low
+            assert self._writer is not None
+            self._writer.trim_below = "d:" + _rid(low)
         self._queued()
 
+    @property
+    def _buf(self) -> dict[str, str | None]:
+        assert self._writer is not None
+        return self._writer.buffer
+
+    def _state_row(self) -> tuple[str, str]:
+        return ("m:state", encode({**self._state, **self._counters}))
+
     def _queued(self) -> None:
+        w = self._writer
+        assert w is not None
         if (
-            len(self._buffer) >= self.commit_every
-            or time.monotonic() - self._last_commit >= self.commit_interval
+            len(w.buffer) >= self.commit_every
+            or time.monotonic() - w.last_commit >= self.commit_interval
         ):
             with contextlib.suppress(StoreUnavailable):  # kept; raised by the next write
-                self._write()
-
-    def _statement(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> None:
-        assert self._db is not None
-        self._db.conn.execute(sql, args)
-
-    def _reply(self, sql: str) -> None:
-        """Run ``sql`` on the writer thread and wait for it, at most busy_timeout + 10 s."""
-        assert self._db is not None
-        conn = self._db.conn
-        if not conn.is_alive():
-            raise OSError("the sqlite writer thread has stopped")
-        replies: queue.Queue[Any] = queue.Queue()
-        conn.execute(sql, (), replies)
-        try:
-            while replies.get(timeout=self.busy_timeout + 10.0) != _NO_MORE:
-                pass
-        except queue.Empty:
-            raise OSError(f"no answer from sqlite within {self.busy_timeout + 10:g} s") from None
-        conn.check_raise_error()
-
-    def _write(self, force: bool = False) -> None:
-        """Commit the buffer. On failure the rows stay buffered (every statement is an
-        idempotent REPLACE or DELETE, so a partly applied batch is simply applied again)."""
-        if self._db is None or (not self._buffer and self._trim_below is None):
-            return
-        if not force and self._failure is not None and time.monotonic() < self._retry_at:
-            raise self._failure
-        self._check_identity()
-        state = {**self._state, **self._counters}
-        rows = [*self._buffer.items(), ("m:state", encode(state))]
-        puts = [(k, v) for k, v in rows if v is not None]
-        deletes = [k for k, v in rows if v is None]
-        try:
-            self._db.conn.check_raise_error()
-            for start in range(0, len(puts), _ROWS_PER_STATEMENT):
-                chunk = puts[start : start + _ROWS_PER_STATEMENT]
-                self._statement(
-                    f'REPLACE INTO "{TABLE}" (key, value) VALUES '
-                    + ",".join(["(?,?)"] * len(chunk)),
-                    [x for r in chunk for x in r],
-                )
-            for start in range(0, len(deletes), _ROWS_PER_STATEMENT):
-                chunk = deletes[start : start + _ROWS_PER_STATEMENT]
-                self._statement(
-                    f'DELETE FROM "{TABLE}" WHERE key IN (' + ",".join("?" * len(chunk)) + ")",
-                    chunk,
-                )
-            if self._trim_below is not None:
-                self._statement(
-                    f"DELETE FROM \"{TABLE}\" WHERE key >= 'd:' AND key < ?",
-                    ["d:" + _rid(self._trim_below)],
-                )
-            self._reply("COMMIT")
-        except Exception as e:
-            self._rollback()
-            self._failure = StoreUnavailable(
-                f"{self.path}: could not commit {len(rows)} writes ({type(e).__name__}: {e}); "
-                "they are kept in memory and retried"
-            )
-            self._retry_at = time.monotonic() + min(5.0, self.commit_interval)
-            raise self._failure from e
-        self._buffer.clear()
-        self._trim_below = None
-        self._failure = None
-        self._last_commit = time.monotonic()
-
-    def _rollback(self) -> None:
-        try:
-            self._reply("ROLLBACK")
-        except Exception:
-            pass
-        try:
-            if self._db is not None:
-                self._db.conn.check_raise_error()
-        except Exception:
-            pass
-
-    def _check_identity(self) -> None:
-        if self._identity is None:
-            return
-        try:
-            st = os.stat(self.path)
-            same = (st.st_dev, st.st_ino) == self._identity
-        except OSError:
-            same = False
-        if not same:
-            logger.warning(
-                "nearduppipe: store file %s was deleted or replaced while open; "
-                "writes go to the old file, which is lost at close",
-                self.path,
-            )
-            self._identity = None
+                w.commit(self._state_row())
 
     # -- reading back ----------------------------------------------------------------------
     def _scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
         with self._lock:
-            if not self.read_only and self._db is not None:
+            if self._writer is not None:
                 self.flush()
         if not self.path.exists():
             return
@@ -508,34 +401,19 @@ class SqliteStore(IndexedStore):
     # -- durability and shutdown -----------------------------------------------------------
     def flush(self) -> None:
         with self._lock:
-            if self._db is not None:
-                self._write(force=True)
+            if self._writer is not None:
+                self._writer.commit(self._state_row(), force=True)
 
     def _release(self, flush: bool = True) -> None:
-        error: BaseException | None = None
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-        if self._db is not None:
-            if flush:
-                try:
-                    self._write(force=True)
-                    # Fold the WAL into the file: a copy of the file alone, or another name
-                    # of it (a hard link has its own WAL name), then holds everything.
-                    self._reply("PRAGMA wal_checkpoint(TRUNCATE)")
-                except StoreUnavailable as e:
-                    error = e
-                except Exception:
-                    pass
-            db, self._db = self._db, None
-            thread = db.conn
-            db.close(force=True)  # never waits on a dead writer thread
-            thread.join(timeout=10.0)
-        self._lock_file.release()
-        if error is not None:
-            raise StoreUnavailable(
-                f"{error} — closing without them: {len(self._buffer)} writes are lost"
-            ) from error
+        writer, self._writer = self._writer, None
+        try:
+            if writer is not None:
+                writer.close(self._state_row(), flush)
+        finally:
+            self._lock_file.release()
 
     def close(self) -> None:
         with self._lock:

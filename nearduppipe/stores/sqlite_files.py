@@ -26,6 +26,7 @@ __all__ = [
     "FileLock",
     "decode",
     "encode",
+    "prepare_path",
     "read_connection",
     "sqlite_path",
     "stored_format",
@@ -139,6 +140,24 @@ def stored_format(path: Path) -> int | None:
             f"reads {FORMAT_VERSION}); upgrade nearduppipe"
         )
     return version
+
+
+def prepare_path(path: Path) -> None:
+    """Make sure a store can be created or written at ``path``, with a clear error if not."""
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StoreError(f"{path}: cannot create its directory: {e}") from e
+    if path.exists() and not path.is_file():
+        raise StoreError(f"{path}: exists and is not a file")
+    if not os.access(parent, os.W_OK):
+        raise StoreError(
+            f"{path}: directory {parent} is not writable (the store writes its file, "
+            "a WAL and a lock file there); open it read-only to read it"
+        )
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise StoreError(f"{path}: the file is not readable and writable by this user")
 
 
 class FileLock:
