@@ -1,5 +1,6 @@
-"""Why two texts are (or are not) near-duplicates: fingerprints, distance, feature overlap, and the
-features that pushed each differing bit.
+"""Why two texts are (or are not) near-duplicates: both fingerprints and distances, the cosine
+each distance implies, the verdict of the rule, feature overlap, and the features that pushed each
+differing bit of the 64-bit fingerprint.
 
 Bit ``j`` of a fingerprint is the sign of ``sum_f w(f) * s_j(f)`` where ``s_j(f)`` is ``+1`` or
 ``-1`` by bit ``j`` of the feature's hash. Where two fingerprints differ, the features whose
@@ -13,7 +14,8 @@ import math
 from dataclasses import dataclass, field
 
 from .features import DEFAULT_FEATURES, FeatureConfig, features
-from .simhash import simhash, xxh3_64
+from .rule import WIDE_BITS, Rule, implied_similarity
+from .simhash import simhash_pair, xxh3_64
 
 __all__ = ["BitReport", "Explanation", "explain"]
 
@@ -39,22 +41,38 @@ class Explanation:
     only_a: list[tuple[str, float]] = field(default_factory=list)
     only_b: list[tuple[str, float]] = field(default_factory=list)
     bits: list[BitReport] = field(default_factory=list)
+    wide_a: int = 0
+    wide_b: int = 0
+
+    @property
+    def wide_distance(self) -> int:
+        return (self.wide_a ^ self.wide_b).bit_count()
 
     @property
     def expected_distance(self) -> float:
         """64 * angle / pi: the mean distance random hyperplanes give at this cosine."""
         return 64 * math.acos(max(-1.0, min(1.0, self.cosine))) / math.pi
 
-    def render(self, k: int | None = None) -> str:
+    def render(self, rule: Rule | int | None = None) -> str:
+        """Text for people; ``rule`` (or a 64-bit k, the paper's rule) adds the verdict."""
+        if isinstance(rule, int):
+            rule = Rule.paper(rule)
+        d, dw = self.distance, self.wide_distance
         verdict = ""
-        if k is not None:
-            verdict = f" (k={k}: {'near-duplicates' if self.distance <= k else 'distinct'})"
+        if rule is not None:
+            near = rule.is_near(d, dw)
+            verdict = (
+                f"verdict: {'near-duplicates' if near else 'distinct'} under {rule.describe()}"
+            )
         lines = [
             f"A: {self.fingerprint_a:016x}  ({self.features_a} features)",
             f"B: {self.fingerprint_b:016x}  ({self.features_b} features)",
-            f"distance: {self.distance}{verdict}",
+            f"64-bit distance: {d} (implies cosine {implied_similarity(d, 64):.3f})",
+            f"{WIDE_BITS}-bit distance: {dw} (implies cosine {implied_similarity(dw, WIDE_BITS):.3f})",
+            *([verdict] if verdict else []),
             f"cosine of the feature vectors: {self.cosine:.4f} "
-            f"(random hyperplanes expect a distance of {self.expected_distance:.1f} at that angle)",
+            f"(random hyperplanes expect a 64-bit distance of {self.expected_distance:.1f} at "
+            "that angle)",
             f"shared features: {self.shared}; weighted Jaccard {self.weighted_jaccard:.3f}",
             "only in A: " + (", ".join(f"{f} ({w:.2f})" for f, w in self.only_a) or "-"),
             "only in B: " + (", ".join(f"{f} ({w:.2f})" for f, w in self.only_b) or "-"),
@@ -73,8 +91,8 @@ def explain(
     text_a: str, text_b: str, config: FeatureConfig = DEFAULT_FEATURES, top: int = 5
 ) -> Explanation:
     fa, fb = features(text_a, config), features(text_b, config)
-    fp_a = simhash(fa) if fa else 0
-    fp_b = simhash(fb) if fb else 0
+    fp_a, wide_a = simhash_pair(fa) if fa else (0, 0)
+    fp_b, wide_b = simhash_pair(fb) if fb else (0, 0)
     keys = set(fa) | set(fb)
     dot = sum(fa.get(f, 0.0) * fb.get(f, 0.0) for f in keys)
     norm = math.sqrt(sum(w * w for w in fa.values())) * math.sqrt(sum(w * w for w in fb.values()))
@@ -106,4 +124,6 @@ def explain(
         sorted(((f, w) for f, w in fa.items() if f not in fb), key=lambda kv: -kv[1])[:10],
         sorted(((f, w) for f, w in fb.items() if f not in fa), key=lambda kv: -kv[1])[:10],
         bits,
+        wide_a or 0,
+        wide_b or 0,
     )

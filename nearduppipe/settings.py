@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .features import FeatureConfig
+from .rule import Rule
 from .text import TextLimits
 
 __all__ = ["DEFAULTS", "NearDupConfig", "NearDupConfigError"]
@@ -28,7 +29,10 @@ class _SettingsLike(Protocol):
 DEFAULTS: dict[str, Any] = {
     "NEARDUP_ENABLED": True,
     "NEARDUP_STORE": None,  # None: sqlite file .scrapy/neardup/<spider>.sqlite
-    "NEARDUP_DISTANCE": 4,  # chosen on the evaluation set; docs/quality.md
+    "NEARDUP_SIMILARITY": 0.93,  # cosine; None: the paper's 64-bit rule (docs/quality.md)
+    "NEARDUP_DISTANCE": None,  # 64-bit radius; None: 8 with a similarity, 3 (the paper's k) without
+    "NEARDUP_KEEP_UNCHANGED": False,  # keep (not drop) pages recrawled with unchanged content
+    "NEARDUP_MAX_DECISIONS": 100_000,  # decisions kept in the store for reports (oldest trimmed)
     "NEARDUP_BLOCKS": None,
     "NEARDUP_MIN_TEXT_LENGTH": 200,
     "NEARDUP_TEXT_FIELD": "text",
@@ -112,7 +116,9 @@ def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
 class NearDupConfig:
     enabled: bool
     store: str | None
-    distance: int
+    rule: Rule
+    keep_unchanged: bool
+    max_decisions: int
     blocks: int | None
     min_text_length: int
     text_field: str
@@ -140,8 +146,28 @@ class NearDupConfig:
         store = get("NEARDUP_STORE")
         if store is not None and (not isinstance(store, str) or not store.strip()):
             raise NearDupConfigError(f"NEARDUP_STORE must be a store URI or path, got {store!r}")
-        distance = _int("NEARDUP_DISTANCE", get("NEARDUP_DISTANCE"), 0, 32)
-        blocks = _int("NEARDUP_BLOCKS", get("NEARDUP_BLOCKS"), distance + 1, 64, optional=True)
+        similarity = get("NEARDUP_SIMILARITY")
+        if similarity in (None, ""):
+            similarity = None
+        else:
+            try:
+                similarity = float(similarity)
+            except (TypeError, ValueError):
+                raise NearDupConfigError(
+                    f"NEARDUP_SIMILARITY must be a cosine in (0, 1] or None, got {similarity!r}"
+                ) from None
+            if not 0.5 <= similarity <= 1.0:
+                raise NearDupConfigError(
+                    "NEARDUP_SIMILARITY must be between 0.5 and 1 (or None for the paper's "
+                    f"64-bit rule), got {similarity}"
+                )
+        distance = _int(
+            "NEARDUP_DISTANCE", get("NEARDUP_DISTANCE"), 0, 12 if similarity else 8, optional=True
+        )
+        if distance is None:
+            distance = 8 if similarity is not None else 3
+        rule = Rule(similarity=similarity, radius=distance)
+        blocks = _int("NEARDUP_BLOCKS", get("NEARDUP_BLOCKS"), 1, 64, optional=True)
         try:
             features = FeatureConfig(
                 weighting=_choice("NEARDUP_WEIGHTING", get("NEARDUP_WEIGHTING"), ("tfidf", "tf")),  # type: ignore[arg-type]
@@ -166,7 +192,11 @@ class NearDupConfig:
         return cls(
             enabled=_bool("NEARDUP_ENABLED", get("NEARDUP_ENABLED")),
             store=store.strip() if store else None,
-            distance=distance,
+            rule=rule,
+            keep_unchanged=_bool("NEARDUP_KEEP_UNCHANGED", get("NEARDUP_KEEP_UNCHANGED")),
+            max_decisions=_int(
+                "NEARDUP_MAX_DECISIONS", get("NEARDUP_MAX_DECISIONS"), 1, 1_000_000_000
+            ),
             blocks=blocks,
             min_text_length=_int("NEARDUP_MIN_TEXT_LENGTH", get("NEARDUP_MIN_TEXT_LENGTH"), 0),
             text_field=_field("NEARDUP_TEXT_FIELD", get("NEARDUP_TEXT_FIELD")),
