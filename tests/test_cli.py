@@ -92,6 +92,11 @@ def test_copy_sqlite_to_redis_and_back_keeps_texts_and_layout(
         assert b.decision_count() == 2
     refused = run("copy", str(src), str(back))  # refuses to mix into a non-empty store
     one_line_error(refused, "pass --reset")
+    replaced = run("copy", str(src), str(back), "--reset")  # built aside, renamed over
+    assert replaced.returncode == 0, replaced.stderr
+    with open_store(str(back), read_only=True) as b:
+        assert len(b) == 500 and b.decision_count() == 1
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".back")]
     same = run("copy", str(src), f"sqlite:///{src}", "--reset")
     one_line_error(same, "DST")
     with open_store(str(src), read_only=True) as s:

@@ -71,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as e:
         print(f"{name}: {redact(str(e))}", file=sys.stderr)
         return 2
+    except OSError as e:  # a file that vanished or a full disk: one line, never a traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"{name}: {redact(where + (e.strerror or str(e)))}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130

@@ -8,18 +8,20 @@ stderr, so ``--format json`` output always parses.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
 __all__ = [
     "CliError",
     "atomic_output",
+    "bounded_int",
     "clean",
     "emit",
     "redact",
@@ -47,6 +49,23 @@ class CliError(Exception):
     def __init__(self, message: str, status: int = 2) -> None:
         super().__init__(message)
         self.status = status
+
+
+def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[low, high]``, so a bad value is a usage error (exit 2)
+    rather than a traceback from deep inside."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            where = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be {where}, not {value}")
+        return value
+
+    return parse
 
 
 def redact(text: str) -> str:

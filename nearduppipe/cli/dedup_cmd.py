@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..feeds import FEED_FORMATS, FeedError, feed_format
-from ._io import CliError, atomic_output, refuse_overwriting_inputs, say, write_output
+from ._io import CliError, atomic_output, bounded_int, refuse_overwriting_inputs, say, write_output
 
 REPORT_FORMATS = ["text", "json", "csv", "html"]
 
@@ -120,13 +120,16 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "--distance",
-        type=int,
+        type=bounded_int(0, 32),
         default=4,
         metavar="K",
         help="Hamming distance k (default 4, as crawls)",
     )
     p.add_argument(
-        "--workers", type=int, default=None, help="fingerprinting processes (default: one per CPU)"
+        "--workers",
+        type=bounded_int(1, 256),
+        default=None,
+        help="fingerprinting processes (default: one per CPU)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_dedup)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
-from ..stores import Store
+from ..stores import Decision, Entry, Store
 from ..stores.base import _scheme
-from ._io import CliError, emit, redact, refuse_overwriting_inputs, say, write_output
+from ._io import CliError, bounded_int, emit, redact, refuse_overwriting_inputs, say, write_output
 from ._stores import (
     CRAWL_DISTANCE,
     is_redis,
@@ -31,9 +34,19 @@ def add_layout_args(p: argparse.ArgumentParser, creates: bool = False) -> None:
         else "override the layout the store records (an error if it contradicts the store)"
     )
     p.add_argument(
-        "--distance", type=int, default=None, metavar="K", help=f"Hamming distance k {purpose}"
+        "--distance",
+        type=bounded_int(0, 32),
+        default=None,
+        metavar="K",
+        help=f"Hamming distance k {purpose}",
     )
-    p.add_argument("--blocks", type=int, default=None, metavar="B", help=f"index blocks {purpose}")
+    p.add_argument(
+        "--blocks",
+        type=bounded_int(1, 64),
+        default=None,
+        metavar="B",
+        help=f"index blocks {purpose}",
+    )
 
 
 def _sqlite_file(uri: str) -> str | None:
@@ -146,28 +159,75 @@ def cmd_copy(args: argparse.Namespace) -> int:
     distance = args.distance
     if distance is None:
         distance = layout[0] if layout else CRAWL_DISTANCE
-    dst_options: dict[str, Any] = {"reset": args.reset}
-    if args.prefix:
-        dst_options["prefix"] = args.prefix
-    with open_cli_store(
-        args.dst, read_only=False, distance=distance, blocks=args.blocks, **dst_options
-    ) as dst:
-        if len(dst) and not args.reset:
-            raise CliError(
-                f"DST {redact(dst.uri)} already holds {len(dst)} fingerprints; "
-                "pass --reset to replace them"
-            )
-        n = dst.import_records(entries, decisions)
-        texts = sum(e.text is not None for e in entries) + sum(
-            d.text is not None for d in decisions
-        )
-        emit(
-            f"copied {n} fingerprints and {len(decisions)} decisions ({texts} text samples) "
-            f"to {redact(dst.uri)}\n"
-        )
+    texts = sum(e.text is not None for e in entries) + sum(d.text is not None for d in decisions)
+    if dst_file:
+        n = _copy_to_sqlite_file(args, dst_file, distance, entries, decisions)
+        where = args.dst
+    else:
+        dst_options: dict[str, Any] = {"reset": args.reset}
+        if args.prefix:
+            dst_options["prefix"] = args.prefix
+        with open_cli_store(
+            args.dst, read_only=False, distance=distance, blocks=args.blocks, **dst_options
+        ) as dst:
+            if len(dst) and not args.reset:
+                raise CliError(
+                    f"DST {redact(dst.uri)} already holds {len(dst)} fingerprints; "
+                    "pass --reset to replace them"
+                )
+            n = dst.import_records(entries, decisions)
+            where = dst.uri
+    emit(
+        f"copied {n} fingerprints and {len(decisions)} decisions ({texts} text samples) "
+        f"to {redact(where)}\n"
+    )
     if not layout and args.distance is None:
         say(f"the source records no layout; the copy was made for distance {distance}")
     return 0
+
+
+def _copy_to_sqlite_file(
+    args: argparse.Namespace,
+    target_name: str,
+    distance: int,
+    entries: list[Entry],
+    decisions: list[Decision],
+) -> int:
+    """Build the copy in a temporary store file beside the target and rename it over the
+    target when complete: an interrupted copy leaves the old file (or none), never half a store.
+    An existing target is opened first, which takes its lock (no crawl is writing it) and
+    closes it cleanly (its write-ahead log checkpointed away)."""
+    target = Path(target_name)
+    if target.exists():
+        with open_cli_store(args.dst, read_only=False) as existing:
+            if len(existing) and not args.reset:
+                raise CliError(
+                    f"DST {args.dst} already holds {len(existing)} fingerprints; "
+                    "pass --reset to replace them"
+                )
+    for suffix in ("-wal", "-journal"):
+        stale = Path(f"{target}{suffix}")
+        if stale.exists() and stale.stat().st_size:
+            raise CliError(f"DST {args.dst}: in use ({stale.name} is not empty)")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as e:
+        raise CliError(f"DST {args.dst}: cannot write there: {e.strerror or e}") from None
+    os.close(fd)
+    os.unlink(tmp)  # the store creates its own file
+    try:
+        with open_cli_store(tmp, read_only=False, distance=distance, blocks=args.blocks) as dst:
+            n = dst.import_records(entries, decisions)
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{target}{suffix}").unlink()
+        os.replace(tmp, target)
+    finally:
+        for leftover in (tmp, f"{tmp}-wal", f"{tmp}-shm", f"{tmp}.lock"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+    return n
 
 
 def add_parsers(sub: Any) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..stores import Store
-from ._io import CliError, clean, emit, say
+from ._io import CliError, bounded_int, clean, emit, say
 from ._stores import CRAWL_DISTANCE, known_layout, open_cli_store
 
 CRAWL_MIN_TEXT_LENGTH = 200  # NEARDUP_MIN_TEXT_LENGTH's default
@@ -150,7 +150,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--min-text-length",
         "--min-length",
-        type=int,
+        type=bounded_int(0),
         default=CRAWL_MIN_TEXT_LENGTH,
         metavar="N",
         help="shortest text to fingerprint, in characters "
@@ -172,7 +172,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--text", action="store_true", help="A and B are the texts themselves")
     p.add_argument(
         "--distance",
-        type=int,
+        type=bounded_int(0, 63),
         default=None,
         metavar="K",
         help=f"k for the verdict (default: the store's, else {CRAWL_DISTANCE})",
