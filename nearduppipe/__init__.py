@@ -12,7 +12,7 @@ from .simhash import EmptyFeaturesError, fingerprint, hamming, simhash
 from .stores import Decision, Entry, Match, Store, StoreError, open_store
 from .text import Extraction, TextLimits, extract, extract_text
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # the one place the version is written (pyproject reads it)
 
 __all__ = [
     "BlockIndex",

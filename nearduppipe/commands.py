@@ -1,5 +1,10 @@
 """``scrapy neardup``: show the near-duplicate stores of the current project's spiders.
 
+Each spider's store is found the way its crawl finds it: the project's settings with the
+spider's ``custom_settings`` applied (``NEARDUP_STORE``, ``{spider}``, the default sqlite file,
+the Redis prefix ``neardup:<spider>``, ``NEARDUP_TTL``), and read with the layout the store
+records, read only.
+
 Only the standard library and Scrapy are imported at module level: Scrapy loads every
 registered command for every ``scrapy`` invocation, so a broken optional dependency of
 nearduppipe must not break ``scrapy crawl``.
@@ -10,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import sys
 from typing import Any, ClassVar
 
 from scrapy.commands import ScrapyCommand
@@ -34,62 +40,98 @@ class NearDupCommand(ScrapyCommand):
         parser.add_argument(
             "--format",
             choices=["text", "json", "csv", "html"],
-            help="print the full report (as nearduppipe report does) instead of the summary",
+            help="print one store's full report (as nearduppipe report does) instead of "
+            "the summary; only the report goes to standard output",
         )
         parser.add_argument("-o", "--output", help="with --format: write the report to this file")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        assert self.settings is not None
+        from nearduppipe.cli._io import CliError, redact
+        from nearduppipe.settings import NearDupConfigError
+        from nearduppipe.stores import StoreError
+
+        try:
+            self._run(args, opts)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            self.exitcode = 141
+        except (CliError, StoreError, NearDupConfigError) as e:
+            print(f"scrapy neardup: {redact(str(e))}", file=sys.stderr)
+            self.exitcode = 2
+
+    def _targets(self, args: list[str], opts: argparse.Namespace) -> list[tuple[str, str, Any]]:
+        """``(spider, store URI, its NearDupConfig)`` per spider asked for."""
         from nearduppipe._runtime import default_store_uri
-        from nearduppipe.stores import StoreError, open_store
+        from nearduppipe.settings import NearDupConfig
+
+        assert self.settings is not None
+        if opts.store:
+            return [("(--store)", opts.store, NearDupConfig.from_settings(self.settings))]
+        loader = get_spider_loader(self.settings)
+        names = args or sorted(loader.list())
+        unknown = [n for n in names if n not in loader.list()]
+        if unknown:
+            raise UsageError(f"unknown spider(s): {', '.join(unknown)}")
+        targets = []
+        for name in names:
+            settings = self.settings.copy()
+            loader.load(name).update_settings(settings)  # custom_settings, as a crawl does
+            config = NearDupConfig.from_settings(settings)
+            uri = config.store.replace("{spider}", name) if config.store else None
+            targets.append((name, uri or default_store_uri(name), config))
+        return targets
+
+    def _run(self, args: list[str], opts: argparse.Namespace) -> None:
+        from nearduppipe.cli._io import emit, redact, say, write_output
+        from nearduppipe.cli._stores import is_redis, open_cli_store, uri_prefix
         from nearduppipe.stores.base import _scheme
         from nearduppipe.stores.sqlite import sqlite_path
 
-        if opts.store:
-            targets = [("default", opts.store)]
-        else:
-            loader = get_spider_loader(self.settings)
-            names = args or sorted(loader.list())
-            unknown = [n for n in names if n not in loader.list()]
-            if unknown:
-                raise UsageError(f"unknown spider(s): {', '.join(unknown)}")
-            configured = self.settings.get("NEARDUP_STORE")
-            targets = [
-                (n, configured.replace("{spider}", n) if configured else default_store_uri(n))
-                for n in names
-            ]
-        for name, uri in targets:
-            print(f"spider {name}: {uri}")
+        targets = self._targets(args, opts)
+        if opts.output and not opts.format:
+            raise UsageError("-o needs --format")
+        if opts.format and len(targets) != 1:
+            raise UsageError(
+                f"--format reports one store; name one spider of {', '.join(t[0] for t in targets)}"
+            )
+        for name, uri, config in targets:
+            header = f"spider {name}: {redact(uri)}"
             if _scheme(uri) == "sqlite" and not sqlite_path(uri).exists():
-                print("  no store yet (nothing crawled with nearduppipe)")
+                if opts.format:
+                    say(f"{header}: no store yet (nothing crawled with nearduppipe)")
+                    self.exitcode = 1
+                else:
+                    emit(f"{header}\n  no store yet (nothing crawled with nearduppipe)\n")
                 continue
-            options = {"read_only": True} if _scheme(uri) == "sqlite" else {"name": name}
-            try:
-                with open_store(uri, **options) as store:
-                    if opts.format:
-                        from nearduppipe.report import render, report_from_store
+            options: dict[str, Any] = {}
+            if is_redis(uri):
+                options["prefix"] = uri_prefix(uri) or f"neardup:{name}"
+                if config.ttl is not None:
+                    options["ttl"] = config.ttl
+            with open_cli_store(uri, read_only=True, **options) as store:
+                if opts.format:
+                    from nearduppipe.report import render, report_from_store
 
-                        text = render(report_from_store(store), opts.format)
-                        if opts.output:
-                            with open(opts.output, "w", encoding="utf-8") as f:
-                                f.write(text)
-                            print(f"  report written to {opts.output}")
-                        else:
-                            print(text)
-                        continue
-                    info = store.info()
-                    last = max((d.decided_at for d in store.decisions()), default=None)
-            except StoreError as e:
-                print(f"  cannot read: {e}")
-                self.exitcode = 1
-                continue
+                    say(header)
+                    write_output(render(report_from_store(store), opts.format), opts.output)
+                    if opts.output:
+                        say(f"  report written to {opts.output}")
+                    continue
+                info = store.info()
+                last = max((d.decided_at for d in store.decisions()), default=None)
             total = info.entries + info.decisions
             rate = f"{info.decisions / total:.1%}" if total else "n/a"
-            print(f"  fingerprints stored (unique pages): {info.entries}")
-            print(f"  near-duplicates dropped:            {info.decisions} ({rate} of pages seen)")
+            lines = [
+                header,
+                f"  fingerprints stored (unique pages): {info.entries}",
+                f"  near-duplicates dropped:            {info.decisions} ({rate} of pages seen)",
+            ]
             if last is not None:
                 when = datetime.datetime.fromtimestamp(last).isoformat(timespec="seconds")
-                print(f"  last near-duplicate at:             {when}")
+                lines.append(f"  last near-duplicate at:             {when}")
             if _scheme(uri) == "sqlite":
                 size = os.path.getsize(sqlite_path(uri))
-                print(f"  file size:                          {size / 1e6:.1f} MB")
+                lines.append(f"  file size:                          {size / 1e6:.1f} MB")
+            emit("\n".join(lines) + "\n")

@@ -6,14 +6,28 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Callable
 
+from ..feeds import neutralise_formula
 from .model import Report
 
 __all__ = ["FORMATS", "render"]
 
+# C0/C1 controls but newline and tab: keys and texts come from crawled pages, and an escape
+# sequence in a URL must not reach the terminal that shows the report.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _safe(text: str) -> str:
+    return _CONTROL.sub("\ufffd", text)
+
 
 def render_text(report: Report, max_clusters: int = 20) -> str:
+    return _safe(_render_text(report, max_clusters))
+
+
+def _render_text(report: Report, max_clusters: int) -> str:
     lines = [
         f"nearduppipe report: {report.source}",
         f"pages seen {report.seen}, unique {report.unique}, dropped {report.dropped} "
@@ -46,16 +60,19 @@ CSV_COLUMNS = ["cluster", "original", "key", "distance", "host"]
 
 
 def render_csv(report: Report) -> str:
-    """One row per page of every cluster: the original (distance 0, key = original) first."""
+    """One row per page of every cluster: the original (distance 0, key = original) first.
+    Keys that a spreadsheet would run as formulas are prefixed with ``'`` (OWASP)."""
     from .model import host_of
 
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for n, c in enumerate(report.clusters):
-        writer.writerow([n, c.original, c.original, 0, host_of(c.original)])
+        original = neutralise_formula(c.original)
+        writer.writerow([n, original, original, 0, neutralise_formula(host_of(c.original))])
         for x in c.duplicates:
-            writer.writerow([n, c.original, x.key, x.distance, host_of(x.key)])
+            key, host = neutralise_formula(x.key), neutralise_formula(host_of(x.key))
+            writer.writerow([n, original, key, x.distance, host])
     return out.getvalue()
 
 

@@ -1,0 +1,152 @@
+"""What every command shares about output: one-line errors, credentials never printed, page
+text never reaching the terminal as escape sequences, files replaced atomically, and an output
+that is never one of the inputs.
+
+Scripts read stdout; everything meant for people (progress, summaries, warnings) goes to
+stderr, so ``--format json`` output always parses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TextIO
+
+__all__ = [
+    "CliError",
+    "atomic_output",
+    "bounded_int",
+    "clean",
+    "emit",
+    "redact",
+    "refuse_overwriting_inputs",
+    "say",
+    "write_output",
+]
+
+# ``redis://user:secret@host`` and ``redis://:secret@host``: the password part of the userinfo
+_USERINFO = re.compile(
+    r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<user>[^:@/\s]*):(?P<pw>[^@/\s]+)@", re.I
+)
+# ``?password=secret`` / ``&password=secret`` (also passwd, pass, auth, token)
+_QUERY = re.compile(
+    r"(?P<lead>[?&;](?:password|passwd|pass|pwd|auth|token)=)(?P<pw>[^&#\s]*)", re.I
+)
+# C0 and C1 controls but tab and newline; ESC is what terminal escape sequences start with
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class CliError(Exception):
+    """A problem with what the user asked for (a missing file, a bad URI, a contradiction):
+    printed as one line naming the argument, exit status 2, no traceback."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[low, high]``, so a bad value is a usage error (exit 2)
+    rather than a traceback from deep inside."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            where = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be {where}, not {value}")
+        return value
+
+    return parse
+
+
+def redact(text: str) -> str:
+    """``text`` with every URI password replaced by ``***``."""
+    text = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    return _QUERY.sub(lambda m: f"{m['lead']}***", text)
+
+
+def clean(text: str) -> str:
+    """Page text made safe for a terminal: control characters (escape sequences, carriage
+    returns that overwrite a line, bells) become U+FFFD."""
+    return _CONTROL.sub("\ufffd", text)
+
+
+def say(message: str) -> None:
+    """A message for people: stderr, credentials redacted."""
+    print(redact(message), file=sys.stderr)
+
+
+def emit(text: str) -> None:
+    """A result for stdout (flushed here, so a closed pipe is seen inside main's handler)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def refuse_overwriting_inputs(output: str | None, inputs: list[str], what: str = "-o") -> None:
+    """An output that is one of the inputs would destroy it before (or while) it is read."""
+    if not output or output == "-":
+        return
+    out = Path(output)
+    for name in inputs:
+        if name == "-":
+            continue
+        path = Path(name)
+        if _same_file(out, path) or out.resolve() == path.resolve():
+            raise CliError(f"{what} {output}: is the input {name}; choose another output file")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str, newline: str | None = None) -> Iterator[TextIO]:
+    """A text file that appears at ``path`` only when complete: written to a temporary file in
+    the same directory (same file system) and renamed over the target, so an interrupted run
+    never leaves half a file where a good one was."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise CliError(f"{path}: directory {directory} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise CliError(f"{path}: cannot write there: {e.strerror or e}") from e
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        if target.exists():
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, target.stat().st_mode & 0o777)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_output(text: str, path: str | None) -> None:
+    """``text`` to ``path`` atomically, or to stdout when no path (or ``-``) is given."""
+    if path and path != "-":
+        with atomic_output(path) as f:
+            f.write(text)
+    else:
+        emit(text)

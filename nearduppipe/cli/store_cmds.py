@@ -1,0 +1,278 @@
+"""``info``, ``report`` and ``copy``: commands over a whole store."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..stores import Decision, Entry, Store
+from ..stores.base import _scheme
+from ._io import CliError, bounded_int, emit, redact, refuse_overwriting_inputs, say, write_output
+from ._stores import (
+    CRAWL_DISTANCE,
+    is_redis,
+    known_layout,
+    list_redis_prefixes,
+    open_cli_store,
+    uri_prefix,
+)
+
+FORMATS = ["text", "json", "csv", "html"]
+
+
+def add_layout_args(p: argparse.ArgumentParser, creates: bool = False) -> None:
+    """Layout flags default to None: the store's own layout is used."""
+    purpose = (
+        "of a new destination store (default: the source's layout, else 4)"
+        if creates
+        else "override the layout the store records (an error if it contradicts the store)"
+    )
+    p.add_argument(
+        "--distance",
+        type=bounded_int(0, 32),
+        default=None,
+        metavar="K",
+        help=f"Hamming distance k {purpose}",
+    )
+    p.add_argument(
+        "--blocks",
+        type=bounded_int(1, 64),
+        default=None,
+        metavar="B",
+        help=f"index blocks {purpose}",
+    )
+
+
+def _sqlite_file(uri: str) -> str | None:
+    if _scheme(uri) != "sqlite":
+        return None
+    from ..stores.sqlite import sqlite_path
+
+    try:
+        return str(sqlite_path(uri))
+    except Exception as e:  # a malformed sqlite URI
+        raise CliError(f"{uri}: {e}") from None
+
+
+def _summary(store: Store) -> dict[str, Any]:
+    info = store.info()
+    total = info.entries + info.decisions
+    layout = known_layout(store)
+    summary: dict[str, Any] = {
+        "store": redact(info.uri),
+        "entries": info.entries,
+        "decisions": info.decisions,
+        "duplicate_rate": round(info.decisions / total, 6) if total else None,
+        "distance": layout[0] if layout else None,
+        "blocks": layout[1] if layout else None,
+    }
+    path = _sqlite_file(info.uri)
+    if path and os.path.isfile(path):
+        summary["file_bytes"] = os.path.getsize(path)
+    return summary
+
+
+def _summary_lines(s: dict[str, Any]) -> list[str]:
+    rate = s["duplicate_rate"]
+    lines = [
+        f"store:      {s['store']}",
+        f"entries:    {s['entries']} (unique pages)",
+        f"decisions:  {s['decisions']} near-duplicates dropped",
+        f"dup rate:   {rate:.1%}" if rate is not None else "dup rate:   n/a",
+    ]
+    if s["distance"] is not None:
+        lines.append(f"layout:     distance {s['distance']}, {s['blocks']} blocks")
+    if "file_bytes" in s:
+        lines.append(f"file size:  {s['file_bytes'] / 1e6:.1f} MB")
+    return lines
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    if is_redis(args.store) and not (args.prefix or uri_prefix(args.store)):
+        found = list_redis_prefixes(args.store)
+        stores = []
+        for p in found:
+            with open_cli_store(args.store, read_only=True, prefix=p.prefix) as store:
+                stores.append({"prefix": p.prefix, **_summary(store)})
+        if args.format == "json":
+            emit(json.dumps({"server": redact(args.store), "stores": stores}, indent=1) + "\n")
+            return 0
+        lines = [f"server: {redact(args.store)}: {len(stores)} store(s)"]
+        for s in stores:
+            lines.append(f"prefix {s['prefix']}:")
+            lines += ["  " + line for line in _summary_lines(s)[1:]]
+        if not stores:
+            lines.append("  (no nearduppipe store on this server)")
+        emit("\n".join(lines) + "\n")
+        return 0
+    with _open_read_only(args, args.store) as store:
+        summary = _summary(store)
+    if args.format == "json":
+        emit(json.dumps(summary, indent=1) + "\n")
+    else:
+        emit("\n".join(_summary_lines(summary)) + "\n")
+    return 0
+
+
+def _open_read_only(args: argparse.Namespace, uri: str) -> Store:
+    options: dict[str, Any] = {}
+    if getattr(args, "prefix", None):
+        options["prefix"] = args.prefix
+    return open_cli_store(
+        uri,
+        read_only=True,
+        distance=getattr(args, "distance", None),
+        blocks=getattr(args, "blocks", None),
+        **options,
+    )
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..report import render, report_from_store
+
+    refuse_overwriting_inputs(args.output, [p for p in [_sqlite_file(args.store)] if p])
+    with _open_read_only(args, args.store) as store:
+        report = report_from_store(store)
+    report = dataclasses.replace(report, source=redact(report.source))
+    write_output(render(report, args.format), args.output)
+    if args.output:
+        say(f"report written to {args.output}")
+    return 0
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    src_file, dst_file = _sqlite_file(args.src), _sqlite_file(args.dst)
+    if src_file and dst_file:
+        refuse_overwriting_inputs(dst_file, [src_file], what="DST")
+    if is_redis(args.src) and is_redis(args.dst) and args.src == args.dst and not args.prefix:
+        raise CliError("DST is the source store; choose another prefix or server")
+    with open_cli_store(args.src, read_only=True) as src:
+        layout = known_layout(src)
+        entries = list(src.entries())
+        decisions = list(src.decisions())
+    distance = args.distance
+    if distance is None:
+        distance = layout[0] if layout else CRAWL_DISTANCE
+    texts = sum(e.text is not None for e in entries) + sum(d.text is not None for d in decisions)
+    if dst_file:
+        n = _copy_to_sqlite_file(args, dst_file, distance, entries, decisions)
+        where = args.dst
+    else:
+        dst_options: dict[str, Any] = {"reset": args.reset}
+        if args.prefix:
+            dst_options["prefix"] = args.prefix
+        with open_cli_store(
+            args.dst, read_only=False, distance=distance, blocks=args.blocks, **dst_options
+        ) as dst:
+            if len(dst) and not args.reset:
+                raise CliError(
+                    f"DST {redact(dst.uri)} already holds {len(dst)} fingerprints; "
+                    "pass --reset to replace them"
+                )
+            n = dst.import_records(entries, decisions)
+            where = dst.uri
+    emit(
+        f"copied {n} fingerprints and {len(decisions)} decisions ({texts} text samples) "
+        f"to {redact(where)}\n"
+    )
+    if not layout and args.distance is None:
+        say(f"the source records no layout; the copy was made for distance {distance}")
+    return 0
+
+
+def _copy_to_sqlite_file(
+    args: argparse.Namespace,
+    target_name: str,
+    distance: int,
+    entries: list[Entry],
+    decisions: list[Decision],
+) -> int:
+    """Build the copy in a temporary store file beside the target and rename it over the
+    target when complete: an interrupted copy leaves the old file (or none), never half a store.
+    An existing target is opened first, which takes its lock (no crawl is writing it) and
+    closes it cleanly (its write-ahead log checkpointed away)."""
+    target = Path(target_name)
+    if target.exists():
+        with open_cli_store(args.dst, read_only=False) as existing:
+            if len(existing) and not args.reset:
+                raise CliError(
+                    f"DST {args.dst} already holds {len(existing)} fingerprints; "
+                    "pass --reset to replace them"
+                )
+    for suffix in ("-wal", "-journal"):
+        stale = Path(f"{target}{suffix}")
+        if stale.exists() and stale.stat().st_size:
+            raise CliError(f"DST {args.dst}: in use ({stale.name} is not empty)")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as e:
+        raise CliError(f"DST {args.dst}: cannot write there: {e.strerror or e}") from None
+    os.close(fd)
+    os.unlink(tmp)  # the store creates its own file
+    try:
+        with open_cli_store(tmp, read_only=False, distance=distance, blocks=args.blocks) as dst:
+            n = dst.import_records(entries, decisions)
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{target}{suffix}").unlink()
+        os.replace(tmp, target)
+    finally:
+        for leftover in (tmp, f"{tmp}-wal", f"{tmp}-shm", f"{tmp}.lock"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+    return n
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "info",
+        help="what a store holds",
+        description="What a store holds: "
+        "entries, decisions, duplicate rate and layout. Given a Redis server "
+        "without a prefix, lists every nearduppipe store on it. Never writes.",
+    )
+    p.add_argument(
+        "store", help="store URI or sqlite path (a Redis URI without ?prefix= lists the stores)"
+    )
+    p.add_argument("--prefix", help="key prefix of a Redis store (as ?prefix= in the URI)")
+    p.add_argument(
+        "--format", choices=["text", "json"], default="text", help="output format (default text)"
+    )
+    add_layout_args(p)
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser(
+        "report",
+        help="summary, domains and clusters of a store",
+        description="Summary, per-domain rates, distance histogram and clusters "
+        "of a store. Never writes to the store.",
+    )
+    p.add_argument("store", help="store URI or sqlite path")
+    p.add_argument("--format", choices=FORMATS, default="text", help="report format (default text)")
+    p.add_argument(
+        "-o", "--output", help="write the report to this file (default: standard output)"
+    )
+    p.add_argument("--prefix", help="key prefix of a Redis store (as ?prefix= in the URI)")
+    add_layout_args(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "copy",
+        help="copy a store to another backend (e.g. sqlite to redis)",
+        description="Copy every entry (with its time and text sample) and every "
+        "decision to another store, e.g. to seed a shared Redis store from a "
+        "local crawl. The copy keeps the source's layout.",
+    )
+    p.add_argument("src", help="source store (a Redis source takes ?prefix= in its URI)")
+    p.add_argument("dst", help="destination store")
+    p.add_argument("--reset", action="store_true", help="empty the destination first")
+    p.add_argument("--prefix", help="key prefix of a Redis destination (as ?prefix= in its URI)")
+    add_layout_args(p, creates=True)
+    p.set_defaults(func=cmd_copy)

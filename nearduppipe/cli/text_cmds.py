@@ -1,0 +1,180 @@
+"""``fingerprint`` and ``explain``: commands over single texts and pages."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..stores import Store
+from ._io import CliError, bounded_int, clean, emit, say
+from ._stores import CRAWL_DISTANCE, known_layout, open_cli_store
+
+CRAWL_MIN_TEXT_LENGTH = 200  # NEARDUP_MIN_TEXT_LENGTH's default
+
+# A document that starts (after a BOM, white space and comments) with a doctype or an HTML tag.
+_HTML_START = re.compile(
+    rb"^(?:\xef\xbb\xbf)?\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body|meta|title|div|p|article|section|main|table|span|h[1-6]|a|ul|nav|header)\b",
+    re.I | re.S,
+)
+_HTML_SUFFIXES = {".html", ".htm", ".xhtml", ".shtml"}
+# An argument that names a file rather than holding a text: one word with a path separator or
+# a file extension, and no URL scheme.
+_PATHLIKE = re.compile(r"^(?!\w+://)[^\s]{1,4096}$")
+_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,5}$")
+
+
+def looks_like_html(data: bytes, name: str = "") -> bool:
+    return Path(name).suffix.lower() in _HTML_SUFFIXES or bool(_HTML_START.match(data[:4096]))
+
+
+def _read_file(label: str, name: str) -> bytes:
+    if name == "-":
+        return sys.stdin.buffer.read()
+    path = Path(name)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise CliError(f"{label} {name}: no such file") from None
+    except IsADirectoryError:
+        raise CliError(f"{label} {name}: is a directory") from None
+    except OSError as e:
+        raise CliError(f"{label} {name}: cannot read: {e.strerror or e}") from None
+
+
+def cmd_fingerprint(args: argparse.Namespace) -> int:
+    from ..dedup import FingerprintParams, fingerprint_html, fingerprint_text
+
+    data = _read_file("FILE", args.file)
+    params = FingerprintParams(min_text_length=args.min_text_length)
+    html = args.html or (not args.text and looks_like_html(data, args.file))
+    if html:
+        result = fingerprint_html(data, None, params)
+    else:
+        result = fingerprint_text(data.decode("utf-8", errors="replace"), params)
+    if result.fingerprint is None:
+        reason = result.skipped or "no_text"
+        detail = (
+            f": {result.text_length} characters < --min-text-length {args.min_text_length}"
+            if reason == "too_short"
+            else ""
+        )
+        say(
+            f"nearduppipe fingerprint: no fingerprint ({reason}{detail}; "
+            f"read as {'HTML' if html else 'text'})"
+        )
+        return 1
+    emit(f"{result.fingerprint:016x}\n")
+    return 0
+
+
+def _looks_like_path(value: str) -> bool:
+    return bool(_PATHLIKE.match(value)) and (
+        "/" in value or "\\" in value or bool(_EXTENSION.search(value))
+    )
+
+
+def _text_of(label: str, value: str, store: Store | None, as_text: bool) -> str | int:
+    """A file's text (HTML extracted), a store key's kept text or fingerprint, or, with
+    ``--text``, the argument itself."""
+    from ..text import extract_text
+
+    if as_text:
+        return value
+    if store is not None:
+        for entry in store.entries():
+            if entry.key == value:
+                return entry.text if entry.text is not None else entry.fingerprint
+        for decision in store.decisions():
+            if decision.key == value:
+                return decision.text if decision.text is not None else decision.fingerprint
+    path = Path(value)
+    if _looks_like_path(value) and path.is_file():
+        data = _read_file(label, value)
+        if looks_like_html(data, value):
+            return extract_text(data.decode("utf-8", errors="replace")) or ""
+        return data.decode("utf-8", errors="replace")
+    if "://" in value and " " not in value:
+        where = "in --store" if store is not None else "without --store"
+        raise CliError(f"{label} {value}: looks like a key (URL), and there is no such key {where}")
+    if _looks_like_path(value):
+        raise CliError(
+            f"{label} {value}: no such file (pass --text to compare the argument itself as text)"
+        )
+    return value
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from ..explain import explain
+
+    store = open_cli_store(args.store, read_only=True) if args.store else None
+    try:
+        a = _text_of("A", args.a, store, args.text)
+        b = _text_of("B", args.b, store, args.text)
+        layout = known_layout(store) if store is not None else None
+    finally:
+        if store is not None:
+            store.close()
+    k = args.distance if args.distance is not None else (layout[0] if layout else CRAWL_DISTANCE)
+    if isinstance(a, int) or isinstance(b, int):
+        lines = ["the store keeps fingerprints, not texts: pass the pages' files for the features"]
+        fa = a if isinstance(a, int) else None
+        fb = b if isinstance(b, int) else None
+        for name, fp in (("A", fa), ("B", fb)):
+            lines.append(f"{name}: {fp:016x}" if fp is not None else f"{name}: (text given)")
+        if fa is not None and fb is not None:
+            d = (fa ^ fb).bit_count()
+            lines.append(f"distance: {d} (k={k}: {'near-duplicates' if d <= k else 'distinct'})")
+        emit("\n".join(lines) + "\n")
+        return 0
+    emit(clean(explain(a, b).render(k)) + "\n")
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "fingerprint",
+        help="print the fingerprint of a text or page in hex",
+        description="Print the 64-bit SimHash of a text file or HTML page as 16 hex digits. "
+        "HTML is detected (by extension or content) and its main text extracted first; "
+        "texts shorter than --min-text-length get no fingerprint, as in a crawl.",
+    )
+    p.add_argument("file", nargs="?", default="-", help="a file, or - for standard input (default)")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--html", action="store_true", help="the input is HTML: extract its text")
+    kind.add_argument(
+        "--text", action="store_true", help="the input is plain text, even if it looks like HTML"
+    )
+    p.add_argument(
+        "--min-text-length",
+        "--min-length",
+        type=bounded_int(0),
+        default=CRAWL_MIN_TEXT_LENGTH,
+        metavar="N",
+        help="shortest text to fingerprint, in characters "
+        f"(default {CRAWL_MIN_TEXT_LENGTH}, as NEARDUP_MIN_TEXT_LENGTH)",
+    )
+    p.set_defaults(func=cmd_fingerprint)
+
+    p = sub.add_parser(
+        "explain",
+        help="why two texts or pages are (not) near-duplicates",
+        description="Distance, the cosine it implies, shared features and what moved each "
+        "differing bit, for two text files, HTML files, keys of --store, or (--text) two texts.",
+    )
+    p.add_argument(
+        "a", help="a text file, an HTML file, a key in --store, or (--text) the text itself"
+    )
+    p.add_argument("b", help="the same for the second page")
+    p.add_argument("--store", help="look A and B up as keys (URLs) in this store (read only)")
+    p.add_argument("--text", action="store_true", help="A and B are the texts themselves")
+    p.add_argument(
+        "--distance",
+        type=bounded_int(0, 63),
+        default=None,
+        metavar="K",
+        help=f"k for the verdict (default: the store's, else {CRAWL_DISTANCE})",
+    )
+    p.set_defaults(func=cmd_explain)

@@ -1,0 +1,333 @@
+"""Streaming readers and writers for the feed formats Scrapy's exporters write: JSON lines,
+JSON arrays (``scrapy crawl -O items.json``), CSV and XML (``<items><item><field>…``).
+
+Every reader streams: memory stays the size of one record (plus a read buffer) whatever the
+file's size, and :meth:`FeedReader.position` tells how many bytes were consumed, for progress
+bars whose total is the file size. Readers yield each record with its raw JSON text when the
+format has one, so JSON records can be written back byte for byte.
+
+JSON arrays are decoded incrementally with :meth:`json.JSONDecoder.raw_decode` over chunks of
+the file (no third-party streaming parser needed); XML is read with
+:func:`xml.etree.ElementTree.iterparse` (expat: no external entities are fetched, and entity
+expansion is bounded), each item being dropped from the tree once read.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import re
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, TextIO, cast
+from xml.sax.saxutils import XMLGenerator
+
+__all__ = [
+    "FEED_FORMATS",
+    "FeedError",
+    "FeedReader",
+    "FeedWriter",
+    "feed_format",
+    "neutralise_formula",
+]
+
+FEED_FORMATS = ("jsonl", "json", "csv", "xml")
+_EXTENSIONS = {
+    ".jsonl": "jsonl",
+    ".jl": "jsonl",
+    ".jsonlines": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".xml": "xml",
+}
+_CHUNK = 1 << 16
+_WS = " \t\r\n"
+
+
+class FeedError(ValueError):
+    """The input is not a feed of the expected format; the message names file and record."""
+
+
+def feed_format(path: str | Path, given: str | None = None) -> str:
+    """The format named by ``given`` (``--input-format``), else by the file's extension."""
+    if given:
+        if given not in FEED_FORMATS:
+            raise FeedError(f"unknown feed format {given!r}: use {', '.join(FEED_FORMATS)}")
+        return given
+    suffix = Path(path).suffix.lower()
+    if suffix not in _EXTENSIONS:
+        raise FeedError(
+            f"{path}: cannot tell the feed format from the extension {suffix or '(none)'!r}; "
+            f"name it .jsonl/.jl, .json, .csv or .xml, or pass the format"
+        )
+    return _EXTENSIONS[suffix]
+
+
+Record = tuple[str | None, dict[str, Any]]  # (raw JSON text or None, the record)
+
+
+class FeedReader:
+    """One streaming pass over a feed file. Iterate once; use as a context manager."""
+
+    def __init__(self, path: str | Path, fmt: str) -> None:
+        self.path = Path(path)
+        self.format = fmt
+        self._file: IO[bytes] = self.path.open("rb")
+        self.size = self.path.stat().st_size
+        self.fields: list[str] = []  # CSV: the header; others: filled as records are read
+
+    def position(self) -> int:
+        """Bytes consumed so far (read-ahead included)."""
+        try:
+            return self._file.tell()
+        except (OSError, ValueError):
+            return 0
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> FeedReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[Record]:
+        readers = {"jsonl": self._jsonl, "json": self._json, "csv": self._csv, "xml": self._xml}
+        return readers[self.format]()
+
+    def _object(self, value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise FeedError(f"{self.path}: {where}: a record must be a JSON object")
+        return value
+
+    def _jsonl(self) -> Iterator[Record]:
+        for n, raw_line in enumerate(self._file, 1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise FeedError(f"{self.path}: line {n}: not UTF-8: {e.reason}") from None
+            if not line.strip():
+                continue
+            if n == 1 and line.startswith("\ufeff"):
+                line = line[1:]
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise FeedError(f"{self.path}: line {n}: not JSON: {e.msg}") from None
+            yield line, self._object(value, f"line {n}")
+
+    def _json(self) -> Iterator[Record]:
+        """A JSON array of objects, decoded element by element. A file whose first character
+        is ``{`` is read as JSON lines (exports named .json that are really JSON lines)."""
+        decoder = json.JSONDecoder()
+        utf8 = codecs.getincrementaldecoder("utf-8-sig")()
+        buf, pos, eof, want = "", 0, False, _CHUNK
+
+        def more() -> bool:
+            nonlocal buf, pos, eof, want
+            if eof:
+                return False
+            chunk = self._file.read(want)
+            try:
+                text = utf8.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as e:
+                raise FeedError(f"{self.path}: not UTF-8: {e.reason}") from None
+            if not chunk:
+                eof = True
+            buf, pos = buf[pos:] + text, 0
+            return bool(chunk) or bool(text)
+
+        def skip_ws() -> str:
+            nonlocal pos
+            while True:
+                while pos < len(buf) and buf[pos] in _WS:
+                    pos += 1
+                if pos < len(buf):
+                    return buf[pos]
+                if not more():
+                    return ""
+
+        first = skip_ws()
+        if first == "{":
+            self._file.seek(0)
+            yield from self._jsonl()
+            return
+        if first != "[":
+            raise FeedError(f"{self.path}: not a JSON array of records (starts with {first!r})")
+        pos += 1
+        n = 0
+        while True:
+            c = skip_ws()
+            if c == "]" and n == 0:
+                pos += 1
+                break
+            if c == "":
+                raise FeedError(f"{self.path}: the JSON array ends early after record {n}")
+            if c != "{":
+                raise FeedError(f"{self.path}: record {n + 1}: a record must be a JSON object")
+            while True:
+                try:
+                    value, end = decoder.raw_decode(buf, pos)
+                    break
+                except json.JSONDecodeError as e:
+                    if eof:
+                        raise FeedError(f"{self.path}: record {n + 1}: not JSON: {e.msg}") from None
+                    want = max(_CHUNK, len(buf))  # grow: a long record is re-parsed O(log) times
+                    more()
+            n += 1
+            raw = buf[pos:end]
+            pos = end
+            yield raw, self._object(value, f"record {n}")
+            want = _CHUNK
+            c = skip_ws()
+            pos += 1
+            if c == "]":
+                break
+            if c != ",":
+                raise FeedError(f"{self.path}: after record {n}: expected ',' or ']', not {c!r}")
+        if skip_ws():
+            raise FeedError(f"{self.path}: text after the end of the JSON array")
+
+    def _csv(self) -> Iterator[Record]:
+        csv.field_size_limit(sys.maxsize)
+        text = io.TextIOWrapper(self._file, encoding="utf-8-sig", newline="")
+        try:
+            reader = csv.DictReader(text)
+            self.fields = list(reader.fieldnames or [])
+            for row in reader:
+                yield None, {k: v for k, v in row.items() if k is not None}
+        except UnicodeDecodeError as e:
+            raise FeedError(f"{self.path}: not UTF-8: {e.reason}") from None
+        except csv.Error as e:
+            raise FeedError(f"{self.path}: line {reader.line_num}: {e}") from None
+        finally:
+            text.detach()
+
+    def _xml(self) -> Iterator[Record]:
+        root: ET.Element | None = None
+        depth, n = 0, 0
+        try:
+            for event, elem in ET.iterparse(self._file, events=("start", "end")):
+                if event == "start":
+                    depth += 1
+                    if root is None:
+                        root = elem
+                    continue
+                depth -= 1
+                if depth == 1:  # an item
+                    n += 1
+                    yield None, {child.tag: _xml_value(child) for child in elem}
+                    assert root is not None
+                    root.clear()  # drop the item from the tree: memory stays one item
+        except ET.ParseError as e:
+            raise FeedError(f"{self.path}: not XML after item {n}: {e}") from None
+
+
+def _xml_value(elem: ET.Element) -> Any:
+    """Scrapy's XmlItemExporter writes lists as ``<value>`` children and dicts as child fields."""
+    children = list(elem)
+    if not children:
+        return elem.text or ""
+    if all(child.tag == "value" for child in children):
+        return [_xml_value(child) for child in children]
+    return {child.tag: _xml_value(child) for child in children}
+
+
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise_formula(value: str) -> str:
+    """OWASP's CSV-injection defence: a cell a spreadsheet would run as a formula (starting
+    with ``= + - @``, tab or CR) is prefixed with ``'``. Plain numbers (``-12.5``) are left."""
+    if value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        text = ""
+    elif isinstance(value, str):
+        text = value
+    elif isinstance(value, (list, tuple)):  # as Scrapy's CsvItemExporter joins multivalued
+        text = ",".join(
+            v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in value
+        )
+    elif isinstance(value, (dict, bool)) or value is None:
+        text = json.dumps(value, ensure_ascii=False)
+    else:
+        text = str(value)
+    return neutralise_formula(text)
+
+
+class FeedWriter:
+    """Writes records in one of the feed formats, as Scrapy's exporters lay them out. Records
+    read from JSON keep their raw text when written to JSON (byte for byte)."""
+
+    def __init__(self, out: TextIO, fmt: str, fields: list[str], source_format: str) -> None:
+        self.out = out
+        self.format = fmt
+        self.fields = fields
+        self.source_format = source_format
+        self._n = 0
+        self._csv: Any = None
+        self._xml: XMLGenerator | None = None
+        if fmt == "json":
+            out.write("[")
+        elif fmt == "csv":
+            self._csv = csv.writer(out, lineterminator="\r\n")
+            self._csv.writerow([neutralise_formula(f) for f in fields])
+        elif fmt == "xml":
+            self._xml = XMLGenerator(cast(Any, out), encoding="utf-8", short_empty_elements=False)
+            self._xml.startDocument()
+            self._xml.startElement("items", {})  # type: ignore[arg-type]
+            out.write("\n")
+
+    def write(self, raw: str | None, record: dict[str, Any]) -> None:
+        self._n += 1
+        if self.format == "jsonl":
+            if raw is not None and self.source_format == "jsonl":
+                self.out.write(raw if raw.endswith("\n") else raw + "\n")
+            else:
+                self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        elif self.format == "json":
+            text = raw.rstrip("\r\n") if raw is not None else json.dumps(record, ensure_ascii=False)
+            self.out.write(("\n" if self._n == 1 else ",\n") + text)
+        elif self.format == "csv":
+            self._csv.writerow([_csv_cell(record.get(f)) for f in self.fields])
+        else:
+            assert self._xml is not None
+            self._xml.startElement("item", {})  # type: ignore[arg-type]
+            for name, value in record.items():
+                self._xml_field(name, value)
+            self._xml.endElement("item")
+            self.out.write("\n")
+
+    def _xml_field(self, name: str, value: Any) -> None:
+        assert self._xml is not None
+        self._xml.startElement(name, {})  # type: ignore[arg-type]
+        if isinstance(value, dict):
+            for k, v in value.items():
+                self._xml_field(str(k), v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                self._xml_field("value", v)
+        elif value is not None:
+            self._xml.characters(value if isinstance(value, str) else json.dumps(value))
+        self._xml.endElement(name)
+
+    def close(self) -> None:
+        if self.format == "json":
+            self.out.write("\n]\n")
+        elif self.format == "xml":
+            assert self._xml is not None
+            self._xml.endElement("items")
+            self._xml.endDocument()
+            self.out.write("\n")

@@ -1,0 +1,133 @@
+"""The command line on what real crawls leave: a Redis store written by a default crawl is read,
+reported and copied to sqlite and back with no layout flag, and the next crawl starts on the
+copy and drops as before; ``scrapy neardup`` finds a spider's store through its settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from sample_spider.site_builder import DISTINCT, GROUPS, build_site
+
+from .support.redis_server import RedisServer
+from .support.server import serve_directory
+from .test_redis_crawl import MIDDLEWARE, finish, start_crawl
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTICLES = [p for g in GROUPS for p in g] + DISTINCT
+A = 0x0F0F_0000_FFFF_1234
+
+
+def nearduppipe(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nearduppipe.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with serve_directory(build_site(tmp_path_factory.mktemp("site"))) as base:
+        yield base
+
+
+def test_default_crawl_store_round_trip_through_sqlite(
+    site: str, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    for key in client.scan_iter(match="{neardup:probe}:*"):
+        client.delete(key)
+    # what a default crawl of spider "probe" writes: prefix neardup:probe, distance 4
+    settings = {**MIDDLEWARE, "NEARDUP_STORE": redis_server.url, "NEARDUP_EXECUTOR": "thread"}
+    urls = [site + p for p in ARTICLES]
+    first = finish(*start_crawl(tmp_path, "first", urls, settings))
+    unique, dropped = first["stats"]["neardup/unique"], first["stats"].get("neardup/dropped", 0)
+    assert dropped > 0
+    uri = redis_server.url + ("&" if "?" in redis_server.url else "?") + "prefix=neardup:probe"
+
+    info = nearduppipe("info", uri, "--format", "json")
+    assert info.returncode == 0, info.stderr
+    data = json.loads(info.stdout)
+    assert (data["entries"], data["decisions"], data["distance"]) == (unique, dropped, 4)
+    for fmt in ("text", "json", "csv", "html"):
+        report = nearduppipe("report", uri, "--format", fmt)
+        assert report.returncode == 0 and report.stdout, report.stderr
+    assert json.loads(nearduppipe("report", uri, "--format", "json").stdout)["summary"] == {
+        "pages_seen": unique + dropped,
+        "unique": unique,
+        "dropped": dropped,
+        "duplicate_rate": round(dropped / (unique + dropped), 6),
+    }
+
+    local = tmp_path / "probe.sqlite"
+    there = nearduppipe("copy", uri, str(local))
+    assert there.returncode == 0, there.stderr
+    back = nearduppipe("copy", str(local), uri, "--reset")
+    assert back.returncode == 0, back.stderr
+    assert f"copied {unique} fingerprints and {dropped} decisions" in back.stdout
+
+    second = finish(*start_crawl(tmp_path, "second", urls, settings))  # starts: same layout
+    assert second["stats"]["neardup/store_size/open"] == unique
+    assert second["stats"]["neardup/dropped"] == len(ARTICLES)  # every page seen before
+    assert not [u for u in second["reached"] if u.removeprefix(site) in ARTICLES]
+    client.close()
+
+
+PROJECT_SETTINGS = """
+BOT_NAME = "proj"
+SPIDER_MODULES = ["proj.spiders"]
+NEARDUP_STORE = "sqlite:///never-written.sqlite"  # the spider's custom_settings override it
+"""
+SPIDER = """
+import scrapy
+
+class News(scrapy.Spider):
+    name = "news"
+    custom_settings = {{"NEARDUP_STORE": {store!r}}}
+"""
+
+
+def test_scrapy_neardup_uses_the_spiders_settings(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    from nearduppipe import open_store
+
+    with open_store(redis_server.url, distance=4, name="news", reset=True) as s:  # a crawl's
+        s.check_and_add(A, "https://a.example/1")
+        s.check_and_add(A ^ 0b1111, "https://a.example/2")
+    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = proj.settings\n")
+    (tmp_path / "proj" / "spiders").mkdir(parents=True)
+    (tmp_path / "proj" / "__init__.py").write_text("")
+    (tmp_path / "proj" / "settings.py").write_text(PROJECT_SETTINGS)
+    (tmp_path / "proj" / "spiders" / "__init__.py").write_text(
+        SPIDER.format(store=redis_server.url)
+    )
+
+    def scrapy(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "scrapy", "neardup", *args],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    summary = scrapy()
+    assert summary.returncode == 0, summary.stderr
+    assert "spider news: redis://" in summary.stdout
+    assert "fingerprints stored (unique pages): 1" in summary.stdout
+    assert "near-duplicates dropped:            1" in summary.stdout
+    report = scrapy("news", "--format", "json")
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["clusters"][0]["duplicates"] == [
+        {"key": "https://a.example/2", "distance": 4}
+    ]
+    assert "spider news:" in report.stderr
+    assert not (tmp_path / "never-written.sqlite").exists()
