@@ -68,7 +68,8 @@ class Explanation:
             f"A: {self.fingerprint_a:016x}  ({self.features_a} features)",
             f"B: {self.fingerprint_b:016x}  ({self.features_b} features)",
             f"64-bit distance: {d} (implies cosine {implied_similarity(d, 64):.3f})",
-            f"{WIDE_BITS}-bit distance: {dw} (implies cosine {implied_similarity(dw, WIDE_BITS):.3f})",
+            f"{WIDE_BITS}-bit distance: {dw} "
+            f"(implies cosine {implied_similarity(dw, WIDE_BITS):.3f})",
             *([verdict] if verdict else []),
             f"cosine of the feature vectors: {self.cosine:.4f} "
             f"(random hyperplanes expect a 64-bit distance of {self.expected_distance:.1f} at "

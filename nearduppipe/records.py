@@ -1,14 +1,15 @@
 """Batch near-duplicate detection over exported records (a Scrapy feed: JSON lines, JSON array,
 CSV or XML; see :mod:`nearduppipe.feeds`).
 
-Every record is fingerprinted (in a process pool), all pairs within ``k`` are found at once with
-:func:`nearduppipe.batch.all_pairs`, and the near-duplicate graph's connected components are the
+Every record is fingerprinted (in a process pool), every near-duplicate pair under the crawl's
+rule is found at once with :func:`nearduppipe.batch.near_pairs` (the same two stages as a store:
+64-bit candidates, wide verdict), and the near-duplicate graph's connected components are the
 clusters; a cluster's kept record is its first in input order. Records without usable text are
 kept and counted.
 
 Two streaming passes over the file keep memory independent of the texts' size: the first sends
-texts to the workers as it reads and keeps 13 bytes per record (fingerprint, host number, a
-flag); the second writes the kept records and collects the keys of cluster members, and the
+texts to the workers as it reads and keeps 77 bytes per record (both fingerprints, host number,
+a flag); the second writes the kept records and collects the keys of cluster members, and the
 texts of the few pairs an HTML report shows.
 """
 
@@ -25,11 +26,12 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .batch import all_pairs, components
+from .batch import components, near_pairs
 from .dedup import Fingerprinted, FingerprintParams, fingerprint_html, fingerprint_text
 from .feeds import FeedReader, FeedWriter, feed_format
-from .index import Layout
 from .report.model import Report, build_report, host_of
+from .rule import Rule
+from .stores.indexed import wide_words
 
 __all__ = ["DedupResult", "MissingFieldError", "dedup_records"]
 
@@ -142,7 +144,7 @@ def dedup_records(
     text_field: str = "text",
     html_field: str = "html",
     key_field: str = "url",
-    distance: int = 4,
+    rule: Rule | None = None,
     params: FingerprintParams | None = None,
     output: TextIO | None = None,
     workers: int | None = None,
@@ -161,6 +163,7 @@ def dedup_records(
     hosts: dict[str, int] = {}
     host_ids = array("i")
     fps = array("Q")
+    wides = bytearray()
     ok = bytearray()
     skipped: Counter[str] = Counter()
     names: dict[str, None] = {}  # every field seen, in order (the CSV header of an output)
@@ -182,6 +185,8 @@ def dedup_records(
         with ProcessPoolExecutor(max_workers=workers) as pool:
             for result in _bounded_map(pool, jobs(), chunk=64, window=4 * (workers or 2) + 2):
                 fps.append(result.fingerprint or 0)
+                wide = result.fingerprints.wide if result.fingerprints else None
+                wides += wide_words(wide).tobytes()
                 ok.append(result.fingerprint is not None)
                 if result.fingerprint is None:
                     skipped[result.skipped or "no_text"] += 1
@@ -198,11 +203,16 @@ def dedup_records(
         )
     fp = np.frombuffer(fps, dtype=np.uint64) if n else np.zeros(0, dtype=np.uint64)
     index = np.flatnonzero(np.frombuffer(bytes(ok), dtype=np.uint8))
-    blocks = min(64, distance + 3)
-    n_tables = len(Layout(distance=distance, blocks=blocks).tables())
-    tables = bar_of(total=n_tables, desc="matching block tables", unit="table")
-    pairs = all_pairs(fp[index], distance, progress=tables.update)
-    tables.close()
+    wide_fps = np.frombuffer(bytes(wides), dtype="<u8").reshape(n, 8).astype(np.uint64)
+    matching = bar_of(total=len(index), desc="matching", unit="rec")
+    pairs = near_pairs(
+        fp[index],
+        wide[index],
+        np.ones(len(index), dtype=bool),
+        rule or Rule(),
+        progress=matching.update,
+    )
+    matching.close()
     label = np.arange(n, dtype=np.int64)
     label[index] = index[components(len(index), pairs)]
     in_cluster = label != np.arange(n)

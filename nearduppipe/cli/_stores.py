@@ -1,37 +1,33 @@
-"""Opening stores from the command line: the store's own layout, never a guessed one.
+"""Opening stores from the command line: the store's own rule and layout, never a guessed one.
 
-A store records the layout it was built with (distance ``k`` and blocks). The CLI passes a
-layout only when the user gave one, to create a store or to override on purpose, so a store
-written by a crawl at ``NEARDUP_DISTANCE = 4`` is read as such. Read-only commands open
-``read_only=True``: they never write, not even layout metadata on an empty Redis prefix.
-
-Until the stores read their layout themselves (store format 2), :func:`open_cli_store` reads a
-Redis store's ``{prefix}:meta`` hash here and passes it on; the shim is selected by looking at
-``open_store``'s signature and is a no-op afterwards.
+A store records the rule it was built with (similarity, 64-bit radius, wide bits). The CLI
+passes a rule only when the user gave one (``--similarity``, ``--paper``, ``--distance``), to
+create a store or to override on purpose. Read-only commands open ``read_only=True``: they never
+write, not even metadata on an empty Redis prefix.
 """
 
 from __future__ import annotations
 
-import inspect
+import argparse
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
+from ..rule import Rule
 from ..stores import Store, StoreError, open_store
 from ..stores.base import _scheme
-from ._io import CliError, redact
+from ._io import CliError, bounded_int, redact
 
 __all__ = [
-    "CRAWL_DISTANCE",
     "RedisPrefix",
+    "add_rule_args",
     "is_redis",
-    "known_layout",
     "list_redis_prefixes",
     "open_cli_store",
+    "rule_from_args",
     "uri_prefix",
 ]
 
-CRAWL_DISTANCE = 4  # NEARDUP_DISTANCE's default: what a store made for a crawl should use
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
@@ -42,18 +38,6 @@ def is_redis(uri: str) -> bool:
 def uri_prefix(uri: str) -> str | None:
     """The ``?prefix=`` of a Redis URI, if any."""
     return dict(parse_qsl(uri.partition("?")[2])).get("prefix") or None
-
-
-def _stores_read_their_layout() -> bool:
-    """True once ``open_store(uri)`` without layout arguments takes the store's (format 2)."""
-    parameter = inspect.signature(open_store).parameters.get("distance")
-    return parameter is None or parameter.default is None
-
-
-def _redis_takes_read_only() -> bool:
-    from ..stores.redis import RedisStore
-
-    return "read_only" in inspect.signature(RedisStore.__init__).parameters
 
 
 def _client(uri: str) -> Any:
@@ -78,15 +62,51 @@ class RedisPrefix:
     prefix: str
     meta: dict[str, str]
 
-    @property
-    def distance(self) -> int | None:
-        value = self.meta.get("distance")
-        return int(value) if value and value.isdigit() else None
 
-    @property
-    def blocks(self) -> int | None:
-        value = self.meta.get("blocks")
-        return int(value) if value and value.isdigit() else None
+def add_rule_args(p: argparse.ArgumentParser, purpose: str) -> None:
+    """Flags that state a rule; all default to None (the store's, or the crawl default's)."""
+    g = p.add_argument_group("decision rule " + purpose)
+    g.add_argument(
+        "--similarity",
+        type=float,
+        default=None,
+        metavar="COS",
+        help="cosine above which pages are near-duplicates (0.5 to 1)",
+    )
+    g.add_argument(
+        "--paper",
+        action="store_true",
+        help="the paper's rule: 64-bit SimHash within --distance (default 3), no wide verification",
+    )
+    g.add_argument(
+        "--distance",
+        type=bounded_int(0, 12),
+        default=None,
+        metavar="K",
+        help="64-bit radius: candidates (or, with --paper, the decision)",
+    )
+
+
+def rule_from_args(args: argparse.Namespace) -> Rule | None:
+    """The rule the flags state, or None when none was given."""
+    similarity = getattr(args, "similarity", None)
+    paper = getattr(args, "paper", False)
+    distance = getattr(args, "distance", None)
+    if similarity is None and not paper and distance is None:
+        return None
+    if paper and similarity is not None:
+        raise CliError("--paper and --similarity contradict each other")
+    try:
+        if paper:
+            return Rule.paper(3 if distance is None else distance)
+        if similarity is not None and not 0.5 <= similarity <= 1:
+            raise ValueError(f"--similarity must be between 0.5 and 1, not {similarity}")
+        return Rule(
+            similarity=0.93 if similarity is None else similarity,
+            radius=8 if distance is None else distance,
+        )
+    except ValueError as e:
+        raise CliError(str(e)) from None
 
 
 def _redis_call(uri: str, what: str, fn: Any) -> Any:
@@ -156,51 +176,24 @@ def open_cli_store(
     uri: str,
     *,
     read_only: bool,
-    distance: int | None = None,
-    blocks: int | None = None,
+    rule: Rule | None = None,
     **options: Any,
 ) -> Store:
-    """Open ``uri`` with the layout the store records; ``distance``/``blocks`` only when the
-    user gave them (a contradiction with the store is the store's one-line error)."""
+    """Open ``uri`` with the rule the store records; ``rule`` only when the user gave one (a
+    contradiction with the store's layout is the store's one-line error)."""
     if not isinstance(uri, str) or not uri.strip():
         raise CliError("a store URI or sqlite path is required")
-    if distance is not None:
-        options["distance"] = distance
-    if blocks is not None:
-        options["blocks"] = blocks
     if is_redis(uri):
         prefix = options.pop("prefix", None) or uri_prefix(uri)
         if read_only:
             prefix = resolve_redis_prefix(uri, prefix)
+            if _redis_meta(uri, prefix) is None:
+                raise CliError(f"{redact(uri)}: no store with prefix {prefix!r} on this server")
         if prefix:
             options["prefix"] = prefix
-        if not _stores_read_their_layout() and prefix:  # shim: see the module docstring
-            stored = _redis_meta(uri, prefix)
-            if stored is None and read_only:
-                raise CliError(f"{redact(uri)}: no store with prefix {prefix!r} on this server")
-            if stored is not None:
-                if distance is None and stored.distance is not None:
-                    options["distance"] = stored.distance
-                if blocks is None and distance is None and stored.blocks is not None:
-                    options["blocks"] = stored.blocks
-        if read_only and _redis_takes_read_only():
-            options["read_only"] = True
-    elif read_only:
+    if read_only:
         options["read_only"] = True
     try:
-        return open_store(uri, **options)
+        return open_store(uri, rule=rule, **options)
     except StoreError as e:
         raise CliError(redact(str(e))) from None
-
-
-def known_layout(store: Store) -> tuple[int, int | None] | None:
-    """``(distance, blocks)`` the store was built with, when it records one (a format-1 sqlite
-    store does not: its index is rebuilt at open with whatever layout the opener asks)."""
-    layout = getattr(store, "layout", None)
-    if layout is None and _stores_read_their_layout():
-        index = getattr(store, "_index", None)
-        layout = getattr(index, "layout", None)
-    if layout is None:
-        return None
-    blocks = getattr(layout, "n_blocks", None)
-    return int(store.distance), int(blocks) if blocks is not None else None

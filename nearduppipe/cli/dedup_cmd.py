@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ..feeds import FEED_FORMATS, FeedError, feed_format
+from ..rule import Rule
 from ._io import CliError, atomic_output, bounded_int, refuse_overwriting_inputs, say, write_output
+from ._stores import add_rule_args, rule_from_args
 
 REPORT_FORMATS = ["text", "json", "csv", "html"]
 
@@ -53,7 +55,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                 args.text_field,
                 args.html_field,
                 args.key_field,
-                args.distance,
+                rule_from_args(args) or Rule(),
                 output=out,
                 workers=args.workers,
                 progress=_progress_bars(not args.quiet),
@@ -118,13 +120,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--key-field", default="url", help="field naming a record in the report (default url)"
     )
-    p.add_argument(
-        "--distance",
-        type=bounded_int(0, 32),
-        default=4,
-        metavar="K",
-        help="Hamming distance k (default 4, as crawls)",
-    )
+    add_rule_args(p, "(default: what crawls use, cosine 0.93)")
     p.add_argument(
         "--workers",
         type=bounded_int(1, 256),

@@ -11,15 +11,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..rule import Rule
 from ..stores import Decision, Entry, Store
 from ..stores.base import _scheme
-from ._io import CliError, bounded_int, emit, redact, refuse_overwriting_inputs, say, write_output
+from ._io import CliError, emit, redact, refuse_overwriting_inputs, say, write_output
 from ._stores import (
-    CRAWL_DISTANCE,
+    add_rule_args,
     is_redis,
-    known_layout,
     list_redis_prefixes,
     open_cli_store,
+    rule_from_args,
     uri_prefix,
 )
 
@@ -27,25 +28,12 @@ FORMATS = ["text", "json", "csv", "html"]
 
 
 def add_layout_args(p: argparse.ArgumentParser, creates: bool = False) -> None:
-    """Layout flags default to None: the store's own layout is used."""
-    purpose = (
-        "of a new destination store (default: the source's layout, else 4)"
+    """Rule flags default to None: the store's own rule is used."""
+    add_rule_args(
+        p,
+        "of a new destination store (default: the source's)"
         if creates
-        else "override the layout the store records (an error if it contradicts the store)"
-    )
-    p.add_argument(
-        "--distance",
-        type=bounded_int(0, 32),
-        default=None,
-        metavar="K",
-        help=f"Hamming distance k {purpose}",
-    )
-    p.add_argument(
-        "--blocks",
-        type=bounded_int(1, 64),
-        default=None,
-        metavar="B",
-        help=f"index blocks {purpose}",
+        else "(override the store's on purpose; an error if its layout contradicts the store)",
     )
 
 
@@ -62,15 +50,22 @@ def _sqlite_file(uri: str) -> str | None:
 
 def _summary(store: Store) -> dict[str, Any]:
     info = store.info()
-    total = info.entries + info.decisions
-    layout = known_layout(store)
+    dropped = info.decisions_total or info.decisions
+    total = info.entries + dropped
     summary: dict[str, Any] = {
         "store": redact(info.uri),
+        "format": info.format,
         "entries": info.entries,
         "decisions": info.decisions,
-        "duplicate_rate": round(info.decisions / total, 6) if total else None,
-        "distance": layout[0] if layout else None,
-        "blocks": layout[1] if layout else None,
+        "decisions_total": dropped,
+        "decisions_trimmed": info.decisions_trimmed,
+        "revisits_unchanged": info.revisits_unchanged,
+        "revisits_changed": info.revisits_changed,
+        "duplicate_rate": round(dropped / total, 6) if total else None,
+        "rule": info.rule.as_dict(),
+        "rule_text": info.rule.describe(),
+        "ttl": info.ttl,
+        "max_decisions": info.max_decisions,
     }
     path = _sqlite_file(info.uri)
     if path and os.path.isfile(path):
@@ -80,14 +75,16 @@ def _summary(store: Store) -> dict[str, Any]:
 
 def _summary_lines(s: dict[str, Any]) -> list[str]:
     rate = s["duplicate_rate"]
+    trimmed = s["decisions_trimmed"]
     lines = [
-        f"store:      {s['store']}",
-        f"entries:    {s['entries']} (unique pages)",
-        f"decisions:  {s['decisions']} near-duplicates dropped",
+        f"store:      {s['store']} (format {s['format']})",
+        f"entries:    {s['entries']} (unique pages, one per key)",
+        f"decisions:  {s['decisions_total']} near-duplicates dropped"
+        + (f" ({trimmed} oldest trimmed, {s['decisions']} kept)" if trimmed else ""),
+        f"revisits:   {s['revisits_unchanged']} unchanged, {s['revisits_changed']} changed",
         f"dup rate:   {rate:.1%}" if rate is not None else "dup rate:   n/a",
+        f"rule:       {s['rule_text']}",
     ]
-    if s["distance"] is not None:
-        lines.append(f"layout:     distance {s['distance']}, {s['blocks']} blocks")
     if "file_bytes" in s:
         lines.append(f"file size:  {s['file_bytes'] / 1e6:.1f} MB")
     return lines
@@ -124,13 +121,7 @@ def _open_read_only(args: argparse.Namespace, uri: str) -> Store:
     options: dict[str, Any] = {}
     if getattr(args, "prefix", None):
         options["prefix"] = args.prefix
-    return open_cli_store(
-        uri,
-        read_only=True,
-        distance=getattr(args, "distance", None),
-        blocks=getattr(args, "blocks", None),
-        **options,
-    )
+    return open_cli_store(uri, read_only=True, rule=rule_from_args(args), **options)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -153,23 +144,18 @@ def cmd_copy(args: argparse.Namespace) -> int:
     if is_redis(args.src) and is_redis(args.dst) and args.src == args.dst and not args.prefix:
         raise CliError("DST is the source store; choose another prefix or server")
     with open_cli_store(args.src, read_only=True) as src:
-        layout = known_layout(src)
+        rule = rule_from_args(args) or src.rule
         entries = list(src.entries())
         decisions = list(src.decisions())
-    distance = args.distance
-    if distance is None:
-        distance = layout[0] if layout else CRAWL_DISTANCE
     texts = sum(e.text is not None for e in entries) + sum(d.text is not None for d in decisions)
     if dst_file:
-        n = _copy_to_sqlite_file(args, dst_file, distance, entries, decisions)
+        n = _copy_to_sqlite_file(args, dst_file, rule, entries, decisions)
         where = args.dst
     else:
         dst_options: dict[str, Any] = {"reset": args.reset}
         if args.prefix:
             dst_options["prefix"] = args.prefix
-        with open_cli_store(
-            args.dst, read_only=False, distance=distance, blocks=args.blocks, **dst_options
-        ) as dst:
+        with open_cli_store(args.dst, read_only=False, rule=rule, **dst_options) as dst:
             if len(dst) and not args.reset:
                 raise CliError(
                     f"DST {redact(dst.uri)} already holds {len(dst)} fingerprints; "
@@ -181,15 +167,13 @@ def cmd_copy(args: argparse.Namespace) -> int:
         f"copied {n} fingerprints and {len(decisions)} decisions ({texts} text samples) "
         f"to {redact(where)}\n"
     )
-    if not layout and args.distance is None:
-        say(f"the source records no layout; the copy was made for distance {distance}")
     return 0
 
 
 def _copy_to_sqlite_file(
     args: argparse.Namespace,
     target_name: str,
-    distance: int,
+    rule: Rule,
     entries: list[Entry],
     decisions: list[Decision],
 ) -> int:
@@ -217,7 +201,7 @@ def _copy_to_sqlite_file(
     os.close(fd)
     os.unlink(tmp)  # the store creates its own file
     try:
-        with open_cli_store(tmp, read_only=False, distance=distance, blocks=args.blocks) as dst:
+        with open_cli_store(tmp, read_only=False, rule=rule) as dst:
             n = dst.import_records(entries, decisions)
         for suffix in ("-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):

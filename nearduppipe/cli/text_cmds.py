@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..rule import WIDE_BITS, Fingerprints, Rule, implied_similarity
 from ..stores import Store
 from ._io import CliError, bounded_int, clean, emit, say
-from ._stores import CRAWL_DISTANCE, known_layout, open_cli_store
+from ._stores import add_rule_args, open_cli_store, rule_from_args
 
 CRAWL_MIN_TEXT_LENGTH = 200  # NEARDUP_MIN_TEXT_LENGTH's default
 
@@ -76,7 +77,7 @@ def _looks_like_path(value: str) -> bool:
     )
 
 
-def _text_of(label: str, value: str, store: Store | None, as_text: bool) -> str | int:
+def _text_of(label: str, value: str, store: Store | None, as_text: bool) -> str | Fingerprints:
     """A file's text (HTML extracted), a store key's kept text or fingerprint, or, with
     ``--text``, the argument itself."""
     from ..text import extract_text
@@ -84,12 +85,16 @@ def _text_of(label: str, value: str, store: Store | None, as_text: bool) -> str 
     if as_text:
         return value
     if store is not None:
-        for entry in store.entries():
-            if entry.key == value:
-                return entry.text if entry.text is not None else entry.fingerprint
+        entry = store.get(value) if value else None
+        if entry is not None:
+            return entry.text if entry.text is not None else entry.fingerprints
         for decision in store.decisions():
             if decision.key == value:
-                return decision.text if decision.text is not None else decision.fingerprint
+                return (
+                    decision.text
+                    if decision.text is not None
+                    else Fingerprints(decision.fingerprint)
+                )
     path = Path(value)
     if _looks_like_path(value) and path.is_file():
         data = _read_file(label, value)
@@ -113,23 +118,33 @@ def cmd_explain(args: argparse.Namespace) -> int:
     try:
         a = _text_of("A", args.a, store, args.text)
         b = _text_of("B", args.b, store, args.text)
-        layout = known_layout(store) if store is not None else None
+        rule = rule_from_args(args) or (store.rule if store is not None else Rule())
     finally:
         if store is not None:
             store.close()
-    k = args.distance if args.distance is not None else (layout[0] if layout else CRAWL_DISTANCE)
-    if isinstance(a, int) or isinstance(b, int):
+    if isinstance(a, Fingerprints) or isinstance(b, Fingerprints):
         lines = ["the store keeps fingerprints, not texts: pass the pages' files for the features"]
-        fa = a if isinstance(a, int) else None
-        fb = b if isinstance(b, int) else None
-        for name, fp in (("A", fa), ("B", fb)):
-            lines.append(f"{name}: {fp:016x}" if fp is not None else f"{name}: (text given)")
+        fa = a if isinstance(a, Fingerprints) else None
+        fb = b if isinstance(b, Fingerprints) else None
+        for name, f in (("A", fa), ("B", fb)):
+            lines.append(f"{name}: {f.fp:016x}" if f is not None else f"{name}: (text given)")
         if fa is not None and fb is not None:
-            d = (fa ^ fb).bit_count()
-            lines.append(f"distance: {d} (k={k}: {'near-duplicates' if d <= k else 'distinct'})")
+            d = (fa.fp ^ fb.fp).bit_count()
+            lines.append(f"64-bit distance: {d} (implies cosine {implied_similarity(d, 64):.3f})")
+            dw = None
+            if fa.wide is not None and fb.wide is not None:
+                dw = (fa.wide ^ fb.wide).bit_count()
+                lines.append(
+                    f"{WIDE_BITS}-bit distance: {dw} (implies cosine "
+                    f"{implied_similarity(dw, WIDE_BITS):.3f})"
+                )
+            near = rule.is_near(d, dw)
+            lines.append(
+                f"verdict: {'near-duplicates' if near else 'distinct'} under {rule.describe()}"
+            )
         emit("\n".join(lines) + "\n")
         return 0
-    emit(clean(explain(a, b).render(k)) + "\n")
+    emit(clean(explain(a, b).render(rule)) + "\n")
     return 0
 
 
@@ -170,11 +185,5 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("b", help="the same for the second page")
     p.add_argument("--store", help="look A and B up as keys (URLs) in this store (read only)")
     p.add_argument("--text", action="store_true", help="A and B are the texts themselves")
-    p.add_argument(
-        "--distance",
-        type=bounded_int(0, 63),
-        default=None,
-        metavar="K",
-        help=f"k for the verdict (default: the store's, else {CRAWL_DISTANCE})",
-    )
+    add_rule_args(p, "for the verdict (default: the store's, else the crawl default)")
     p.set_defaults(func=cmd_explain)
