@@ -207,7 +207,7 @@ def dedup_records(
     matching = bar_of(total=len(index), desc="matching", unit="rec")
     pairs = near_pairs(
         fp[index],
-        wide[index],
+        wide_fps[index],
         np.ones(len(index), dtype=bool),
         rule or Rule(),
         progress=matching.update,
