@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 
-from ._runtime import NearDupRuntime
 from .dedup import fingerprint_html
+from .runtime import NearDupRuntime
 from .stores import Match
 
 if TYPE_CHECKING:
@@ -30,7 +30,10 @@ __all__ = ["NearDupMiddleware", "NearDuplicatePage"]
 
 
 class NearDuplicatePage(IgnoreRequest):
-    """The response was a near-duplicate of an earlier page; it never reaches the spider."""
+    """The response was a near-duplicate of an earlier page; it never reaches the spider.
+
+    The request's errback receives it (``failure.check(NearDuplicatePage)``; ``failure.value``
+    has ``.url`` and ``.match``), so a spider can record or re-route dropped pages."""
 
     def __init__(self, url: str, match: Match) -> None:
         super().__init__(f"near-duplicate of {match.key} (distance {match.distance}): {url}")
@@ -76,6 +79,9 @@ class NearDupMiddleware:
             return response
         runtime.record("pages", outcome, response.url)
         if outcome.match is not None:
+            runtime.dropped(
+                "pages", response.url, outcome.match, request=request, response=response
+            )
             raise NearDuplicatePage(response.url, outcome.match)
         if outcome.fingerprint is not None:
             request.meta["neardup_fingerprint"] = outcome.fingerprint

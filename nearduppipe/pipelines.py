@@ -9,14 +9,15 @@ and attrs objects).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import TYPE_CHECKING, Any
 
 import xxhash
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from ._runtime import NearDupRuntime
 from .dedup import fingerprint_html, fingerprint_text
+from .runtime import NearDupRuntime
 from .stores import Match
 
 if TYPE_CHECKING:
@@ -26,12 +27,18 @@ if TYPE_CHECKING:
 __all__ = ["NearDupPipeline", "NearDuplicateItem"]
 
 
+# Scrapy logs every dropped item with the whole item in the message. nearduppipe logs drops
+# itself (the first at INFO, the rest at DEBUG, by key), so Scrapy's line is sent below DEBUG.
+_SCRAPY_DROP_LOG_LEVEL = logging.DEBUG - 5
+
+
 class NearDuplicateItem(DropItem):
     """The item's text was a near-duplicate of an earlier item or page."""
 
     def __init__(self, key: str, match: Match) -> None:
         super().__init__(
-            f"near-duplicate of {match.key} (distance {match.distance}): {key}", log_level="INFO"
+            f"near-duplicate of {match.key} (distance {match.distance}): {key}",
+            log_level=_SCRAPY_DROP_LOG_LEVEL,  # type: ignore[arg-type,unused-ignore]
         )
         self.key = key
         self.match = match
@@ -87,6 +94,7 @@ class NearDupPipeline:
             outcome = dataclasses.replace(outcome, match=None)
         runtime.record("items", outcome, key)
         if match is not None:
+            runtime.dropped("items", key, match, item=item)
             raise NearDuplicateItem(key, match)
         if config.fingerprint_field and outcome.fingerprint is not None:
             self._set_fingerprint(adapter, outcome.fingerprint)
@@ -101,8 +109,6 @@ class NearDupPipeline:
             self.runtime.skip("items", "fingerprint_field_error")
             if not self._field_error_logged:
                 self._field_error_logged = True
-                import logging
-
                 logging.getLogger("nearduppipe").error(
                     "nearduppipe: cannot set NEARDUP_FINGERPRINT_FIELD %r on %s items (%r); "
                     "declare the field on the item class",

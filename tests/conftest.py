@@ -14,10 +14,18 @@ from .support.redis_server import RedisServer
 
 jieba.setLogLevel(logging.WARNING)
 
-# Unit tests of the Scrapy adapters await their real thread pool on the asyncio reactor's loop.
-from scrapy.utils.reactor import install_reactor  # noqa: E402
+from .support.reactor import NO_REACTOR, reactor_settings  # noqa: E402
 
-install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+# Unit tests of the Scrapy adapters await their real thread pool on the asyncio reactor's loop,
+# or, in the no-reactor leg, on a plain asyncio loop (and no reactor may ever be imported).
+if NO_REACTOR:
+    import asyncio
+
+    asyncio.set_event_loop(asyncio.new_event_loop())
+else:
+    from scrapy.utils.reactor import install_reactor
+
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +46,9 @@ def make_crawler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[An
     crawlers: list[Any] = []
 
     def make(**settings: Any) -> Any:
-        crawler = get_crawler(UnitSpider, {"NEARDUP_STORE": "memory:", **settings})
+        crawler = get_crawler(
+            UnitSpider, {"NEARDUP_STORE": "memory:", **reactor_settings(), **settings}
+        )
         crawler.spider = crawler._create_spider()
         crawlers.append(crawler)
         return crawler

@@ -105,13 +105,25 @@ def test_disabled_and_bad_settings(make_crawler: Any) -> None:
         ("NEARDUP_DISTANCE", "three", "must be an integer"),
         ("NEARDUP_DISTANCE", 2.5, "must be an integer"),
         ("NEARDUP_BLOCKS", 4, "must be between 5 and 64"),
-        ("NEARDUP_MIN_TEXT_LENGTH", -1, "must be >= 0"),
+        ("NEARDUP_MIN_TEXT_LENGTH", -1, "must be between 0 and 10000000"),
         ("NEARDUP_TEXT_FIELD", "", "must be a field name"),
         ("NEARDUP_WEIGHTING", "bm25", "must be one of tfidf, tf"),
         ("NEARDUP_SEGMENTER", "pkuseg", "must be one of rjieba, jieba, chars, bigrams"),
         ("NEARDUP_SHINGLE", 0, "must be between 1 and 8"),
-        ("NEARDUP_TOP_K", 0, "must be >= 1"),
-        ("NEARDUP_MAX_HTML_BYTES", 0, "must be >= 1"),
+        ("NEARDUP_TOP_K", 0, "must be between 1 and 1000000"),
+        ("NEARDUP_MAX_HTML_BYTES", 0, "must be between 1 and 2000000000"),
+        ("NEARDUP_MAX_HTML_BYTES", float("inf"), "must be an integer"),
+        ("NEARDUP_MAX_HTML_BYTES", 1e300, "must be between 1 and 2000000000"),
+        ("NEARDUP_MAX_TEXT_CHARS", float("nan"), "must be an integer"),
+        ("NEARDUP_TTL", float("nan"), "must be a finite number"),
+        ("NEARDUP_TTL", "inf", "must be a finite number"),
+        ("NEARDUP_TTL", 1e-300, "must be between 1 and 3.1536e"),
+        ("NEARDUP_TTL", True, "must be a number"),
+        ("NEARDUP_COMMIT_INTERVAL", 1e-300, "must be between 0.01 and 86400"),
+        ("NEARDUP_COMMIT_INTERVAL", float("-inf"), "must be a finite number"),
+        ("NEARDUP_PAGE_TIMEOUT", 0, "must be greater than 0"),
+        ("NEARDUP_PAGE_TIMEOUT", "5s", "must be a number"),
+        ("NEARDUP_PAGE_TIMEOUT", 1e9, "must be between 0.01 and 3600"),
         ("NEARDUP_COMMIT_INTERVAL", 0, "must be greater than 0"),
         ("NEARDUP_THREADS", 0, "must be between 1 and 64"),
         ("NEARDUP_STORE", "  ", "must be a store URI"),
@@ -247,22 +259,78 @@ def test_concurrent_items_keep_exactly_one_per_group(make_crawler: Any) -> None:
     pl.runtime.spider_closed()
 
 
-def test_killed_worker_process_loses_no_page(make_crawler: Any) -> None:
+def slow_page(breaks: int) -> str:
+    """One table cell of ``breaks`` line breaks: trafilatura takes over a minute on 199,000
+    (~5 s on 60,000); never stopped by the tag-count guard."""
+    return "<html><body><table><tr><td>" + "x<br>" * breaks + "</td></tr></table></body></html>"
+
+
+SLOW_PAGE = slow_page(199_000)
+
+
+def _busy_worker_pids(mw: NearDupMiddleware) -> list[int]:
+    pool = mw.runtime._processes
+    assert pool is not None
+    tasks = pool._pool_manager.task_manager.tasks.values()
+    return [t.worker_id for t in tasks if t.worker_id]
+
+
+def test_killed_worker_fails_only_its_own_page(make_crawler: Any) -> None:
     import os
     import signal
 
-    mw = middleware(make_crawler, NEARDUP_WORKERS=1)
+    mw = middleware(make_crawler, NEARDUP_WORKERS=2, NEARDUP_PAGE_TIMEOUT=600)
     respond(mw, html("http://a/0", page(OTHER)))  # the pool is up
-    pool = mw.runtime._processes
-    assert pool is not None
-    for pid in list(pool._processes):  # type: ignore[attr-defined]
-        os.kill(pid, signal.SIGKILL)
-    response = html("http://a/1", page(ARTICLE))
-    assert respond(mw, response) is response  # kept, not lost
-    assert stats(mw)["neardup/skipped/error"] == 1
-    assert mw.runtime._processes is not pool  # replaced
-    with pytest.raises(NearDuplicatePage):  # and working again
+
+    async def scenario() -> tuple[Response, list[Response | Exception]]:
+        slow_response = html("http://a/slow", SLOW_PAGE)
+        slow = asyncio.ensure_future(
+            mw.process_response(scrapy.Request("http://a/slow"), slow_response)
+        )
+        for _ in range(600):  # the slow page is running in one worker
+            await asyncio.sleep(0.05)
+            if _busy_worker_pids(mw):
+                break
+        (victim,) = _busy_worker_pids(mw)
+        others = [  # pages in flight in the other worker while one dies
+            asyncio.ensure_future(
+                mw.process_response(
+                    scrapy.Request(f"http://b/{i}"), html(f"http://b/{i}", page(ARTICLE, str(i)))
+                )
+            )
+            for i in range(6)
+        ]
+        os.kill(victim, signal.SIGKILL)
+        kept = await slow
+        results = await asyncio.gather(*others, return_exceptions=True)
+        return kept, results
+
+    kept, results = run(scenario())
+    assert kept.url == "http://a/slow"  # kept, not lost
+    assert stats(mw)["neardup/skipped/worker_died"] == 1
+    # the other pages were all checked: one kept, the rest dropped as its near-duplicates
+    assert sum(isinstance(r, Response) for r in results) == 1
+    assert sum(isinstance(r, NearDuplicatePage) for r in results) == 5
+    assert stats(mw)["neardup/checked"] == 7 and "neardup/skipped/error" not in stats(mw)
+    with pytest.raises(NearDuplicatePage):  # and the pool still works
         respond(mw, html("http://a/2", page(OTHER)))
+
+
+@pytest.mark.parametrize("executor", ["process", "thread"])
+def test_page_over_the_time_limit_is_kept_and_counted(make_crawler: Any, executor: str) -> None:
+    mw = middleware(
+        make_crawler, NEARDUP_WORKERS=1, NEARDUP_PAGE_TIMEOUT=1.0, NEARDUP_EXECUTOR=executor
+    )
+    respond(mw, html("http://a/0", page(OTHER)))  # the pool is up
+    # a thread cannot be stopped: a page that ends by itself a few seconds later
+    slow = html("http://a/slow", SLOW_PAGE if executor == "process" else slow_page(60_000))
+    assert respond(mw, slow) is slow
+    assert stats(mw)["neardup/skipped/timeout"] == 1
+    assert len(mw.runtime.store) == 1  # nothing stored for it
+    # the worker was replaced (process mode): the next page is checked
+    with pytest.raises(NearDuplicatePage):
+        respond(mw, html("http://a/1", page(OTHER)))
+    assert stats(mw)["neardup/checked"] == 2
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])
