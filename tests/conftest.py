@@ -58,3 +58,12 @@ def make_crawler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[An
         runtime = getattr(crawler, "_nearduppipe_runtime", None)
         if runtime is not None:
             runtime.close()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The no-reactor leg fails if anything imported Twisted's reactor in this process."""
+    import sys
+
+    if NO_REACTOR and "twisted.internet.reactor" in sys.modules:
+        print("\nERROR: twisted.internet.reactor was imported in the no-reactor leg")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

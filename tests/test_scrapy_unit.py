@@ -16,7 +16,10 @@ from scrapy.http import HtmlResponse, Response, TextResponse
 from nearduppipe import StoreError
 from nearduppipe.middlewares import NearDuplicatePage, NearDupMiddleware
 from nearduppipe.pipelines import NearDuplicateItem, NearDupPipeline, text_key
+from nearduppipe.runtime.policy import BadKey
 from nearduppipe.settings import NearDupConfig, NearDupConfigError
+from nearduppipe.stores import StoreUnavailable, register_store
+from nearduppipe.stores.memory import MemoryStore
 
 from .support.adapters import ARTICLE, OTHER, html, middleware, page, respond, run, stats
 
@@ -342,3 +345,91 @@ def test_both_executors_decide_alike(make_crawler: Any, executor: str) -> None:
         respond(mw, html("http://b/1", page(ARTICLE, "Other chrome")))
     with pytest.raises(NearDupConfigError, match="NEARDUP_EXECUTOR must be one of process, thread"):
         NearDupConfig.from_settings({"NEARDUP_EXECUTOR": "fork"})
+
+
+# -- failure policy ---------------------------------------------------------------------------
+
+
+class FlakyStore(MemoryStore):
+    """A real in-memory store whose backend can be made to fail, as a network or disk does."""
+
+    failure: BaseException | None = None
+    flush_failure: BaseException | None = None
+
+    def check_and_add(self, fp: int, key: str, text: str | None = None) -> Any:
+        if self.failure is not None:
+            raise self.failure
+        return super().check_and_add(fp, key, text)
+
+    def flush(self) -> None:
+        if self.flush_failure is not None:
+            raise self.flush_failure
+
+
+register_store("flaky", lambda uri, distance=3, **options: FlakyStore(uri, distance))
+
+
+def test_store_unavailable_from_any_call_follows_the_policy(make_crawler: Any) -> None:
+    mw = middleware(make_crawler, NEARDUP_STORE="flaky:", NEARDUP_COMMIT_INTERVAL=0.05)
+    store = mw.runtime.store
+    assert isinstance(store, FlakyStore)
+    store.failure = StoreUnavailable("disk full while committing")
+    response = html("http://a/1", page(ARTICLE))
+    assert respond(mw, response) is response  # kept
+    assert stats(mw)["neardup/store_error"] == 1
+    assert "neardup/skipped/error" not in stats(mw)
+    store.failure = None
+    # a failed periodic commit is a store error too
+    store.flush_failure = StoreUnavailable("commit failed")
+    run(asyncio.sleep(0.5))
+    assert stats(mw)["neardup/store_error"] >= 2
+    store.flush_failure = None
+    respond(mw, html("http://a/2", page(OTHER)))
+    assert stats(mw)["neardup/unique"] == 1
+    mw.runtime.spider_closed()
+    assert stats(mw)["neardup/store_size/close"] == 1
+
+
+def test_a_key_the_store_refuses_is_counted_and_kept(make_crawler: Any) -> None:
+    pl = pipeline(make_crawler, NEARDUP_STORE="flaky:")
+    store = pl.runtime.store
+    assert isinstance(store, FlakyStore)
+    store.failure = BadKey("store keys cannot contain NUL")
+    item = {"url": "http://a/\x00", "text": ARTICLE}
+    assert run(pl.process_item(item)) is item
+    assert stats(pl)["neardup/items/skipped/bad_key"] == 1
+    assert "neardup/items/skipped/error" not in stats(pl)
+    pl.runtime.spider_closed()
+
+
+def test_signal_for_dropped_pages_and_items(make_crawler: Any) -> None:
+    from nearduppipe.signals import neardup_dropped
+
+    crawler = make_crawler()
+    seen: list[tuple[str, str, str, Any]] = []
+
+    def on_dropped(key: str, match: Any, source: str, **context: Any) -> None:
+        seen.append((source, key, match.key, context.get("item", context.get("response"))))
+
+    crawler.signals.connect(on_dropped, signal=neardup_dropped)
+    mw = NearDupMiddleware.from_crawler(crawler)
+    pl = NearDupPipeline.from_crawler(crawler)
+    respond(mw, html("http://a/1", page(ARTICLE)))
+    dup = html("http://b/1", page(ARTICLE, "Contact"))
+    with pytest.raises(NearDuplicatePage):
+        respond(mw, dup)
+    item = {"url": "http://c/1", "text": ARTICLE}
+    with pytest.raises(NearDuplicateItem):
+        run(pl.process_item(item))
+    assert seen == [
+        ("pages", "http://b/1", "http://a/1", dup),
+        ("items", "http://c/1", "http://a/1", item),
+    ]
+    pl.runtime.spider_closed()
+
+
+def test_debug_command_is_read_from_scrapys_command_line() -> None:
+    from nearduppipe.runtime.commands import debug_command, running_command
+
+    assert running_command() is None  # pytest, not `scrapy`
+    assert debug_command() is None

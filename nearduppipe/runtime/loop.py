@@ -105,7 +105,9 @@ _background: set[asyncio.Future[Any]] = set()
 
 def periodic(fn: Callable[[], None]) -> Periodic:
     """A looping call on the crawl's loop: asyncio's without a Twisted reactor."""
-    return create_looping_call(fn)
+    if asyncio_available():
+        return AsyncioLoopingCall(fn)
+    return create_looping_call(fn)  # pragma: no cover - Twisted's LoopingCall
 
 
 def on_shutdown(fn: Callable[[], object]) -> None:
