@@ -35,3 +35,13 @@ __all__ = [
     "open_store",
     "simhash",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ``nearduppipe.Addon`` (ADDONS = {"nearduppipe.Addon": 0}) is imported on first use, so
+    # that importing the core does not import Scrapy.
+    if name == "Addon":
+        from .addon import Addon
+
+        return Addon
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 
-from ._runtime import NearDupRuntime
 from .dedup import fingerprint_html
+from .runtime import NearDupRuntime
 from .stores import Match
 
 if TYPE_CHECKING:
@@ -26,14 +26,27 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-__all__ = ["NearDupMiddleware", "NearDuplicatePage"]
+__all__ = ["NearDupMiddleware", "NearDuplicatePage", "UnchangedPage"]
 
 
 class NearDuplicatePage(IgnoreRequest):
-    """The response was a near-duplicate of an earlier page; it never reaches the spider."""
+    """The response was a near-duplicate of an earlier page; it never reaches the spider.
+
+    The request's errback receives it (``failure.check(NearDuplicatePage)``; ``failure.value``
+    has ``.url`` and ``.match``), so a spider can record or re-route dropped pages."""
 
     def __init__(self, url: str, match: Match) -> None:
         super().__init__(f"near-duplicate of {match.key} (distance {match.distance}): {url}")
+        self.url = url
+        self.match = match
+
+
+class UnchangedPage(NearDuplicatePage):
+    """The page was crawled before (by another crawl job) and has not changed:
+    ``NEARDUP_KEEP_UNCHANGED = True`` keeps such pages. ``match`` is its own stored entry."""
+
+    def __init__(self, url: str, match: Match) -> None:
+        IgnoreRequest.__init__(self, f"unchanged since an earlier crawl: {url}")
         self.url = url
         self.match = match
 
@@ -74,8 +87,13 @@ class NearDupMiddleware:
         except Exception as e:
             runtime.error("pages", response.url, e)
             return response
-        runtime.record("pages", outcome, response.url)
-        if outcome.match is not None:
+        if runtime.record("pages", outcome, response.url):
+            assert outcome.match is not None
+            runtime.dropped(
+                "pages", response.url, outcome.match, request=request, response=response
+            )
+            if outcome.status == "unchanged":
+                raise UnchangedPage(response.url, outcome.match)
             raise NearDuplicatePage(response.url, outcome.match)
         if outcome.fingerprint is not None:
             request.meta["neardup_fingerprint"] = outcome.fingerprint

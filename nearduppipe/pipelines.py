@@ -8,15 +8,15 @@ and attrs objects).
 
 from __future__ import annotations
 
-import dataclasses
+import logging
 from typing import TYPE_CHECKING, Any
 
 import xxhash
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from ._runtime import NearDupRuntime
 from .dedup import fingerprint_html, fingerprint_text
+from .runtime import NearDupRuntime
 from .stores import Match
 
 if TYPE_CHECKING:
@@ -26,15 +26,27 @@ if TYPE_CHECKING:
 __all__ = ["NearDupPipeline", "NearDuplicateItem"]
 
 
+# Scrapy logs every dropped item with the whole item in the message. nearduppipe logs drops
+# itself (the first at INFO, the rest at DEBUG, by key), so Scrapy's line is sent below DEBUG.
+_SCRAPY_DROP_LOG_LEVEL = logging.DEBUG - 5
+
+
 class NearDuplicateItem(DropItem):
     """The item's text was a near-duplicate of an earlier item or page."""
 
-    def __init__(self, key: str, match: Match) -> None:
+    def __init__(self, key: str, match: Match, unchanged: bool = False) -> None:
+        why = (
+            "unchanged since an earlier crawl"
+            if unchanged
+            else f"near-duplicate of {match.key} (distance {match.distance})"
+        )
         super().__init__(
-            f"near-duplicate of {match.key} (distance {match.distance}): {key}", log_level="INFO"
+            f"{why}: {key}",
+            log_level=_SCRAPY_DROP_LOG_LEVEL,  # type: ignore[arg-type,unused-ignore]
         )
         self.key = key
         self.match = match
+        self.unchanged = unchanged
 
 
 def text_key(text: str | bytes) -> str:
@@ -79,15 +91,13 @@ class NearDupPipeline:
         except Exception as e:
             runtime.error("items", key, e)
             return item
-        match = outcome.match
-        if match is not None and match.key == key and runtime.middleware_active:
-            # The middleware stored this item's own page moments ago: not a duplicate.
-            runtime.stats.inc_value("neardup/items/own_page")
-            match = None
-            outcome = dataclasses.replace(outcome, match=None)
-        runtime.record("items", outcome, key)
-        if match is not None:
-            raise NearDuplicateItem(key, match)
+        # An item keyed by its page's URL, which the middleware checked in this crawl job, is
+        # "again" (kept): a key is one page, never a near-duplicate of itself.
+        if runtime.record("items", outcome, key):
+            match = outcome.match
+            assert match is not None
+            runtime.dropped("items", key, match, item=item)
+            raise NearDuplicateItem(key, match, unchanged=outcome.status == "unchanged")
         if config.fingerprint_field and outcome.fingerprint is not None:
             self._set_fingerprint(adapter, outcome.fingerprint)
         return item
@@ -101,8 +111,6 @@ class NearDupPipeline:
             self.runtime.skip("items", "fingerprint_field_error")
             if not self._field_error_logged:
                 self._field_error_logged = True
-                import logging
-
                 logging.getLogger("nearduppipe").error(
                     "nearduppipe: cannot set NEARDUP_FINGERPRINT_FIELD %r on %s items (%r); "
                     "declare the field on the item class",

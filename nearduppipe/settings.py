@@ -7,6 +7,7 @@ with ``.get`` (Scrapy's ``Settings`` is one).
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -57,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_ON_STORE_ERROR": "keep",
     "NEARDUP_KEEP_TEXT": 0,  # characters of each page's text kept in the store for reports
     "NEARDUP_WORKERS": None,  # None: one worker process per CPU, at most 8
+    "NEARDUP_PAGE_TIMEOUT": 5.0,  # seconds of extraction + fingerprinting per page
 }
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -80,7 +82,7 @@ def _int(name: str, value: Any, lo: int, hi: int | None = None, *, optional: boo
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             raise ValueError
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
         raise NearDupConfigError(f"{name} must be an integer, got {value!r}") from None
     if number < lo or (hi is not None and number > hi):
         span = f">= {lo}" if hi is None else f"between {lo} and {hi}"
@@ -88,13 +90,21 @@ def _int(name: str, value: Any, lo: int, hi: int | None = None, *, optional: boo
     return number
 
 
-def _float(name: str, value: Any, lo: float) -> float:
+def _float(name: str, value: Any, lo: float, hi: float, *, least: float = 0.0) -> float:
+    """A finite number in ``(lo, hi]``; ``least`` is the smallest meaningful value (1e-300
+    seconds passes ``> 0`` but would spin a timer or expire every key at once)."""
     try:
+        if isinstance(value, bool):
+            raise ValueError
         number = float(value)
     except (TypeError, ValueError):
         raise NearDupConfigError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise NearDupConfigError(f"{name} must be a finite number, got {number}")
     if not number > lo:
-        raise NearDupConfigError(f"{name} must be greater than {lo}, got {number}")
+        raise NearDupConfigError(f"{name} must be greater than {lo:g}, got {number:g}")
+    if number < least or number > hi:
+        raise NearDupConfigError(f"{name} must be between {least:g} and {hi:g}, got {number:g}")
     return number
 
 
@@ -137,6 +147,7 @@ class NearDupConfig:
     ttl: float | None
     on_store_error: str
     keep_text: int
+    page_timeout: float
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike) -> NearDupConfig:
@@ -173,7 +184,7 @@ class NearDupConfig:
                 weighting=_choice("NEARDUP_WEIGHTING", get("NEARDUP_WEIGHTING"), ("tfidf", "tf")),  # type: ignore[arg-type]
                 sublinear_tf=_bool("NEARDUP_SUBLINEAR_TF", get("NEARDUP_SUBLINEAR_TF")),
                 shingle=_int("NEARDUP_SHINGLE", get("NEARDUP_SHINGLE"), 1, 8),
-                top_k=_int("NEARDUP_TOP_K", get("NEARDUP_TOP_K"), 1, optional=True),
+                top_k=_int("NEARDUP_TOP_K", get("NEARDUP_TOP_K"), 1, 1_000_000, optional=True),
                 drop_stop_words=_bool("NEARDUP_STOP_WORDS", get("NEARDUP_STOP_WORDS")),
                 segmenter=_choice(  # type: ignore[arg-type]
                     "NEARDUP_SEGMENTER",
@@ -182,8 +193,12 @@ class NearDupConfig:
                 ),
             )
             limits = TextLimits(
-                max_html_bytes=_int("NEARDUP_MAX_HTML_BYTES", get("NEARDUP_MAX_HTML_BYTES"), 1),
-                max_text_chars=_int("NEARDUP_MAX_TEXT_CHARS", get("NEARDUP_MAX_TEXT_CHARS"), 1),
+                max_html_bytes=_int(
+                    "NEARDUP_MAX_HTML_BYTES", get("NEARDUP_MAX_HTML_BYTES"), 1, 2_000_000_000
+                ),
+                max_text_chars=_int(
+                    "NEARDUP_MAX_TEXT_CHARS", get("NEARDUP_MAX_TEXT_CHARS"), 1, 100_000_000
+                ),
             )
         except NearDupConfigError:
             raise
@@ -198,7 +213,9 @@ class NearDupConfig:
                 "NEARDUP_MAX_DECISIONS", get("NEARDUP_MAX_DECISIONS"), 1, 1_000_000_000
             ),
             blocks=blocks,
-            min_text_length=_int("NEARDUP_MIN_TEXT_LENGTH", get("NEARDUP_MIN_TEXT_LENGTH"), 0),
+            min_text_length=_int(
+                "NEARDUP_MIN_TEXT_LENGTH", get("NEARDUP_MIN_TEXT_LENGTH"), 0, 10_000_000
+            ),
             text_field=_field("NEARDUP_TEXT_FIELD", get("NEARDUP_TEXT_FIELD")),
             html_field=_field("NEARDUP_HTML_FIELD", get("NEARDUP_HTML_FIELD")),
             key_field=_field("NEARDUP_KEY_FIELD", get("NEARDUP_KEY_FIELD")),
@@ -209,17 +226,22 @@ class NearDupConfig:
             debug=_bool("NEARDUP_DEBUG", get("NEARDUP_DEBUG")),
             features=features,
             limits=limits,
-            commit_every=_int("NEARDUP_COMMIT_EVERY", get("NEARDUP_COMMIT_EVERY"), 1),
-            commit_interval=_float("NEARDUP_COMMIT_INTERVAL", get("NEARDUP_COMMIT_INTERVAL"), 0),
+            commit_every=_int("NEARDUP_COMMIT_EVERY", get("NEARDUP_COMMIT_EVERY"), 1, 10_000_000),
+            commit_interval=_float(
+                "NEARDUP_COMMIT_INTERVAL", get("NEARDUP_COMMIT_INTERVAL"), 0, 86_400, least=0.01
+            ),
             threads=_int("NEARDUP_THREADS", get("NEARDUP_THREADS"), 1, 64),
             executor=_choice("NEARDUP_EXECUTOR", get("NEARDUP_EXECUTOR"), ("process", "thread")),
             workers=_int("NEARDUP_WORKERS", get("NEARDUP_WORKERS"), 1, 64, optional=True)
             or min(8, os.cpu_count() or 1),
             ttl=None
             if get("NEARDUP_TTL") in (None, "")
-            else _float("NEARDUP_TTL", get("NEARDUP_TTL"), 0),
+            else _float("NEARDUP_TTL", get("NEARDUP_TTL"), 0, 100 * 365 * 86_400, least=1),
             on_store_error=_choice(
                 "NEARDUP_ON_STORE_ERROR", get("NEARDUP_ON_STORE_ERROR"), ("keep", "stop")
             ),
             keep_text=_int("NEARDUP_KEEP_TEXT", get("NEARDUP_KEEP_TEXT"), 0, 100_000),
+            page_timeout=_float(
+                "NEARDUP_PAGE_TIMEOUT", get("NEARDUP_PAGE_TIMEOUT"), 0, 3600, least=0.01
+            ),
         )

@@ -14,10 +14,18 @@ from .support.redis_server import RedisServer
 
 jieba.setLogLevel(logging.WARNING)
 
-# Unit tests of the Scrapy adapters await their real thread pool on the asyncio reactor's loop.
-from scrapy.utils.reactor import install_reactor  # noqa: E402
+from .support.reactor import NO_REACTOR, reactor_settings  # noqa: E402
 
-install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+# Unit tests of the Scrapy adapters await their real thread pool on the asyncio reactor's loop,
+# or, in the no-reactor leg, on a plain asyncio loop (and no reactor may ever be imported).
+if NO_REACTOR:
+    import asyncio
+
+    asyncio.set_event_loop(asyncio.new_event_loop())
+else:
+    from scrapy.utils.reactor import install_reactor
+
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +46,9 @@ def make_crawler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[An
     crawlers: list[Any] = []
 
     def make(**settings: Any) -> Any:
-        crawler = get_crawler(UnitSpider, {"NEARDUP_STORE": "memory:", **settings})
+        crawler = get_crawler(
+            UnitSpider, {"NEARDUP_STORE": "memory:", **reactor_settings(), **settings}
+        )
         crawler.spider = crawler._create_spider()
         crawlers.append(crawler)
         return crawler
@@ -48,3 +58,12 @@ def make_crawler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[An
         runtime = getattr(crawler, "_nearduppipe_runtime", None)
         if runtime is not None:
             runtime.close()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The no-reactor leg fails if anything imported Twisted's reactor in this process."""
+    import sys
+
+    if NO_REACTOR and "twisted.internet.reactor" in sys.modules:
+        print("\nERROR: twisted.internet.reactor was imported in the no-reactor leg")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

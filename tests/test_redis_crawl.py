@@ -83,6 +83,10 @@ def test_two_crawler_processes_share_one_index(
         assert reached.count(page) == 1
     dropped = ra["stats"].get("neardup/dropped", 0) + rb["stats"].get("neardup/dropped", 0)
     assert dropped == 2 * len(ARTICLES) - len(reached)
+    for r in (ra, rb):  # a normal Redis crawl logs no ERROR and counts its store at close
+        assert "log_count/ERROR" not in r["stats"], r["log"][-3000:]
+        assert r["stats"]["neardup/store_size/close"] >= len(GROUPS) + len(DISTINCT)
+        assert "holds an unknown number" not in r["log"]
     client.close()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -97,6 +98,7 @@ def test_middleware_drops_near_duplicates_then_everything_on_recrawl(
     assert stats["neardup/store_size/close"] == len(GROUPS) + len(DISTINCT)
     assert "Dropped near-duplicate page" in first["log"]
     assert first["log"].count("Dropped near-duplicate page") == 1  # only the first without DEBUG
+    assert "log_count/ERROR" not in stats and "log_count/WARNING" not in stats
 
     second = crawl(tmp_path, urls, settings)
     assert second["reached"] == []
@@ -109,6 +111,50 @@ def test_middleware_drops_near_duplicates_then_everything_on_recrawl(
     with open_store(str(store)) as s:
         assert len(s) == len(GROUPS) + len(DISTINCT)
         assert s.decision_count() == dropped
+
+
+def test_memory_store_crawl_logs_no_error(site: str, tmp_path: Path) -> None:
+    settings = {
+        **MIDDLEWARE,
+        **PIPELINE,
+        "NEARDUP_STORE": "memory:",
+        "NEARDUP_MIN_TEXT_LENGTH": 100,
+    }
+    result = crawl(tmp_path, [site + p for p in ARTICLES], settings)
+    assert_one_per_group(site, result["reached"])
+    assert "log_count/ERROR" not in result["stats"], result["log"][-3000:]
+    assert result["stats"]["neardup/store_size/close"] == len(GROUPS) + len(DISTINCT)
+
+
+def test_relative_store_path_lives_in_the_data_dir(site: str, tmp_path: Path) -> None:
+    """Like HTTPCACHE_DIR: outside a project, ``.scrapy/`` under the working directory. The
+    crawl runs from the repository (a Scrapy project), so the path is made absolute there."""
+    from scrapy.utils.project import data_path
+
+    name = f"test-rel-{os.getpid()}.sqlite"  # legs of CI run at once in one checkout
+    expected = Path(ROOT / ".scrapy" / name)
+    try:
+        for uri in (name, f"sqlite:///{name}"):
+            result = crawl(tmp_path, [site + ARTICLES[0]], {**MIDDLEWARE, "NEARDUP_STORE": uri})
+            assert (
+                f"store {expected}" in result["log"]
+                or f"store sqlite:///{expected}" in result["log"]
+            ), result["log"][-2000:]
+            assert expected.is_file()
+        assert Path(data_path(name)).name == name
+    finally:
+        for f in ROOT.joinpath(".scrapy").glob(name + "*"):
+            f.unlink()
+
+
+def test_bogus_store_scheme_names_the_setting(site: str, tmp_path: Path) -> None:
+    result = crawl(
+        tmp_path,
+        [site + ARTICLES[0]],
+        {**MIDDLEWARE, "NEARDUP_STORE": "ftp://x/y"},
+        expect_ok=False,
+    )
+    assert "NEARDUP_STORE 'ftp://x/y': unknown store scheme 'ftp'" in result["log"]
 
 
 def test_links_of_dropped_pages_are_not_followed(site: str, tmp_path: Path) -> None:

@@ -16,7 +16,10 @@ from scrapy.http import HtmlResponse, Response, TextResponse
 from nearduppipe import StoreError
 from nearduppipe.middlewares import NearDuplicatePage, NearDupMiddleware
 from nearduppipe.pipelines import NearDuplicateItem, NearDupPipeline, text_key
+from nearduppipe.runtime.policy import BadKey
 from nearduppipe.settings import NearDupConfig, NearDupConfigError
+from nearduppipe.stores import StoreUnavailable, register_store
+from nearduppipe.stores.memory import MemoryStore
 
 from .support.adapters import ARTICLE, OTHER, html, middleware, page, respond, run, stats
 
@@ -105,13 +108,25 @@ def test_disabled_and_bad_settings(make_crawler: Any) -> None:
         ("NEARDUP_DISTANCE", "three", "must be an integer"),
         ("NEARDUP_DISTANCE", 2.5, "must be an integer"),
         ("NEARDUP_BLOCKS", 4, "must be between 5 and 64"),
-        ("NEARDUP_MIN_TEXT_LENGTH", -1, "must be >= 0"),
+        ("NEARDUP_MIN_TEXT_LENGTH", -1, "must be between 0 and 10000000"),
         ("NEARDUP_TEXT_FIELD", "", "must be a field name"),
         ("NEARDUP_WEIGHTING", "bm25", "must be one of tfidf, tf"),
         ("NEARDUP_SEGMENTER", "pkuseg", "must be one of rjieba, jieba, chars, bigrams"),
         ("NEARDUP_SHINGLE", 0, "must be between 1 and 8"),
-        ("NEARDUP_TOP_K", 0, "must be >= 1"),
-        ("NEARDUP_MAX_HTML_BYTES", 0, "must be >= 1"),
+        ("NEARDUP_TOP_K", 0, "must be between 1 and 1000000"),
+        ("NEARDUP_MAX_HTML_BYTES", 0, "must be between 1 and 2000000000"),
+        ("NEARDUP_MAX_HTML_BYTES", float("inf"), "must be an integer"),
+        ("NEARDUP_MAX_HTML_BYTES", 1e300, "must be between 1 and 2000000000"),
+        ("NEARDUP_MAX_TEXT_CHARS", float("nan"), "must be an integer"),
+        ("NEARDUP_TTL", float("nan"), "must be a finite number"),
+        ("NEARDUP_TTL", "inf", "must be a finite number"),
+        ("NEARDUP_TTL", 1e-300, "must be between 1 and 3.1536e"),
+        ("NEARDUP_TTL", True, "must be a number"),
+        ("NEARDUP_COMMIT_INTERVAL", 1e-300, "must be between 0.01 and 86400"),
+        ("NEARDUP_COMMIT_INTERVAL", float("-inf"), "must be a finite number"),
+        ("NEARDUP_PAGE_TIMEOUT", 0, "must be greater than 0"),
+        ("NEARDUP_PAGE_TIMEOUT", "5s", "must be a number"),
+        ("NEARDUP_PAGE_TIMEOUT", 1e9, "must be between 0.01 and 3600"),
         ("NEARDUP_COMMIT_INTERVAL", 0, "must be greater than 0"),
         ("NEARDUP_THREADS", 0, "must be between 1 and 64"),
         ("NEARDUP_STORE", "  ", "must be a store URI"),
@@ -247,22 +262,78 @@ def test_concurrent_items_keep_exactly_one_per_group(make_crawler: Any) -> None:
     pl.runtime.spider_closed()
 
 
-def test_killed_worker_process_loses_no_page(make_crawler: Any) -> None:
+def slow_page(breaks: int) -> str:
+    """One table cell of ``breaks`` line breaks: trafilatura takes over a minute on 199,000
+    (~5 s on 60,000); never stopped by the tag-count guard."""
+    return "<html><body><table><tr><td>" + "x<br>" * breaks + "</td></tr></table></body></html>"
+
+
+SLOW_PAGE = slow_page(199_000)
+
+
+def _busy_worker_pids(mw: NearDupMiddleware) -> list[int]:
+    pool = mw.runtime._processes
+    assert pool is not None
+    tasks = pool._pool_manager.task_manager.tasks.values()
+    return [t.worker_id for t in tasks if t.worker_id]
+
+
+def test_killed_worker_fails_only_its_own_page(make_crawler: Any) -> None:
     import os
     import signal
 
-    mw = middleware(make_crawler, NEARDUP_WORKERS=1)
+    mw = middleware(make_crawler, NEARDUP_WORKERS=2, NEARDUP_PAGE_TIMEOUT=600)
     respond(mw, html("http://a/0", page(OTHER)))  # the pool is up
-    pool = mw.runtime._processes
-    assert pool is not None
-    for pid in list(pool._processes):  # type: ignore[attr-defined]
-        os.kill(pid, signal.SIGKILL)
-    response = html("http://a/1", page(ARTICLE))
-    assert respond(mw, response) is response  # kept, not lost
-    assert stats(mw)["neardup/skipped/error"] == 1
-    assert mw.runtime._processes is not pool  # replaced
-    with pytest.raises(NearDuplicatePage):  # and working again
+
+    async def scenario() -> tuple[Response, list[Response | Exception]]:
+        slow_response = html("http://a/slow", SLOW_PAGE)
+        slow = asyncio.ensure_future(
+            mw.process_response(scrapy.Request("http://a/slow"), slow_response)
+        )
+        for _ in range(600):  # the slow page is running in one worker
+            await asyncio.sleep(0.05)
+            if _busy_worker_pids(mw):
+                break
+        (victim,) = _busy_worker_pids(mw)
+        others = [  # pages in flight in the other worker while one dies
+            asyncio.ensure_future(
+                mw.process_response(
+                    scrapy.Request(f"http://b/{i}"), html(f"http://b/{i}", page(ARTICLE, str(i)))
+                )
+            )
+            for i in range(6)
+        ]
+        os.kill(victim, signal.SIGKILL)
+        kept = await slow
+        results = await asyncio.gather(*others, return_exceptions=True)
+        return kept, results
+
+    kept, results = run(scenario())
+    assert kept.url == "http://a/slow"  # kept, not lost
+    assert stats(mw)["neardup/skipped/worker_died"] == 1
+    # the other pages were all checked: one kept, the rest dropped as its near-duplicates
+    assert sum(isinstance(r, Response) for r in results) == 1
+    assert sum(isinstance(r, NearDuplicatePage) for r in results) == 5
+    assert stats(mw)["neardup/checked"] == 7 and "neardup/skipped/error" not in stats(mw)
+    with pytest.raises(NearDuplicatePage):  # and the pool still works
         respond(mw, html("http://a/2", page(OTHER)))
+
+
+@pytest.mark.parametrize("executor", ["process", "thread"])
+def test_page_over_the_time_limit_is_kept_and_counted(make_crawler: Any, executor: str) -> None:
+    mw = middleware(
+        make_crawler, NEARDUP_WORKERS=1, NEARDUP_PAGE_TIMEOUT=1.0, NEARDUP_EXECUTOR=executor
+    )
+    respond(mw, html("http://a/0", page(OTHER)))  # the pool is up
+    # a thread cannot be stopped: a page that ends by itself a few seconds later
+    slow = html("http://a/slow", SLOW_PAGE if executor == "process" else slow_page(60_000))
+    assert respond(mw, slow) is slow
+    assert stats(mw)["neardup/skipped/timeout"] == 1
+    assert len(mw.runtime.store) == 1  # nothing stored for it
+    # the worker was replaced (process mode): the next page is checked
+    with pytest.raises(NearDuplicatePage):
+        respond(mw, html("http://a/1", page(OTHER)))
+    assert stats(mw)["neardup/checked"] == 2
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])
@@ -274,3 +345,91 @@ def test_both_executors_decide_alike(make_crawler: Any, executor: str) -> None:
         respond(mw, html("http://b/1", page(ARTICLE, "Other chrome")))
     with pytest.raises(NearDupConfigError, match="NEARDUP_EXECUTOR must be one of process, thread"):
         NearDupConfig.from_settings({"NEARDUP_EXECUTOR": "fork"})
+
+
+# -- failure policy ---------------------------------------------------------------------------
+
+
+class FlakyStore(MemoryStore):
+    """A real in-memory store whose backend can be made to fail, as a network or disk does."""
+
+    failure: BaseException | None = None
+    flush_failure: BaseException | None = None
+
+    def check_and_add(self, fp: int, key: str, text: str | None = None) -> Any:
+        if self.failure is not None:
+            raise self.failure
+        return super().check_and_add(fp, key, text)
+
+    def flush(self) -> None:
+        if self.flush_failure is not None:
+            raise self.flush_failure
+
+
+register_store("flaky", lambda uri, distance=3, **options: FlakyStore(uri, distance))
+
+
+def test_store_unavailable_from_any_call_follows_the_policy(make_crawler: Any) -> None:
+    mw = middleware(make_crawler, NEARDUP_STORE="flaky:", NEARDUP_COMMIT_INTERVAL=0.05)
+    store = mw.runtime.store
+    assert isinstance(store, FlakyStore)
+    store.failure = StoreUnavailable("disk full while committing")
+    response = html("http://a/1", page(ARTICLE))
+    assert respond(mw, response) is response  # kept
+    assert stats(mw)["neardup/store_error"] == 1
+    assert "neardup/skipped/error" not in stats(mw)
+    store.failure = None
+    # a failed periodic commit is a store error too
+    store.flush_failure = StoreUnavailable("commit failed")
+    run(asyncio.sleep(0.5))
+    assert stats(mw)["neardup/store_error"] >= 2
+    store.flush_failure = None
+    respond(mw, html("http://a/2", page(OTHER)))
+    assert stats(mw)["neardup/unique"] == 1
+    mw.runtime.spider_closed()
+    assert stats(mw)["neardup/store_size/close"] == 1
+
+
+def test_a_key_the_store_refuses_is_counted_and_kept(make_crawler: Any) -> None:
+    pl = pipeline(make_crawler, NEARDUP_STORE="flaky:")
+    store = pl.runtime.store
+    assert isinstance(store, FlakyStore)
+    store.failure = BadKey("store keys cannot contain NUL")
+    item = {"url": "http://a/\x00", "text": ARTICLE}
+    assert run(pl.process_item(item)) is item
+    assert stats(pl)["neardup/items/skipped/bad_key"] == 1
+    assert "neardup/items/skipped/error" not in stats(pl)
+    pl.runtime.spider_closed()
+
+
+def test_signal_for_dropped_pages_and_items(make_crawler: Any) -> None:
+    from nearduppipe.signals import neardup_dropped
+
+    crawler = make_crawler()
+    seen: list[tuple[str, str, str, Any]] = []
+
+    def on_dropped(key: str, match: Any, source: str, **context: Any) -> None:
+        seen.append((source, key, match.key, context.get("item", context.get("response"))))
+
+    crawler.signals.connect(on_dropped, signal=neardup_dropped)
+    mw = NearDupMiddleware.from_crawler(crawler)
+    pl = NearDupPipeline.from_crawler(crawler)
+    respond(mw, html("http://a/1", page(ARTICLE)))
+    dup = html("http://b/1", page(ARTICLE, "Contact"))
+    with pytest.raises(NearDuplicatePage):
+        respond(mw, dup)
+    item = {"url": "http://c/1", "text": ARTICLE}
+    with pytest.raises(NearDuplicateItem):
+        run(pl.process_item(item))
+    assert seen == [
+        ("pages", "http://b/1", "http://a/1", dup),
+        ("items", "http://c/1", "http://a/1", item),
+    ]
+    pl.runtime.spider_closed()
+
+
+def test_debug_command_is_read_from_scrapys_command_line() -> None:
+    from nearduppipe.runtime.commands import debug_command, running_command
+
+    assert running_command() is None  # pytest, not `scrapy`
+    assert debug_command() is None

@@ -10,11 +10,18 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import scrapy
-from scrapy.crawler import CrawlerProcess
+from scrapy.crawler import AsyncCrawlerProcess, CrawlerProcess
+from scrapy.exceptions import ScrapyDeprecationWarning
+
+from .reactor import NO_REACTOR, reactor_settings
+
+# The crawls fail on deprecated Scrapy API, as the in-process tests do (pyproject.toml).
+warnings.filterwarnings("error", category=ScrapyDeprecationWarning)
 
 
 class ProbeSpider(scrapy.Spider):
@@ -35,6 +42,19 @@ class ProbeSpider(scrapy.Spider):
         self.follow = follow
         self.item = item  # "text": the article's paragraphs; "html": the whole page
         self.reached: list[str] = []
+        self.errbacks: list[dict[str, Any]] = []
+
+    async def start(self) -> Any:
+        # like start_urls (dont_filter=True), plus an errback that sees dropped pages
+        for url in self.start_urls:
+            yield scrapy.Request(url, errback=self.on_error, dont_filter=True)
+
+    def on_error(self, failure: Any) -> None:
+        from nearduppipe.middlewares import NearDuplicatePage
+
+        if failure.check(NearDuplicatePage):
+            e = failure.value
+            self.errbacks.append({"url": e.url, "match": e.match.key, "d": e.match.distance})
 
     def parse(self, response: Any) -> Any:
         self.reached.append(response.url)
@@ -58,15 +78,27 @@ def main(config_path: str) -> None:
         "TELNETCONSOLE_ENABLED": False,
         "ROBOTSTXT_OBEY": False,
         "CLOSESPIDER_TIMEOUT": 120,
+        **reactor_settings(),
         **config["settings"],
     }
-    process = CrawlerProcess(settings)
+    # CrawlerProcess needs a reactor; AsyncCrawlerProcess runs without one (Scrapy >= 2.15).
+    process = AsyncCrawlerProcess(settings) if NO_REACTOR else CrawlerProcess(settings)
     crawler = process.create_crawler(ProbeSpider)
 
     def collect(item: Any) -> None:
         items.append(dict(item))
 
     crawler.signals.connect(collect, signal=scrapy.signals.item_scraped)
+    dropped: list[dict[str, Any]] = []
+
+    def on_dropped(key: str, match: Any, source: str, **context: Any) -> None:
+        dropped.append(
+            {"key": key, "match": match.key, "source": source, "context": sorted(context)}
+        )
+
+    from nearduppipe.signals import neardup_dropped
+
+    crawler.signals.connect(on_dropped, signal=neardup_dropped)
     process.crawl(
         crawler,
         start_urls=config["start_urls"],
@@ -77,7 +109,14 @@ def main(config_path: str) -> None:
     process.start()
     assert crawler.stats is not None and crawler.spider is not None
     stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, str, float))}
-    out = {"reached": crawler.spider.reached, "items": items, "stats": stats}  # type: ignore[attr-defined]
+    spider: Any = crawler.spider
+    out = {
+        "reached": spider.reached,
+        "items": items,
+        "stats": stats,
+        "errbacks": spider.errbacks,
+        "dropped": dropped,
+    }
     Path(config["output"]).write_text(json.dumps(out, ensure_ascii=False))
 
 

@@ -1,0 +1,99 @@
+"""check() cost of the in-memory store under the crawl's rule (64-bit candidates within 8 bits,
+512-bit verdict) at 1 M and 10 M stored, on uniform and on skewed (text-like) fingerprints.
+
+    python benchmarks/check_bench.py [--sizes 1000000,10000000] [--calls 20000]
+
+The store is preloaded in bulk (the way a sqlite store loads at open), then timed per call:
+half the calls are new random pages, half near-duplicates of stored ones (5 bits on 64, 40 on
+512). Skewed fingerprints draw each bit with its own probability in 0.15-0.85, which crowds the
+index's buckets about 7x more than uniform ones, as text-derived fingerprints do. The floor in
+the same run is a numpy scan of the stored 64-bit fingerprints (what a store without an index
+pays per call before any verdict).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from nearduppipe.rule import Fingerprints, Rule
+from nearduppipe.stores.memory import MemoryStore
+
+U64 = np.uint64
+
+
+def fingerprints(rng: np.random.Generator, n: int, skewed: bool) -> np.ndarray:
+    if not skewed:
+        return rng.integers(0, 2**64, n, dtype=U64, endpoint=False)
+    p = rng.uniform(0.15, 0.85, 64)
+    out = np.zeros(n, dtype=U64)
+    for b in range(64):
+        out |= (rng.random(n) < p[b]).astype(U64) << U64(b)
+    return out
+
+
+def preload(store: MemoryStore, fps: np.ndarray, wide: np.ndarray) -> None:
+    n = len(fps)
+    store._load_arrays(fps, wide, np.ones(n, dtype=bool), np.full(n, time.time()))
+    store._ids = {f"k{i}": i for i in range(n)}
+    store._keys = {i: f"k{i}" for i in range(n)}
+    store._jobs = dict.fromkeys(range(n))
+    store._texts = dict.fromkeys(range(n))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1000000,10000000")
+    ap.add_argument("--calls", type=int, default=20_000)
+    args = ap.parse_args()
+    for n in [int(x) for x in args.sizes.split(",")]:
+        for skewed in (False, True):
+            rng = np.random.default_rng(n + skewed)
+            fps = fingerprints(rng, n, skewed)
+            wide = rng.integers(0, 2**64, (n, 8), dtype=U64, endpoint=False)
+            store = MemoryStore(rule=Rule())
+            t0 = time.perf_counter()
+            preload(store, fps, wide)
+            load = time.perf_counter() - t0
+            calls = []
+            for c in range(args.calls):
+                if c % 2:
+                    i = int(rng.integers(0, n))
+                    f = int(fps[i])
+                    for b in rng.choice(64, 5, replace=False).tolist():
+                        f ^= 1 << b
+                    w = int.from_bytes(wide[i].astype("<u8").tobytes(), "little")
+                    for b in rng.choice(512, 40, replace=False).tolist():
+                        w ^= 1 << b
+                    calls.append(Fingerprints(f, w))
+                else:
+                    calls.append(Fingerprints(int(fingerprints(rng, 1, skewed)[0]),
+                                              int(rng.integers(0, 2**63))))
+            times = np.empty(len(calls))
+            dup = 0
+            for c, f in enumerate(calls):
+                t = time.perf_counter()
+                v = store.check(f, f"q{c}")
+                times[c] = time.perf_counter() - t
+                dup += v.status == "duplicate"
+            scan = []
+            for f in calls[:100]:
+                t = time.perf_counter()
+                np.flatnonzero(np.bitwise_count(fps ^ U64(f.fp)) <= 8)
+                scan.append(time.perf_counter() - t)
+            med, p99, worst = (np.median(times) * 1e6, np.percentile(times, 99) * 1e6,
+                               times.max() * 1e3)
+            floor = np.median(scan) * 1e6
+            print(
+                f"n={n:>10,} {'skewed ' if skewed else 'uniform'}: load {load:5.1f} s; check "
+                f"median {med:6.1f} us, p99 {p99:7.1f} us, max {worst:6.1f} ms "
+                f"({dup}/{len(calls) // 2} planted found); numpy scan floor {floor:7.0f} us -> "
+                f"{floor / med:5.0f}x; {store.index_nbytes / n:.0f} B/entry in search structures"
+            )
+            del store
+
+
+if __name__ == "__main__":
+    main()

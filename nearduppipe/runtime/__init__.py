@@ -1,0 +1,180 @@
+"""Per-crawler state shared by the middleware and the pipeline, created by whichever component
+Scrapy builds first: one configuration (settings read once), one store, one executor.
+
+The runtime only wires its parts together: :mod:`.executor` (threads, worker processes, the time
+limit per page), :mod:`.lifecycle` (opening, committing and closing the store), :mod:`.policy`
+(what a failure does), :mod:`.stats` (stats and log lines) and :mod:`.loop` (asyncio or the
+Twisted reactor, whichever runs the crawl).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+from .. import signals as neardup_signals
+from ..dedup import Deduplicator, Fingerprinted, FingerprintParams, Outcome
+from ..settings import NearDupConfig
+from ..stores import Match, Store
+from .commands import debug_command
+from .executor import Executor, PageTimeout, WorkerDied
+from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri
+from .loop import on_shutdown
+from .policy import FailurePolicy, StoreCallError
+from .stats import Source, StatsLog, logger
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+__all__ = [
+    "NearDupRuntime",
+    "PageTimeout",
+    "Source",
+    "WorkerDied",
+    "default_store_uri",
+    "resolve_store_uri",
+]
+
+T = TypeVar("T")
+_ATTR = "_nearduppipe_runtime"
+
+
+class NearDupRuntime:
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> NearDupRuntime:
+        """The crawler's runtime, created by the first component that asks.
+
+        A bare ``NotConfigured`` (Scrapy logs nothing for it) when ``NEARDUP_ENABLED`` is off or
+        a debug command (``scrapy shell``, ``fetch``, ``view``, ``parse``, ``check``) runs;
+        ``NearDupConfigError`` for a bad setting."""
+        runtime: NearDupRuntime | None = getattr(crawler, _ATTR, None)
+        if runtime is None:
+            command = debug_command()
+            if command is not None:
+                logger.debug("nearduppipe: off for `scrapy %s`", command)
+                raise NotConfigured
+            config = NearDupConfig.from_settings(crawler.settings)
+            if not config.enabled:
+                raise NotConfigured
+            runtime = cls(crawler, config)
+            setattr(crawler, _ATTR, runtime)
+        return runtime
+
+    def __init__(self, crawler: Crawler, config: NearDupConfig) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.middleware_active = False
+        self._closed = False
+        self.log = StatsLog(crawler, debug=config.debug)
+        self.stats: StatsCollector = self.log.stats
+        self.policy = FailurePolicy(crawler, self.log, on_store_error=config.on_store_error)
+        spider = crawler.spider
+        name = spider.name if spider is not None and spider.name else "default"
+        self.lifecycle = StoreLifecycle(config, name)
+        self.store: Store = self.lifecycle.store
+        self.params = FingerprintParams(
+            config.features, config.limits, config.min_text_length, config.keep_text
+        )
+        self.job = job_id(crawler.settings.get("JOBDIR"))
+        self.dedup = Deduplicator(self.store, self.job)
+        try:
+            self.executor = Executor(
+                threads=config.threads,
+                workers=config.workers if config.executor == "process" else 0,
+                timeout=config.page_timeout,
+                params=self.params,
+            )
+        except BaseException:
+            self.store.close()
+            raise
+        self.log.opened(
+            self.store.uri, self.lifecycle.size_at_open, self.store.rule.describe(), config.reset
+        )
+        self.lifecycle.start_flushing(self.executor.run, self._flush_failed)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        # If the crawl never closes normally, still commit and release the store.
+        crawler.signals.connect(self.close, signal=signals.engine_stopped)
+        on_shutdown(self.close)
+
+    # -- the check --------------------------------------------------------------------------
+    @property
+    def size_at_open(self) -> int:
+        return self.lifecycle.size_at_open
+
+    @property
+    def _processes(self) -> Any:
+        """The worker process pool (``None`` with ``NEARDUP_EXECUTOR = "thread"``)."""
+        return self.executor.processes
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the thread pool (store calls)."""
+        return await self.executor.run(fn, *args)
+
+    async def check(self, fn: Callable[..., Fingerprinted], *args: Any, key: str) -> Outcome:
+        """Fingerprint (``fn(*args)`` in a worker, within ``NEARDUP_PAGE_TIMEOUT``), then
+        check-and-add ``key`` in the thread pool. Failures reach the caller, which keeps the page
+        and hands them to :meth:`error`."""
+        result = await self.executor.compute(fn, *args)
+        if result.fingerprint is None:  # nothing to check: no store call, no thread hop
+            return self.dedup.decide(result, key)
+        try:
+            return await self.executor.run(self.dedup.decide, result, key)
+        except Exception as e:
+            raise StoreCallError(e) from e
+
+    # -- stats, logs, failures, the hook -----------------------------------------------------
+    def drops(self, outcome: Outcome) -> bool:
+        """Whether the page or item goes: a near-duplicate of another key, or (unless
+        ``NEARDUP_KEEP_UNCHANGED``) an unchanged revisit of its own."""
+        if outcome.status == "duplicate":
+            return True
+        return outcome.status == "unchanged" and not self.config.keep_unchanged
+
+    def record(self, source: Source, outcome: Outcome, key: str) -> bool:
+        """Count and log one outcome; returns :meth:`drops`."""
+        dropped = self.drops(outcome)
+        self.log.record(source, outcome, key, dropped)
+        return dropped
+
+    def skip(self, source: Source, reason: str) -> None:
+        self.log.skip(source, reason)
+
+    def error(self, source: Source, key: str, exc: BaseException) -> None:
+        """A failure while checking: the page or item is kept, never lost."""
+        self.policy.handle(source, key, exc)
+
+    def _flush_failed(self, exc: Exception) -> None:
+        self.policy.handle("pages", "(periodic commit)", StoreCallError(exc))
+
+    def dropped(self, source: Source, key: str, match: Match, **context: Any) -> None:
+        """Send ``neardup_dropped`` (``key``, ``match``, ``source`` and the ``request`` and
+        ``response``, or the ``item``) to the extensions that count or archive drops."""
+        self.crawler.signals.send_catch_log(
+            signal=neardup_signals.neardup_dropped,
+            key=key,
+            match=match,
+            source=source,
+            **context,
+        )
+
+    # -- shutdown ----------------------------------------------------------------------------
+    def close(self) -> int | None:
+        """Stop the workers, commit and close the store; idempotent. Returns the store's size
+        (``None`` after the first call, or if it could not be counted)."""
+        if self._closed:
+            return None
+        self._closed = True
+        try:
+            return self.lifecycle.close()
+        finally:
+            self.executor.close()
+
+    def spider_closed(self) -> None:
+        if self._closed:
+            return
+        size = self.close()
+        self.log.summary(self.store.uri, self.lifecycle.size_at_open, size)

@@ -1,0 +1,177 @@
+"""Where the work runs: a thread pool for store calls, and worker processes (or the same
+threads) for the CPU half, with a time limit per page.
+
+The process pool is pebble's: ``schedule(..., timeout=)`` kills and replaces the one worker that
+overruns and fails only that page, and a worker that dies fails only its own page
+(``ProcessExpired``), where ``concurrent.futures.ProcessPoolExecutor`` marks the whole pool
+broken and fails every page in flight.
+
+Workers are started with the spawn method (forking a process that runs an event loop and threads
+is unsafe), but from a context that does not re-import the parent's ``__main__``: a crawl script
+without ``if __name__ == "__main__":`` would otherwise run again in every worker (multiprocessing's
+``_fixup_main_from_path``). The workers only run functions of this package, so they never need
+the user's script.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import multiprocessing.context
+import os
+import signal
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+from pebble import ProcessExpired, ProcessPool
+
+from ..dedup import FingerprintParams, fingerprint_text
+from .loop import await_future
+
+__all__ = ["Executor", "PageTimeout", "WorkerDied"]
+
+T = TypeVar("T")
+
+
+class PageTimeout(Exception):
+    """Fingerprinting one page took longer than ``NEARDUP_PAGE_TIMEOUT``; it was abandoned."""
+
+
+class WorkerDied(Exception):
+    """The worker process fingerprinting this page died (killed, out of memory, crashed)."""
+
+
+# -- worker processes ---------------------------------------------------------------------------
+_MAIN_LOCK = threading.Lock()
+
+
+class _NoMainProcess(multiprocessing.context.SpawnProcess):
+    """A spawned process that is not told about the parent's ``__main__``.
+
+    ``spawn.get_preparation_data`` reads ``sys.modules["__main__"]`` while the child is being
+    launched, and the child re-runs that file or module (as ``__mp_main__``) before anything
+    else. For the few milliseconds of the launch a bare module stands in for it, so the child
+    starts clean. Only pebble's pool threads launch these processes.
+    """
+
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:
+        with _MAIN_LOCK:
+            main = sys.modules["__main__"]
+            sys.modules["__main__"] = types.ModuleType("__main__")
+            try:
+                return multiprocessing.context.SpawnProcess._Popen(process_obj)
+            finally:
+                sys.modules["__main__"] = main
+
+
+class _NoMainSpawnContext(multiprocessing.context.SpawnContext):
+    Process = _NoMainProcess
+
+
+def _exit_with_parent(parent: int) -> None:
+    # A crawl killed with SIGKILL cannot stop its pool; the idle workers would wait for tasks
+    # forever. Being re-parented is the sign that the crawl is gone.
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
+
+
+def _worker_init(params: FingerprintParams, parent: int) -> None:
+    """Worker process start: leave Ctrl-C to the crawl process, exit with it even if it was
+    killed (possibly before this worker finished starting: ``parent`` is the crawl's pid, not
+    whatever ``getppid()`` says by now), and load the dictionaries up front."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    fingerprint_text("预热分词词典 warm up the dictionaries " * 20, params)
+
+
+# -- the executor -------------------------------------------------------------------------------
+class Executor:
+    """``run`` sends store calls to threads; ``compute`` sends CPU work to worker processes
+    (``workers > 0``) or to the same threads (``workers == 0``), bounded by ``timeout``."""
+
+    def __init__(
+        self, *, threads: int, workers: int, timeout: float, params: FingerprintParams
+    ) -> None:
+        self.timeout = timeout
+        self.params = params
+        self.workers = workers
+        self.threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="nearduppipe")
+        self._lock = threading.Lock()
+        self._processes: ProcessPool | None = self._new_pool() if workers else None
+
+    def _new_pool(self) -> ProcessPool:
+        return ProcessPool(
+            max_workers=self.workers,
+            initializer=_worker_init,
+            initargs=(self.params, os.getpid()),
+            context=_NoMainSpawnContext(),
+        )
+
+    @property
+    def processes(self) -> ProcessPool | None:
+        return self._processes
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the thread pool (store calls)."""
+        return await await_future(self.threads.submit(fn, *args))
+
+    async def compute(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a worker; :class:`PageTimeout` past the time limit (the worker is
+        replaced), :class:`WorkerDied` if the worker died."""
+        if self._processes is None:
+            try:
+                return await await_future(self.threads.submit(fn, *args), self.timeout)
+            except TimeoutError:  # the thread runs on; threads cannot be stopped
+                raise PageTimeout(f"no result within {self.timeout} s") from None
+        future = self._schedule(fn, args)
+        try:
+            return await await_future(future)
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            raise PageTimeout(f"no result within {self.timeout} s") from None
+        except ProcessExpired as e:
+            raise WorkerDied(f"worker process {e.pid} died (exit code {e.exitcode})") from None
+        except BrokenProcessPool as e:
+            self._replace_pool()
+            raise WorkerDied(f"worker processes died: {e}") from None
+
+    def _schedule(
+        self, fn: Callable[..., T], args: tuple[Any, ...]
+    ) -> concurrent.futures.Future[T]:
+        with self._lock:
+            assert self._processes is not None
+            try:
+                return self._processes.schedule(fn, args=args, timeout=self.timeout)
+            except RuntimeError:  # the pool broke (every worker died while idle): a new one
+                self._replace_pool_locked()
+                return self._processes.schedule(fn, args=args, timeout=self.timeout)
+
+    def _replace_pool(self) -> None:
+        with self._lock:
+            self._replace_pool_locked()
+
+    def _replace_pool_locked(self) -> None:
+        broken, self._processes = self._processes, self._new_pool()
+        if broken is not None:
+            _stop_pool(broken)
+
+    def close(self) -> None:
+        """Stop the workers (running pages are abandoned) and the idle threads."""
+        with self._lock:
+            pool, self._processes = self._processes, None
+        if pool is not None:
+            _stop_pool(pool)
+        self.threads.shutdown(wait=False, cancel_futures=True)
+
+
+def _stop_pool(pool: ProcessPool) -> None:
+    pool.stop()  # type: ignore[no-untyped-call]
+    with contextlib.suppress(TimeoutError, RuntimeError):  # workers that ignore SIGTERM
+        pool.join(timeout=10)

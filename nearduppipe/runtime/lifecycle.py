@@ -1,0 +1,142 @@
+"""The store's life in a crawl: where it is, opening it, periodic commits, closing it.
+
+A relative sqlite path (a bare path or ``sqlite:///rel``) lives in the project's data directory,
+like ``HTTPCACHE_DIR``: ``scrapy crawl`` run from a sub-directory finds the same store. The
+absolute path is what the log shows.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.project import data_path
+
+from ..settings import NearDupConfig, NearDupConfigError
+from ..stores import Store, StoreError, open_store
+from ..stores.base import _scheme
+from ..stores.sqlite import sqlite_path
+from .loop import periodic, start_coroutine
+
+if TYPE_CHECKING:
+    from .loop import Periodic
+
+__all__ = ["StoreLifecycle", "default_store_uri", "resolve_store_uri"]
+
+
+def default_store_uri(spider_name: str) -> str:
+    """``.scrapy/neardup/<spider>.sqlite`` in the project's data directory (like HTTPCACHE_DIR)."""
+    return str(Path(data_path("neardup")).absolute() / f"{spider_name}.sqlite")
+
+
+def resolve_store_uri(configured: str | None, spider_name: str) -> str:
+    """``NEARDUP_STORE`` with ``{spider}`` filled in and a relative sqlite path made absolute
+    in the project's data directory; a URI of another backend is returned as it is."""
+    if not configured:
+        return default_store_uri(spider_name)
+    uri = configured.replace("{spider}", spider_name)
+    if _scheme(uri) != "sqlite":
+        return uri
+    try:
+        path = sqlite_path(uri)
+    except StoreError as e:
+        raise NearDupConfigError(f"NEARDUP_STORE: {e}") from None
+    if path.is_absolute():
+        return uri
+    absolute = Path(data_path(str(path))).absolute()
+    return f"sqlite:///{absolute}" if uri.lower().startswith("sqlite:") else str(absolute)
+
+
+def job_id(jobdir: str | None) -> str:
+    """The crawl job's id, kept with every entry it stores: a page seen again by the same job
+    (a retry, a redirect back, a resumed ``JOBDIR`` crawl) is not a revisit. Persisted in the
+    ``JOBDIR`` so a resumed job keeps it; a crawl without one is a job of its own."""
+    if not jobdir:
+        return uuid.uuid4().hex
+    path = Path(jobdir) / "neardup.job"
+    try:
+        existing = path.read_text("ascii").strip()
+        if existing:
+            return existing
+    except (OSError, UnicodeDecodeError):
+        pass
+    job = uuid.uuid4().hex
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(job, "ascii")
+    os.replace(tmp, path)
+    return job
+
+
+class StoreLifecycle:
+    """Opens the store, commits it every ``NEARDUP_COMMIT_INTERVAL`` seconds from the thread
+    pool, and closes it once, counting its size before closing (a closed store cannot be
+    counted)."""
+
+    def __init__(self, config: NearDupConfig, spider_name: str) -> None:
+        self.config = config
+        uri = resolve_store_uri(config.store, spider_name)
+        options: dict[str, Any] = {"name": spider_name, "max_decisions": config.max_decisions}
+        if config.ttl is not None:
+            options["ttl"] = config.ttl
+        if config.blocks is not None:
+            options["blocks"] = config.blocks
+        try:
+            self.store: Store = open_store(
+                uri,
+                rule=config.rule,
+                reset=config.reset,
+                commit_every=config.commit_every,
+                commit_interval=config.commit_interval,
+                **options,
+            )
+        except StoreError as e:
+            raise StoreError(f"NEARDUP_STORE {uri!r}: {e}") from e
+        self.size_at_open = len(self.store)
+        self.closed = False
+        self._flushing = False
+        self._flusher: Periodic | None = None
+
+    def start_flushing(
+        self,
+        run: Callable[[Callable[[], None]], Awaitable[None]],
+        on_error: Callable[[Exception], None],
+    ) -> None:
+        """Commit every ``commit_interval`` seconds: ``run`` moves the commit off the loop,
+        ``on_error`` gets its failure (on the loop)."""
+
+        async def flush() -> None:
+            try:
+                await run(self.store.flush)
+            except Exception as e:
+                if not self.closed:
+                    on_error(e)
+            finally:
+                self._flushing = False
+
+        def tick() -> None:
+            if self.closed or self._flushing:
+                return
+            self._flushing = True
+            start_coroutine(flush())
+
+        self._flusher = periodic(tick)
+        self._flusher.start(self.config.commit_interval, now=False)
+
+    def close(self) -> int | None:
+        """Stop committing, count, commit and close; the size, or ``None`` if it could not be
+        counted. Idempotent (returns ``None`` after the first call)."""
+        if self.closed:
+            return None
+        self.closed = True
+        if self._flusher is not None and self._flusher.running:
+            self._flusher.stop()
+        try:
+            size: int | None = len(self.store)
+        except Exception:
+            size = None
+        self.store.close()
+        return size

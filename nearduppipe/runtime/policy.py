@@ -1,0 +1,121 @@
+"""What a failure while checking a page or item does: the page or item is always kept; how it is
+counted and logged depends on the failure.
+
+- ``StoreUnavailable`` from any backend (Redis unreachable, a sqlite commit that failed):
+  ``NEARDUP_ON_STORE_ERROR`` decides; ``keep`` lets pages through (counted in
+  ``neardup/store_error``, logged at most once a minute), ``stop`` closes the spider.
+- A key the store refuses (``BadKey``, a ``ValueError``): ``skipped/bad_key``, logged once.
+- A page over ``NEARDUP_PAGE_TIMEOUT``: ``skipped/timeout``, a warning per page.
+- A worker that died: ``skipped/worker_died``, an error per page.
+- Anything else: ``skipped/error``, an error with the traceback the first time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from ..stores import base as _store_base
+from ..stores.base import StoreUnavailable
+from .executor import PageTimeout, WorkerDied
+from .loop import start_coroutine
+from .stats import Source, StatsLog, logger
+
+# The store interface's ``BadKey`` (a ValueError); before it existed, any ValueError raised by
+# the store call meant the same.
+BadKey: type[Exception] = getattr(_store_base, "BadKey", ValueError)
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+__all__ = ["BadKey", "FailurePolicy", "StoreCallError"]
+
+
+class StoreCallError(Exception):
+    """Wraps an exception raised by the store call (not by fingerprinting), so that a
+    ``ValueError`` from the store is told apart from one raised while extracting text."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class FailurePolicy:
+    def __init__(self, crawler: Crawler, log: StatsLog, *, on_store_error: str) -> None:
+        self.crawler = crawler
+        self.log = log
+        self.on_store_error = on_store_error
+        self._last_store_error_log = -1e9
+        self._stopping = False
+        self._extra = {"crawler": crawler}
+
+    def handle(self, source: Source, key: str, exc: BaseException) -> None:
+        """Count and log a failure; the caller keeps the page or item."""
+        if isinstance(exc, StoreCallError):
+            cause = exc.cause
+            if isinstance(cause, StoreUnavailable):
+                self._store_unavailable(cause)
+                return
+            if isinstance(cause, BadKey):
+                if self.log.skip(source, "bad_key") == 1:
+                    logger.warning(
+                        "nearduppipe: the store refused the key %(key)r, keeping it unchecked "
+                        "(further ones are counted in neardup/skipped/bad_key): %(exc)s",
+                        {"key": key, "exc": cause},
+                        extra=self._extra,
+                    )
+                return
+            exc = cause
+        if isinstance(exc, PageTimeout):
+            self.log.skip(source, "timeout")
+            logger.warning(
+                "nearduppipe: gave up checking %(key)s, keeping it: %(exc)s "
+                "(NEARDUP_PAGE_TIMEOUT; the worker was replaced)",
+                {"key": key, "exc": exc},
+                extra=self._extra,
+            )
+            return
+        if isinstance(exc, WorkerDied):
+            self.log.skip(source, "worker_died")
+            logger.error(
+                "nearduppipe: could not check %(key)s, keeping it: %(exc)s",
+                {"key": key, "exc": exc},
+                extra=self._extra,
+            )
+            return
+        first = self.log.skip(source, "error") == 1
+        logger.error(
+            "nearduppipe: could not check %(key)s, keeping it: %(exc)r",
+            {"key": key, "exc": exc},
+            exc_info=exc if first else None,
+            extra=self._extra,
+        )
+
+    def _store_unavailable(self, exc: StoreUnavailable) -> None:
+        stats = self.log.stats
+        stats.inc_value("neardup/store_error")
+        now = time.monotonic()
+        policy = self.on_store_error
+        if policy == "keep" and now - self._last_store_error_log < 60:
+            return
+        self._last_store_error_log = now
+        logger.error(
+            "nearduppipe: store unavailable, %(what)s (%(n)d errors so far): %(exc)s",
+            {
+                "what": "keeping pages unchecked" if policy == "keep" else "stopping the spider",
+                "n": stats.get_value("neardup/store_error", 0),
+                "exc": exc,
+            },
+            extra=self._extra,
+        )
+        if policy == "stop" and not self._stopping:
+            self._stopping = True
+            start_coroutine(self._close_spider())
+
+    async def _close_spider(self) -> None:
+        engine = self.crawler.engine
+        if engine is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the spider is not open (any more)
+            await engine.close_spider_async(reason="neardup_store_error")
