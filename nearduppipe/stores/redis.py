@@ -1,343 +1,433 @@
-"""``redis://host:port/db``, ``rediss://…``, ``unix:///path/redis.sock?db=0``: one index shared by
-many crawler processes and machines.
+"""``redis://host:port/db``, ``rediss://…``, ``unix:///path/redis.sock?db=0``: one store shared by
+many crawler processes and machines (store format 2).
 
-Every check-and-add is one ``EVALSHA`` of a Lua script: the lookup in every block table and the
-insert run as one atomic step on the server, so two workers can never both keep two
-near-duplicates that arrive at the same moment, and each page costs one round trip.
+Every operation that writes is one ``EVALSHA`` of ``redis_check_and_add.lua``, so a check (own
+entry, candidate search, verdict, insert or decision) is atomic and costs one round trip.
 
-Keys (``P`` is the prefix, default ``neardup:<spider>``, in braces so all keys of one store share
-a Redis Cluster slot):
+Keys (``P`` is the prefix, default ``neardup:<name>``; in braces, so all keys share a Redis
+Cluster slot; the names are fixed, so resetting a store never needs a pattern):
 
-* ``{P}:meta``            hash: format, bits, distance, blocks (a store keeps its layout)
-* ``{P}:seq``             counter: insertion sequence numbers
-* ``{P}:g<G>:t<T>:<hex>`` hash: 128 buckets of block table T (field: the key's low 7 bits;
-  the key name: its other bits); a bucket's value is its members end to end, 16 bytes each: the
-  fingerprint and its sequence number, big-endian (exact 64-bit values, never float scores)
-* ``{P}:g<G>:e``          hash: sequence number → ``["<fp hex>", stored_at, "<key>"]`` (JSON)
-* ``{P}:d``               list of decisions (JSON), oldest first
+* ``{P}:meta`` hash: ``format`` (2), ``rule`` (JSON of :meth:`Rule.as_dict`), ``blocks``, the
+  counters, the entry sequence and the TTL sweep cursor. The layout lives here: opening a store
+  with a rule of another radius is an error, ``rule=None`` takes the stored one.
+* ``{P}:k`` hash: page key -> entry id (8 bytes); ``{P}:e`` hash: entry id -> record
+  (:mod:`._redis_codec`); one entry per key.
+* ``{P}:t<T>`` hash per block table: 4-byte table key -> bucket, members of 16 bytes (the
+  fingerprint and the entry id) end to end.
+* ``{P}:d`` list of decisions, trimmed to ``max_decisions`` in the same script call.
+* ``{P}:r`` hash: the last reply per client thread, so a retried call is not applied twice.
 
-``G`` is the generation. Without a TTL it is always 0. With ``ttl`` seconds, generation
-``floor(now / ttl)`` receives new fingerprints, lookups read it and the one before, and each
-generation's keys expire ``2 * ttl`` after it starts: a fingerprint is forgotten between ``ttl``
-and ``2 * ttl`` after it was stored, so a recrawl months later can keep the page again.
+**Layout.** Multi-index hashing over 3 blocks (keys of 21-22 bits) probed at radius 2: a check
+reads 232 buckets per table in one ``HMGET`` per table, each bucket holding ~n / 2**21 members.
+Measured (``benchmarks/redis_bench.py``, docs/operations.md) against Manku-style tables that are
+looked up exactly (10 blocks: 45 tables of 12-13-bit keys), which scan ~20x more members per
+check in Lua and hold 15x more members.
+
+**TTL.** Entries older than ``ttl`` never match and an expired own entry counts as none. Each
+write looks at 16 records (a cursor over ``{P}:e``) and deletes those older than ``2 * ttl``;
+:meth:`prune` deletes all older than ``ttl``; the data keys expire ``2 * ttl`` after the last
+write.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
+import itertools
 import json
-import math
+import os
+import struct
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
 
 from ..index import Layout, table_key
+from ..rule import Fingerprints, Rule
+from . import _redis_keys as rk
+from ._redis_codec import (
+    decision_head,
+    decode_decision,
+    decode_entry,
+    decode_match,
+    encode_decision,
+    encode_entry,
+    encode_job,
+    entry_head,
+)
+from ._redis_format1 import format1_keys, read_format1
 from .base import (
+    DEFAULT_MAX_DECISIONS,
     Decision,
     Entry,
     Match,
     Store,
     StoreError,
     StoreUnavailable,
+    Verdict,
+    check_fingerprints,
     check_key,
+    check_max_decisions,
+    check_ttl,
+    clean_text,
     register_store,
 )
+from .memory import MemoryStore
 
 __all__ = ["RedisStore", "StoreUnavailable"]
 
-FORMAT_VERSION = 1
-_FIELD_BITS = 7  # 128 buckets per hash
-
-
-# The atomic search-and-insert, one EVALSHA per page (see the file for its KEYS and ARGV).
+FORMAT_VERSION = 2
 _LUA = (importlib.resources.files(__package__) / "redis_check_and_add.lua").read_text("utf-8")
+_INIT_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], unpack(ARGV))
+end
+return redis.call('HGETALL', KEYS[1])"""
+_UNAVAILABLE = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
+_BATCH = 500
 
 
-def _split_uri(uri: str) -> tuple[str, dict[str, str]]:
-    """Take nearduppipe's own query parameters (prefix, ttl) out of a redis URI."""
-    base, _, query = uri.partition("?")
-    ours: dict[str, str] = {}
-    rest = []
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        if name in ("prefix", "ttl"):
-            ours[name] = value
-        else:
-            rest.append((name, value))
-    # string surgery, not urlunsplit, which would turn unix:///path into unix:/path
-    return (base + "?" + urlencode(rest) if rest else base), ours
-
-
-def _redact(uri: str) -> str:
-    parts = urlsplit(uri)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return uri
+@functools.cache
+def _masks(width: int, radius: int) -> np.ndarray:
+    """Every ``width``-bit mask of at most ``radius`` set bits, 0 first."""
+    masks = [0]
+    for r in range(1, min(radius, width) + 1):
+        for bits in itertools.combinations(range(width), r):
+            masks.append(sum(1 << b for b in bits))
+    return np.array(masks, dtype=np.uint32)
 
 
 class RedisStore(Store):
     def __init__(
         self,
         uri: str,
-        distance: int = 3,
-        blocks: int | None = None,
+        rule: Rule | None = None,
         *,
         prefix: str | None = None,
         name: str | None = None,
-        ttl: float | None = None,
         reset: bool = False,
+        ttl: float | None = None,
+        max_decisions: int | None = DEFAULT_MAX_DECISIONS,
+        read_only: bool = False,
+        clock: Callable[[], float] = time.time,
+        blocks: int | None = None,
         timeout: float = 5.0,
+        params: dict[str, Any] | None = None,
     ) -> None:
-        try:
-            import redis
-        except ImportError as e:  # pragma: no cover - redis is a dependency
-            raise StoreError("the redis store needs the 'redis' package") from e
-        self._redis_errors = (redis.ConnectionError, redis.TimeoutError)
-        client_uri, params = _split_uri(uri)
-        self.uri = _redact(uri)
-        self.distance = distance
-        self.prefix = params.get("prefix") or prefix or f"neardup:{name or 'default'}"
-        ttl_param = params.get("ttl")
-        self.ttl = float(ttl_param) if ttl_param else ttl
-        if self.ttl is not None and self.ttl <= 0:
-            raise StoreError(f"{self.uri}: ttl must be a positive number of seconds")
-        # One table per pair of k + 2 blocks (keys of 21-26 bits): lookups read a handful of
-        # members even with tens of millions stored, where k + 1 tables of 13-16-bit keys would
-        # make the server scan hundreds per page (measured: benchmarks/redis_bench.py).
-        self.layout = Layout(
-            distance=distance, blocks=blocks if blocks is not None else distance + 2
-        )
-        self._tables = self.layout.tables()
+        import redis
+        from redis.backoff import ExponentialBackoff
+        from redis.retry import Retry
+
+        self._redis = redis
+        client_uri, ours = rk.split_uri(uri)
+        self._raw_uri = uri
+        self.uri = rk.redact(uri, uri)
+        self.prefix = ours.get("prefix") or prefix or f"neardup:{name or 'default'}"
+        self.ttl = check_ttl(float(ours["ttl"]) if ours.get("ttl") else ttl, self.uri)
+        self.max_decisions = check_max_decisions(max_decisions, self.uri)
+        self.read_only = bool(read_only)
+        self.clock = clock
         self._closed = False
+        self._f1: MemoryStore | None = None  # a format-1 store opened read-only
+        self._instance = os.urandom(8).hex()
+        self._reply_fields: set[str] = set()
+        if reset and self.read_only:
+            raise StoreError(f"{self.uri}: reset=True and read_only=True contradict each other")
         try:
             self._client = redis.Redis.from_url(
                 client_uri,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
                 health_check_interval=30,
+                retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+                retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+                **(params or {}),
             )
-        except ValueError as e:
-            raise StoreError(f"{self.uri}: {e}") from e
+        except (ValueError, TypeError) as e:
+            raise StoreError(f"{self.uri}: {rk.redact(str(e), uri)}") from e
         self._script = self._client.register_script(_LUA)
         with self._errors("open"):
             if reset:
-                self._reset()
-            self._check_meta(blocks)
+                self._reset(blocks, rule)
+            self._open_meta(rule, blocks)
 
-    # -- keys --------------------------------------------------------------------------------
-    def _k(self, *parts: str) -> str:
-        return "{" + self.prefix + "}:" + ":".join(parts)
+    # -- opening -----------------------------------------------------------------------------
+    def _k(self, name: str) -> str:
+        return rk.key(self.prefix, name)
 
-    def _generations(self, now: float) -> list[int]:
-        if self.ttl is None:
-            return [0]
-        g = int(now // self.ttl)
-        return [g, g - 1]
+    def _where(self) -> str:
+        return f"{self.uri} prefix {self.prefix!r}"
 
-    def _block_keys(self, fp: int, gen: int) -> tuple[list[str], list[str]]:
-        """Per table: the hash holding the bucket and the bucket's field. A bucket is the list
-        of members with one key value; buckets are grouped 128 to a hash (the low 7 bits of the
-        key name the field), so Redis pays its per-key overhead once per 128 buckets, and a
-        small hash stays in its compact listpack form."""
-        keys, fields = [], []
-        for t, parts in enumerate(self._tables):
-            value = table_key(fp, parts)
-            keys.append(self._k(f"g{gen}", f"t{t}", f"{value >> _FIELD_BITS:x}"))
-            fields.append(str(value & ((1 << _FIELD_BITS) - 1)))
-        return keys, fields
+    def _set_layout(self, rule: Rule, blocks: int | None) -> None:
+        try:
+            self.layout = Layout(distance=rule.radius, blocks=blocks)
+        except ValueError as e:
+            raise StoreError(f"{self._where()}: {e}") from None
+        self._tables = self.layout.tables()
+        widths = [sum(w for _, w in parts) for parts in self._tables]
+        if max(widths) > 32:
+            raise StoreError(f"{self._where()}: table keys over 32 bits; use more blocks")
+        self._probe_masks = [_masks(w, self.layout.probe) for w in widths]
+        self.rule = rule
+        self._keys = rk.store_keys(self.prefix, len(self._tables))
 
-    # -- errors ------------------------------------------------------------------------------
+    def _meta(self) -> dict[str, str]:
+        raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    def _open_meta(self, rule: Rule | None, blocks: int | None) -> None:
+        meta = self._meta()
+        fmt = int(meta.get("format", "0"))
+        if fmt > FORMAT_VERSION:
+            raise StoreError(f"{self._where()}: format {fmt}, written by a newer nearduppipe")
+        if fmt == 1:
+            self._open_format1(rule, blocks)
+            return
+        if not meta:
+            self._set_layout(rule or Rule(), blocks)
+            if self.read_only:  # an empty store that writes nothing
+                return
+            fields = {
+                "format": "2",
+                "rule": json.dumps(self.rule.as_dict()),
+                "blocks": str(self.layout.n_blocks),
+            }
+            init = self._client.register_script(_INIT_LUA)
+            flat = init(keys=[self._k("meta")], args=[x for kv in fields.items() for x in kv])
+            meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+        stored = Rule(**json.loads(meta["rule"]))
+        stored_blocks = int(meta["blocks"])
+        if rule is not None and (
+            (rule.radius, rule.wide_bits) != (stored.radius, stored.wide_bits)
+            or (blocks is not None and blocks != stored_blocks)
+        ):
+            raise StoreError(
+                f"{self._where()}: the store was built for radius {stored.radius} with "
+                f"{stored_blocks} blocks ({stored.describe()}); the given rule asks for radius "
+                f"{rule.radius}{f' with {blocks} blocks' if blocks is not None else ''}. Open "
+                "it with rule=None to use its rule, copy it to a new prefix with that rule "
+                "(nearduppipe copy), or reset it"
+            )
+        self._set_layout(rule or stored, stored_blocks)
+        if rule is not None and rule != stored and not self.read_only:
+            # similarity and legacy_distance are thresholds, not layout: the new default
+            self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
+        if self.ttl is None and not self.read_only:  # undo the expiry of an earlier TTL run
+            pipe = self._client.pipeline(transaction=False)
+            for k in self._keys[1:3] + self._keys[len(rk.FIXED_NAMES) :]:
+                pipe.persist(k)
+            pipe.execute()
+
+    def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:
+        entries = read_format1(self._client, self.prefix)
+        self._set_layout(rule or Rule(), blocks)
+        if self.read_only:
+            self.format_version = 1
+            self._f1 = MemoryStore(
+                self.uri, self.rule, ttl=self.ttl, max_decisions=None, clock=self.clock
+            )
+            self._f1.import_records(entries, [])
+            return
+        # Migrate in place: the old generation keys go, the newest entry per key is re-indexed.
+        old = format1_keys(self._client, self.prefix)
+        for i in range(0, len(old), 1000):
+            self._client.unlink(*old[i : i + 1000])
+        n_decisions = int(self._client.llen(self._k("d")))
+        self._client.delete(self._k("meta"))
+        self._client.hset(
+            self._k("meta"),
+            mapping={
+                "format": "2",
+                "rule": json.dumps(self.rule.as_dict()),
+                "blocks": str(self.layout.n_blocks),
+                "decisions_total": str(n_decisions),
+            },
+        )
+        self.import_records(entries, [])
+
+    def _reset(self, blocks: int | None, rule: Rule | None) -> None:
+        meta = self._meta()
+        doomed: set[str | bytes] = set(rk.store_keys(self.prefix, 0))
+        counts = [Layout(distance=(rule or Rule()).radius, blocks=blocks).tables()]
+        if meta.get("format") == "2":
+            stored = Rule(**json.loads(meta["rule"]))
+            counts.append(Layout(distance=stored.radius, blocks=int(meta["blocks"])).tables())
+        for tables in counts:
+            doomed.update(rk.store_keys(self.prefix, len(tables)))
+        if meta.get("format") == "1":
+            doomed.update(format1_keys(self._client, self.prefix))
+        names = sorted(doomed, key=lambda k: k if isinstance(k, bytes) else k.encode())
+        for i in range(0, len(names), 1000):
+            self._client.unlink(*names[i : i + 1000])
+
+    # -- calls -------------------------------------------------------------------------------
     @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        """Closed → StoreError; unreachable or timed out → StoreUnavailable (the failure
-        policy's business); anything else Redis says is a bug or a misconfiguration."""
+    def _errors(self, what: str, write: bool = False) -> Iterator[None]:
+        """Closed -> StoreError; unreachable, timed out, out of memory or a read-only replica
+        -> StoreUnavailable (the failure policy's business); other server errors are bugs or
+        misconfigurations -> StoreError. Messages never carry the password."""
         if self._closed:
             raise StoreError(f"store {self.uri} is closed")
+        if write and self.read_only:
+            raise StoreError(f"store {self.uri} was opened read-only")
+        r = self._redis
         try:
             yield
-        except self._redis_errors as e:
-            raise StoreUnavailable(f"{self.uri}: {what} failed: {e}") from e
+        except (r.ConnectionError, r.TimeoutError) as e:
+            msg = rk.redact(str(e), self._raw_uri)
+            raise StoreUnavailable(f"{self._where()}: {what} failed: {msg}") from None
+        except r.RedisError as e:
+            msg = rk.redact(str(e), self._raw_uri)
+            cls = StoreUnavailable if msg.startswith(_UNAVAILABLE) else StoreError
+            raise cls(f"{self._where()}: {what} failed: {msg}") from None
 
-    def _check_meta(self, blocks: int | None) -> None:
-        meta_key = self._k("meta")
-        raw: dict[bytes, bytes] = self._client.hgetall(meta_key)  # type: ignore[assignment]
-        meta = {k.decode(): v.decode() for k, v in raw.items()}
-        want = {
-            "format": str(FORMAT_VERSION),
-            "bits": "64",
-            "distance": str(self.distance),
-            "blocks": str(self.layout.n_blocks),
-        }
-        if not meta:
-            self._client.hset(meta_key, mapping=cast(Any, want))
-            return
-        if int(meta.get("format", "0")) > FORMAT_VERSION:
-            raise StoreError(f"{self.uri} prefix {self.prefix}: written by a newer nearduppipe")
-        layout = (meta.get("distance"), meta.get("blocks"))
-        if layout != (want["distance"], want["blocks"]):
-            raise StoreError(
-                f"{self.uri} prefix {self.prefix}: the store was built for distance "
-                f"{meta.get('distance')} with {meta.get('blocks')} blocks, not distance "
-                f"{self.distance} with {self.layout.n_blocks}; use another prefix or reset it"
-            )
+    def _head_args(self, mode: str, now: float, token: bytes = b"") -> list[Any]:
+        w = self.rule.wide_threshold
+        field = ""
+        if token:
+            field = f"{self._instance}:{threading.get_ident()}"
+            self._reply_fields.add(field)
+        return [
+            mode,
+            repr(now),
+            "" if self.ttl is None else repr(self.ttl),
+            "" if self.max_decisions is None else self.max_decisions,
+            self.rule.radius,
+            -1 if w is None else w,
+            min(self.rule.radius, self.rule.legacy_distance),
+            field,
+            token,
+            len(self._tables),
+        ]
 
-    def _reset(self) -> None:
-        pattern = "{" + self.prefix.replace("[", "\\[").replace("*", "\\*") + "}:*"
-        batch: list[bytes] = []
-        for key in self._client.scan_iter(match=pattern, count=1000):
-            batch.append(key)
-            if len(batch) >= 1000:
-                self._client.unlink(*batch)
-                batch.clear()
-        if batch:
-            self._client.unlink(*batch)
+    def _probes(self, fp: int) -> list[bytes]:
+        """Per table, the 4-byte keys of every bucket to read (the query's own first)."""
+        return [
+            (np.uint32(table_key(fp, parts)) ^ masks).astype(">u4").tobytes()
+            for parts, masks in zip(self._tables, self._probe_masks, strict=True)
+        ]
+
+    def _fields(self, fp: int) -> bytes:
+        return b"".join(struct.pack(">I", table_key(fp, parts)) for parts in self._tables)
+
+    def _record(
+        self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None
+    ) -> bytes:
+        return encode_entry(fps.fp, fps.wide, t, self._fields(fps.fp), job, key, text)
+
+    def _run(self, what: str, args: list[Any], write: bool = True) -> Any:
+        with self._errors(what, write=write):
+            return self._script(keys=self._keys, args=args)
 
     # -- the interface -----------------------------------------------------------------------
-    def _call(
-        self, mode: str, fp: int, key: str, now: float, client: Any = None, text: str | None = None
-    ) -> Any:
-        if not isinstance(fp, int) or not 0 <= fp < 1 << 64:
-            raise ValueError("fingerprint must be an integer in [0, 2**64)")
-        gens = self._generations(now)
-        read: list[str] = []
-        fields: list[str] = []
-        for g in gens:
-            k, f = self._block_keys(fp, g)
-            read += k
-            fields += f
-        write, write_fields = self._block_keys(fp, gens[0])
-        keys = [
-            *read,
-            *write,
-            self._k(f"g{gens[0]}", "e"),
-            self._k("d"),
-            self._k("seq"),
-            *(self._k(f"g{g}", "e") for g in gens),
-        ]
-        args: list[str | bytes | int] = [
-            mode,
-            fp.to_bytes(8, "big"),
+    def check(
+        self,
+        fps: Fingerprints | int,
+        key: str,
+        *,
+        text: str | None = None,
+        job: str | None = None,
+    ) -> Verdict:
+        fps = check_fingerprints(fps)
+        check_key(key)
+        text = clean_text(text)
+        if self._f1 is not None or self.read_only:
+            raise StoreError(f"store {self.uri} was opened read-only")
+        now = float(self.clock())
+        args = [
+            *self._head_args("check", now, os.urandom(8)),
             key,
-            repr(round(now, 3)),
-            self.distance,
-            len(read),
-            len(write),
-            math.ceil(2 * self.ttl) if self.ttl else 0,
-            len(gens),
-            len(self._tables),
-            f"{fp:016x}",
-            "" if text is None else "\x00" + text,  # NUL prefix: an empty sample is not "none"
-            *fields,
-            *write_fields,
+            "0" if job is None else "1",
+            encode_job(job),
+            self._record(fps, key, now, job, text),
+            decision_head(fps.fp, now, key, text),
+            *self._probes(fps.fp),
         ]
-        if client is not None:  # queued on a pipeline; the caller executes it
-            return self._script(keys=keys, args=args, client=client)
-        with self._errors(mode):
-            return self._script(keys=keys, args=args)
+        reply: bytes = self._run("check", args)
+        status = {
+            b"N": "new",
+            b"C": "changed",
+            b"A": "again",
+            b"U": "unchanged",
+            b"D": "duplicate",
+        }[reply[:1]]
+        if len(reply) > 1:
+            return Verdict(status, decode_match(reply, 1)[0])  # type: ignore[arg-type]
+        return Verdict(status)  # type: ignore[arg-type]
 
-    @staticmethod
-    def _match(row: Any) -> Match:
-        distance, _, record = row
-        fp_hex, _, key, *_ = json.loads(record)
-        return Match(key, int(fp_hex, 16), int(distance))
+    def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
+        fps = check_fingerprints(fps)
+        if exclude is not None:
+            check_key(exclude)
+        if self._f1 is not None:
+            return self._f1.near(fps, exclude=exclude)
+        now = float(self.clock())
+        args = [
+            *self._head_args("near", now),
+            exclude or "",
+            self._record(fps, "", now, None, None),
+            *self._probes(fps.fp),
+        ]
+        reply: bytes = self._run("near", args, write=False)
+        out, pos = [], 0
+        while pos < len(reply):
+            m, pos = decode_match(reply, pos)
+            out.append(m)
+        return out
 
-    def near(self, fp: int) -> list[Match]:
-        rows = self._call("near", fp, "", time.time())
-        return [self._match(r) for r in rows if r[2]]
+    def add(
+        self,
+        fps: Fingerprints | int,
+        key: str,
+        *,
+        text: str | None = None,
+        job: str | None = None,
+        stored_at: float | None = None,
+    ) -> None:
+        fps = check_fingerprints(fps)
+        check_key(key)
+        now = float(self.clock())
+        t = now if stored_at is None else float(stored_at)
+        args = [*self._head_args("add", now), key, self._record(fps, key, t, job, clean_text(text))]
+        self._run("add", args)
 
-    def check_and_add(self, fp: int, key: str, text: str | None = None) -> Match | None:
-        row = self._call("check", fp, check_key(key), time.time(), text=text)
-        return self._match(row) if row else None
+    def get(self, key: str) -> Entry | None:
+        check_key(key)
+        if self._f1 is not None:
+            return self._f1.get(key)
+        raw = self._run("get", [*self._head_args("get", 0.0), key], write=False)
+        return decode_entry(raw) if raw else None
 
-    def add(self, fp: int, key: str, text: str | None = None) -> None:
-        self._call("add", fp, check_key(key), time.time(), text=text)
-
-    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
-        """Pipelined: a batch of script calls per round trip."""
-        n = 0
-        batch: list[Entry] = []
-
-        def send() -> None:
-            with self._errors("import"):
-                pipe = self._client.pipeline(transaction=False)
-                for e in batch:
-                    self._call(
-                        "add",
-                        e.fingerprint,
-                        check_key(e.key),
-                        e.stored_at,
-                        client=pipe,
-                        text=e.text,
-                    )
-                pipe.execute()
-            batch.clear()
-
-        for entry in entries:
-            batch.append(entry)
-            n += 1
-            if len(batch) >= 1000:
-                send()
-        send()
-        rows: list[str] = []
-        for d in decisions:
-            rows.append(
-                json.dumps(
-                    {
-                        "key": d.key,
-                        "fp": f"{d.fingerprint:016x}",
-                        "match": d.matched_key,
-                        "match_fp": f"{d.matched_fingerprint:016x}",
-                        "distance": d.distance,
-                        "t": round(d.decided_at, 3),
-                    },
-                    ensure_ascii=False,
-                )
-            )
-            if len(rows) >= 1000:
-                with self._errors("import"):
-                    self._client.rpush(self._k("d"), *rows)
-                rows.clear()
-        if rows:
-            with self._errors("import"):
-                self._client.rpush(self._k("d"), *rows)
-        return n
+    def remove(self, key: str) -> bool:
+        check_key(key)
+        return bool(self._run("remove", [*self._head_args("remove", 0.0), key]))
 
     def __len__(self) -> int:
+        if self._f1 is not None and not self._closed:
+            return len(self._f1)
         with self._errors("count"):
-            return sum(
-                int(self._client.hlen(self._k(f"g{g}", "e")))
-                for g in self._generations(time.time())
-            )
+            return int(self._client.hlen(self._k("k")))
 
     def entries(self) -> Iterator[Entry]:
+        if self._f1 is not None:
+            yield from self._f1.entries()
+            return
         rows = []
-        for g in reversed(self._generations(time.time())):
-            with self._errors("scan"):
-                for seq, record in self._client.hscan_iter(self._k(f"g{g}", "e"), count=1000):
-                    fp_hex, t, key, *text = json.loads(record)
-                    rows.append((int(seq), Entry(key, int(fp_hex, 16), float(t), *text[:1])))
-        rows.sort(key=lambda r: r[0])
-        for _, entry in rows:
-            yield entry
+        with self._errors("scan"):
+            for eid, raw in self._client.hscan_iter(self._k("e"), count=1000):
+                rows.append((int.from_bytes(eid, "big"), raw))
+        rows.sort(key=lambda r: r[0])  # ids count up: the order stored (base.Store.entries)
+        for _, raw in rows:
+            yield decode_entry(raw)
 
     def decisions(self) -> Iterator[Decision]:
-        key, start, step = self._k("d"), 0, 1000
+        start, step = 0, 1000
         while True:
             with self._errors("scan"):
-                chunk = self._client.lrange(key, start, start + step - 1)
-            for raw in chunk:
-                r = json.loads(raw)
-                yield Decision(
-                    r["key"],
-                    int(r["fp"], 16),
-                    r["match"],
-                    int(r["match_fp"], 16),
-                    int(r["distance"]),
-                    float(r["t"]),
-                    r.get("text"),
-                )
+                chunk = self._client.lrange(self._k("d"), start, start + step - 1)
+            yield from (decode_decision(raw) for raw in cast(list[bytes], chunk))
             if len(chunk) < step:
                 return
             start += step
@@ -346,19 +436,98 @@ class RedisStore(Store):
         with self._errors("count"):
             return int(self._client.llen(self._k("d")))
 
+    def counters(self) -> dict[str, int]:
+        names = ["revisits_unchanged", "revisits_changed", "decisions_total", "decisions_trimmed"]
+        with self._errors("count"):
+            values = self._client.hmget(self._k("meta"), names)
+        return {n: int(v or 0) for n, v in zip(names, values, strict=True)}
+
+    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+        """Pipelined: script calls of 500 entries or decisions, 20 calls per round trip."""
+        now = float(self.clock())
+        n = 0
+        with self._errors("import", write=True):
+            pipe = self._client.pipeline(transaction=False)
+            batch: list[Any] = []
+            queued = 0
+
+            def send(mode: str, final: bool = False) -> None:
+                nonlocal queued
+                if batch:
+                    self._script(
+                        keys=self._keys, args=self._head_args(mode, now) + batch, client=pipe
+                    )
+                    batch.clear()
+                    queued += 1
+                if queued >= 20 or (final and queued):
+                    pipe.execute()
+                    queued = 0
+
+            for e in entries:
+                check_key(e.key)
+                fps = check_fingerprints(e.fingerprints)
+                batch += [e.key, self._record(fps, e.key, e.stored_at, e.job, clean_text(e.text))]
+                n += 1
+                if len(batch) >= 2 * _BATCH:
+                    send("add")
+            send("add", final=True)
+            for d in decisions:
+                batch.append(encode_decision(d._replace(text=clean_text(d.text))))
+                if len(batch) >= _BATCH:
+                    send("decide")
+            send("decide", final=True)
+        return n
+
+    def prune(self) -> int:
+        """Delete every entry older than the TTL now (the sweep only reaches 2 * ttl)."""
+        if self.ttl is None:
+            return 0
+        now = float(self.clock())
+        with self._errors("prune", write=True):
+            old = [
+                eid
+                for eid, raw in self._client.hscan_iter(self._k("e"), count=1000)
+                if entry_head(raw)[1] < now - self.ttl
+            ]
+        removed = 0
+        for i in range(0, len(old), _BATCH):
+            removed += int(self._run("prune", self._head_args("prune", now) + old[i : i + _BATCH]))
+        return removed
+
     def close(self) -> None:
-        if not self._closed:
+        if self._closed:
+            return
+        try:
+            if self._reply_fields:
+                self._client.hdel(self._k("r"), *self._reply_fields)
+        except self._redis.RedisError:
+            pass  # the replies expire with their hash
+        finally:
             self._closed = True
             self._client.close()
 
 
-def _open(uri: str, distance: int = 3, **options: Any) -> RedisStore:
+_OPTIONS = {
+    "prefix",
+    "name",
+    "reset",
+    "ttl",
+    "max_decisions",
+    "read_only",
+    "clock",
+    "blocks",
+    "timeout",
+    "params",
+}
+
+
+def _open(uri: str, rule: Rule | None = None, **options: Any) -> RedisStore:
     for ignored in ("commit_every", "commit_interval"):  # every call is a server transaction
         options.pop(ignored, None)
-    try:
-        return RedisStore(uri, distance, **options)
-    except TypeError as e:
-        raise StoreError(f"redis store {_redact(uri)!r}: {e}") from e
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise StoreError(f"redis store {rk.redact(uri, uri)}: unknown options {unknown}")
+    return RedisStore(uri, rule, **options)
 
 
 for _scheme in ("redis", "rediss", "unix"):

@@ -1,0 +1,95 @@
+"""Key names, URI handling and password redaction of the Redis store.
+
+Every key of a store is ``{P}:<name>`` with ``P`` the prefix and ``<name>`` one of a fixed set
+without a colon, so a key names exactly one (prefix, name) pair: deleting a store deletes these
+names, never a pattern that another prefix could also match (a prefix may hold ``* ? [ ] \\ { }
+:``). Format-1 stores had generation keys that must be found with ``SCAN``; :func:`glob_escape`
+and :func:`format1_key_pattern` make that exact too.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, urlencode
+
+__all__ = [
+    "FIXED_NAMES",
+    "format1_key_pattern",
+    "glob_escape",
+    "redact",
+    "split_uri",
+    "store_keys",
+]
+
+# meta: format, rule, blocks, counters, sequence; k: page key -> entry id; e: entry id ->
+# record; d: decisions list; r: the last reply per client thread (retries are idempotent).
+FIXED_NAMES = ("meta", "k", "e", "d", "r")
+_GLOB_SPECIAL = set("\\?*[]^-")
+
+
+def key(prefix: str, name: str) -> str:
+    return "{" + prefix + "}:" + name
+
+
+def store_keys(prefix: str, tables: int) -> list[str]:
+    """Every key a format-2 store with ``tables`` block tables can hold, fixed names first."""
+    return [key(prefix, n) for n in FIXED_NAMES] + [key(prefix, f"t{t}") for t in range(tables)]
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a Redis glob pattern matching only itself (a backslash makes any byte
+    literal in Redis's ``stringmatchlen``)."""
+    return "".join("\\" + c if c in _GLOB_SPECIAL else c for c in text)
+
+
+def format1_key_pattern(prefix: str) -> tuple[str, re.Pattern[bytes]]:
+    """A SCAN pattern and the exact regex of a format-1 store's generation keys
+    (``{P}:g<G>:e`` and ``{P}:g<G>:t<T>:<hex>``); the regex rejects other prefixes' keys that
+    the glob also matches (prefix ``a}:g1`` has keys ``{a}:g1}:...``)."""
+    pattern = glob_escape("{" + prefix + "}:g") + "*"
+    exact = re.compile(
+        re.escape(("{" + prefix + "}:g").encode()) + rb"-?\d+:(?:e|t\d+:[0-9a-f]+)\Z"
+    )
+    return pattern, exact
+
+
+def split_uri(uri: str) -> tuple[str, dict[str, str]]:
+    """Take nearduppipe's own query parameters (prefix, ttl) out of a redis URI."""
+    base, _, query = uri.partition("?")
+    ours: dict[str, str] = {}
+    rest = []
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name in ("prefix", "ttl"):
+            ours[name] = value
+        else:
+            rest.append((name, value))
+    # string surgery, not urlunsplit, which would turn unix:///path into unix:/path
+    return (base + "?" + urlencode(rest) if rest else base), ours
+
+
+_USERINFO = re.compile(r"^([a-z+]+://)([^@/?#]*)@", re.IGNORECASE)
+_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
+def secrets(uri: str) -> list[str]:
+    """The passwords a URI carries (userinfo and ``password=``), to scrub from messages."""
+    found = []
+    m = _USERINFO.match(uri)
+    if m and ":" in m.group(2):
+        found.append(m.group(2).split(":", 1)[1])
+    found += [v for k, v in parse_qsl(uri.partition("?")[2]) if k.lower() == "password"]
+    return [s for s in found if s]
+
+
+def redact(text: str, uri: str) -> str:
+    """``text`` (a URI or a message) without the passwords of ``uri``."""
+
+    def userinfo(m: re.Match[str]) -> str:
+        user, sep, _ = m.group(2).partition(":")
+        return m.group(1) + (user + ":***" if sep else user) + "@"
+
+    out = _USERINFO.sub(userinfo, text)
+    out = _PASSWORD_PARAM.sub(r"\1***", out)
+    for secret in secrets(uri):
+        out = out.replace(secret, "***")
+    return out

@@ -1,0 +1,163 @@
+"""Model check: random operation sequences applied to :class:`MemoryStore` (the reference
+semantics) and to the Redis store with the same clock must give identical verdicts, matches,
+entries, decisions and counters."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from nearduppipe.rule import Fingerprints, Rule
+from nearduppipe.stores.memory import MemoryStore
+from nearduppipe.stores.redis import RedisStore
+
+from .support.redis_server import RedisServer
+
+# bits next to the block boundaries of the 3-block layout (64 = 22 + 21 + 21) and the ends
+EDGES = [0, 1, 20, 21, 22, 41, 42, 43, 62, 63]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.25
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Pages:
+    """Fingerprints like text's: bit probabilities drawn from 0.15-0.85 (clustered), some
+    uniform, variants a few bits away (often at block edges), some without a wide print."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        nprng = np.random.default_rng(rng.randrange(1 << 30))
+        self.p64 = nprng.uniform(0.15, 0.85, 64)
+        self.p512 = nprng.uniform(0.15, 0.85, 512)
+        self.nprng = nprng
+        self.seen: list[Fingerprints] = []
+
+    def _bits(self, p: np.ndarray) -> int:
+        on = np.flatnonzero(self.nprng.random(len(p)) < p)
+        return sum(1 << int(i) for i in on)
+
+    def _flip(self, x: int, n: int, width: int, edges: bool) -> int:
+        pool = EDGES if edges and width == 64 else range(width)
+        for b in self.rng.sample(list(pool), min(n, len(pool))):
+            x ^= 1 << b
+        return x
+
+    def fresh(self) -> Fingerprints:
+        r = self.rng.random()
+        if r < 0.5:
+            fp, wide = self._bits(self.p64), self._bits(self.p512)
+        else:
+            fp, wide = self.rng.getrandbits(64), self.rng.getrandbits(512)
+        return Fingerprints(fp, None if self.rng.random() < 0.15 else wide)
+
+    def variant(self, base: Fingerprints) -> Fingerprints:
+        rng = self.rng
+        n64 = rng.choice([0, 1, 2, 3, 4, 6, 7, 8, 8, 9, 10, 12])
+        fp = self._flip(base.fp, n64, 64, edges=rng.random() < 0.4)
+        wide = base.wide
+        if wide is not None:
+            wide = self._flip(wide, rng.choice([0, 5, 30, 55, 60, 61, 62, 63, 70, 120]), 512, False)
+        if rng.random() < 0.1:
+            wide = None if wide is not None else rng.getrandbits(512)
+        return Fingerprints(fp, wide)
+
+    def pick(self) -> Fingerprints:
+        if self.seen and self.rng.random() < 0.7:
+            fps = self.variant(self.rng.choice(self.seen))
+        else:
+            fps = self.fresh()
+        self.seen.append(fps)
+        if len(self.seen) > 400:
+            self.seen.pop(0)
+        return fps
+
+
+def _young(entries: list, now: float, ttl: float | None) -> list:
+    # The Redis store deletes entries older than 2 * ttl; the memory store keeps them.
+    return [e for e in entries if ttl is None or e.stored_at >= now - 2 * ttl]
+
+
+CASES = [
+    pytest.param(Rule(), None, None, 1, id="default-rule"),
+    pytest.param(Rule(), 40.0, None, 2, id="default-rule-ttl"),
+    pytest.param(Rule.paper(3), None, None, 3, id="paper-rule"),
+    pytest.param(
+        Rule(similarity=0.9, radius=6, legacy_distance=4), None, 10, 4, id="radius6-10blocks"
+    ),
+]
+
+
+@pytest.mark.parametrize(("rule", "ttl", "blocks", "seed"), CASES)
+def test_redis_store_behaves_like_memory_store(
+    redis_server: RedisServer, rule: Rule, ttl: float | None, blocks: int | None, seed: int
+) -> None:
+    rng = random.Random(seed)
+    clock = Clock()
+    pages = Pages(rng)
+    prefix = f"test:model:{seed}"
+    opts = {"ttl": ttl, "max_decisions": 150, "clock": clock, "blocks": blocks}
+    mem = MemoryStore(rule=rule, **opts)  # type: ignore[arg-type]
+    red = RedisStore(redis_server.url, rule, prefix=prefix, reset=True, **opts)  # type: ignore[arg-type]
+    keys = [f"https://example.com/{i}" for i in range(250)] + ["ü/例子 ?*[x]"]
+    jobs = [None, None, "job-1", "job-2", "job-3"]
+    statuses: dict[str, int] = {}
+    try:
+        for step in range(3200):
+            clock.now += rng.choice([0.0, 0.001, 0.5, 1.0, 3.0])
+            op = rng.random()
+            key = rng.choice(keys)
+            if op < 0.62:
+                fps = pages.pick()
+                job, text = rng.choice(jobs), rng.choice([None, "", "某 text \ud800"])
+                got, want = (
+                    red.check(fps, key, text=text, job=job),
+                    mem.check(fps, key, text=text, job=job),
+                )
+                assert got == want, (step, fps, key)
+                statuses[got.status] = statuses.get(got.status, 0) + 1
+            elif op < 0.70:
+                fps = pages.pick()
+                at = rng.choice([None, clock.now - 5.0])
+                red.add(fps, key, job="imp", text="t", stored_at=at)
+                mem.add(fps, key, job="imp", text="t", stored_at=at)
+            elif op < 0.76:
+                old = mem.get(key)
+                got_removed, want_removed = red.remove(key), mem.remove(key)
+                if old is None or ttl is None or old.stored_at >= clock.now - 2 * ttl:
+                    assert got_removed == want_removed
+            elif op < 0.82:
+                want_entry = mem.get(key)
+                if want_entry is None or ttl is None or want_entry.stored_at >= clock.now - 2 * ttl:
+                    assert red.get(key) == want_entry
+            elif op < 0.97:
+                fps = pages.pick()
+                exclude = rng.choice([None, key])
+                assert red.near(fps, exclude=exclude) == mem.near(fps, exclude=exclude), step
+            elif op < 0.975:
+                red.close()
+                red = RedisStore(redis_server.url, prefix=prefix, **opts)  # type: ignore[arg-type]
+                assert red.rule == rule
+            if step % 400 == 399 or step == 3199:
+                assert _young(list(red.entries()), clock.now, ttl) == _young(
+                    list(mem.entries()), clock.now, ttl
+                )
+                assert list(red.decisions()) == list(mem.decisions())
+                assert red.counters() == mem.counters()
+                if ttl is None:
+                    assert len(red) == len(mem)
+        if ttl is not None:
+            assert red.prune() > 0 and mem.prune() > 0
+            assert list(red.entries()) == list(mem.entries())
+            assert len(red) == len(mem)
+    finally:
+        red.close()
+    # the sequence exercised every outcome
+    assert set(statuses) == {"new", "duplicate", "unchanged", "changed", "again"}, statuses
+    assert statuses["duplicate"] > 50
