@@ -16,15 +16,10 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
-from ..stores import base as _store_base
-from ..stores.base import StoreUnavailable
+from ..stores.base import BadKey, StoreUnavailable
 from .executor import PageTimeout, WorkerDied
 from .loop import start_coroutine
 from .stats import Source, StatsLog, logger
-
-# The store interface's ``BadKey`` (a ValueError); before it existed, any ValueError raised by
-# the store call meant the same.
-BadKey: type[Exception] = getattr(_store_base, "BadKey", ValueError)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
