@@ -8,32 +8,48 @@ from __future__ import annotations
 
 from .features import FeatureConfig, features
 from .index import BlockIndex, Layout
-from .simhash import EmptyFeaturesError, fingerprint, hamming, simhash
+from .rule import Fingerprints, Rule
+from .simhash import (
+    EmptyFeaturesError,
+    fingerprint,
+    fingerprints,
+    hamming,
+    simhash,
+    simhash_pair,
+)
 from .stores import Decision, Entry, Match, Store, StoreError, open_store
+from .stores.base import BadKey, StoreUnavailable, Verdict
 from .text import Extraction, TextLimits, extract, extract_text
 
 __version__ = "0.2.0"  # the one place the version is written (pyproject reads it)
 
 __all__ = [
+    "BadKey",
     "BlockIndex",
     "Decision",
     "EmptyFeaturesError",
     "Entry",
     "Extraction",
     "FeatureConfig",
+    "Fingerprints",
     "Layout",
     "Match",
+    "Rule",
     "Store",
     "StoreError",
+    "StoreUnavailable",
     "TextLimits",
+    "Verdict",
     "__version__",
     "extract",
     "extract_text",
     "features",
     "fingerprint",
+    "fingerprints",
     "hamming",
     "open_store",
     "simhash",
+    "simhash_pair",
 ]
 
 

@@ -5,10 +5,11 @@ commands:
   report STORE           rates, domains, distance histogram and clusters of a store
   dedup FEED -o OUT      near-duplicates in a Scrapy feed (JSON lines, JSON, CSV, XML)
   copy SRC DST           copy a store to another backend (sqlite <-> redis)
+  forget STORE KEY...    remove pages from a store (keys also from --file or stdin)
   fingerprint [FILE|-]   a text's or page's fingerprint in hex
   explain A B            why two texts or pages are (not) near-duplicates
 
-Stores are read with the layout they record; read-only commands never write to them.
+Stores are read with the rule they record; read-only commands never write to them.
 Results go to standard output, messages to standard error. Errors exit with status 2.
 """
 
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from ..stores import StoreError
 from ._io import CliError, redact
 from .dedup_cmd import add_parsers as _dedup_parsers
+from .forget_cmd import add_parsers as _forget_parsers
 from .store_cmds import add_parsers as _store_parsers
 from .text_cmds import add_parsers as _text_parsers
 
@@ -41,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _store_parsers(sub)
+    _forget_parsers(sub)
     _dedup_parsers(sub)
     _text_parsers(sub)
     return parser

@@ -1,0 +1,71 @@
+"""Candidate schemes for the rule's first stage, side by side: candidates per query, query time
+and index bytes per page, at 1 M and 10 M stored (uniform random 64-bit fingerprints; recall
+comes from benchmarks/quality.py). The floor in the same run is a numpy scan of all stored
+64-bit fingerprints, and the brute-force 512-bit scan a store without a 64-bit stage would pay.
+
+    python benchmarks/scheme_bench.py [--sizes 1000000,10000000] [--queries 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from nearduppipe.index import BlockIndex, Layout
+
+U64 = np.uint64
+SCHEMES = {
+    "paper: k=3, 4 blocks, exact lookups (4 tables)": Layout(distance=3, blocks=4),
+    "0.1 default: k=4, 5 blocks, exact lookups (5 tables)": Layout(distance=4, blocks=5),
+    "radius 8, 10 blocks, Manku tables (45 tables)": Layout(distance=8, blocks=10),
+    "radius 8, 3 blocks probed at radius 2 (default)": Layout(distance=8),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1000000,10000000")
+    ap.add_argument("--queries", type=int, default=3000)
+    args = ap.parse_args()
+    rng = np.random.default_rng(1)
+    for n in [int(x) for x in args.sizes.split(",")]:
+        fps = rng.integers(0, 2**64, n, dtype=U64, endpoint=False)
+        qs = [int(x) for x in rng.integers(0, 2**64, args.queries, dtype=U64, endpoint=False)]
+        scan = []
+        for q in qs[:50]:
+            t = time.perf_counter()
+            np.flatnonzero(np.bitwise_count(fps ^ U64(q)) <= 8)
+            scan.append(time.perf_counter() - t)
+        wide = rng.integers(0, 2**64, (min(n, 2_000_000), 8), dtype=U64, endpoint=False)
+        wscan = []
+        for _ in range(10):
+            t = time.perf_counter()
+            np.flatnonzero(np.bitwise_count(wide ^ wide[0]).sum(axis=1) <= 61)
+            wscan.append((time.perf_counter() - t) * n / len(wide))
+        print(f"== n={n:,}: numpy scan of 64-bit fingerprints {np.median(scan) * 1e6:.0f} us; "
+              f"brute-force 512-bit scan {np.median(wscan) * 1e3:.0f} ms per query")
+        for name, layout in SCHEMES.items():
+            idx = BlockIndex(layout)
+            idx.add_many(fps)
+            tables = idx._tables
+            cands = 0
+            for q in qs[:300]:
+                b = tables._bucket(q)
+                probes = ((b[:, None] ^ tables.masks[None, :])
+                          + (np.arange(len(tables.parts))[:, None] * tables._row)).ravel()
+                cands += int((tables._flat_offsets[probes + 1] - tables._flat_offsets[probes]).sum())
+            times = []
+            for q in qs:
+                t = time.perf_counter()
+                idx.query(q)
+                times.append(time.perf_counter() - t)
+            print(f"  {name:55s} candidates/query {cands / 300:8.0f}  query median "
+                  f"{np.median(times) * 1e6:7.1f} us  p99 {np.percentile(times, 99) * 1e6:7.1f} us  "
+                  f"{idx.nbytes / n:6.1f} B/page (+64 B wide, +8 B time in a store)")
+            del idx
+
+
+if __name__ == "__main__":
+    main()
