@@ -147,7 +147,8 @@ def render_html(report: Report) -> str:
 <div class="cards" id="summary">
 <div class="card">pages seen<b>{report.seen}</b></div><div class="card">unique<b>{report.unique}</b></div>
 <div class="card">dropped<b>{report.dropped}</b></div><div class="card">duplicate rate<b>{report.rate:.1%}</b></div>
-<div class="card">clusters<b>{len(report.clusters)}</b></div></div>
+<div class="card">clusters<b>{len(report.clusters)}</b></div>
+<div class="card">revisits unchanged<b>{report.revisits_unchanged}</b></div><div class="card">revisits changed<b>{report.revisits_changed}</b></div></div>
 <h2>Distance of near-duplicates to their original</h2>
 {_bar_chart("distance histogram", [f"distance {d}" for d, _ in dist], [float(n) for _, n in dist], "{:.0f}", "chart-distances")}
 <h2>Duplicate rate per domain</h2>

@@ -1,12 +1,16 @@
 """What a report says, independent of how it is shown.
 
-Counts come from the store's records: every stored entry is a page kept (unique), every decision
-a page dropped as a near-duplicate of an earlier one. A cluster is an original page with the
-pages dropped as its near-duplicates (a store only keeps originals, so clusters are stars).
+Counts come from the store's records: every stored entry is a page kept (unique, one per key),
+every decision a page dropped as a near-duplicate of another key. A key dropped in several
+crawls counts once (its latest decision), and a key that is stored now counts as kept, never as
+dropped too. Revisits (a key seen again by a later crawl) are counted apart, from the store's
+counters. A cluster is an original page with the pages dropped as its near-duplicates (a store
+only keeps originals, so clusters are stars).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -60,6 +64,9 @@ class Report:
     domains: tuple[DomainStats, ...]
     clusters: tuple[Cluster, ...]
     texts: dict[str, str] = field(default_factory=dict)  # key -> kept text sample
+    revisits_unchanged: int = 0
+    revisits_changed: int = 0
+    decisions_trimmed: int = 0  # oldest decisions the store no longer holds (max_decisions)
 
     @property
     def seen(self) -> int:
@@ -80,6 +87,9 @@ class Report:
                 "unique": self.unique,
                 "dropped": self.dropped,
                 "duplicate_rate": round(self.rate, 6),
+                "revisits_unchanged": self.revisits_unchanged,
+                "revisits_changed": self.revisits_changed,
+                "decisions_trimmed": self.decisions_trimmed,
             },
             "distance_histogram": {str(d): n for d, n in sorted(self.distances.items())},
             "domains": [
@@ -145,13 +155,25 @@ def build_report(
 def report_from_store(store: Store) -> Report:
     """The report of a store; texts come from the samples a crawl kept (NEARDUP_KEEP_TEXT)."""
     hosts: Counter[str] = Counter()
-    decisions, texts = [], {}
+    stored: set[str] = set()
+    texts: dict[str, str] = {}
     for e in store.entries():
         hosts[host_of(e.key)] += 1
+        stored.add(e.key)
         if e.text is not None:
             texts[e.key] = e.text
+    latest: dict[str, tuple[str, str, int]] = {}
     for d in store.decisions():
-        decisions.append((d.key, d.matched_key, d.distance))
+        if d.key in stored or d.key == d.matched_key:
+            continue
+        latest.pop(d.key, None)  # the latest decision of a key, in decision order
+        latest[d.key] = (d.key, d.matched_key, d.distance)
         if d.text is not None:
             texts[d.key] = d.text
-    return build_report(store.uri, hosts, decisions, texts)
+    counters = store.counters()
+    return dataclasses.replace(
+        build_report(store.uri, hosts, list(latest.values()), texts),
+        revisits_unchanged=counters.get("revisits_unchanged", 0),
+        revisits_changed=counters.get("revisits_changed", 0),
+        decisions_trimmed=counters.get("decisions_trimmed", 0),
+    )

@@ -32,6 +32,13 @@ def _render_text(report: Report, max_clusters: int) -> str:
         f"nearduppipe report: {report.source}",
         f"pages seen {report.seen}, unique {report.unique}, dropped {report.dropped} "
         f"(duplicate rate {report.rate:.1%})",
+        f"revisits by later crawls: {report.revisits_unchanged} unchanged, "
+        f"{report.revisits_changed} changed"
+        + (
+            f"; {report.decisions_trimmed} oldest decisions trimmed from the store"
+            if report.decisions_trimmed
+            else ""
+        ),
         "",
         "distance histogram:",
     ]
