@@ -36,7 +36,7 @@ class NearDuplicateItem(DropItem):
 
     def __init__(self, key: str, match: Match, unchanged: bool = False) -> None:
         why = (
-            "unchanged since an earlier crawl"
+            "unchanged since it was stored"
             if unchanged
             else f"near-duplicate of {match.key} (distance {match.distance})"
         )
@@ -83,11 +83,18 @@ class NearDupPipeline:
         content = text if text is not None else html
         assert content is not None
         key = raw_key if isinstance(raw_key, str) and raw_key else text_key(content)
+        # A key made from the text itself names the content: the same text again is the same
+        # page, whichever crawl job sees it (no job, so it is an unchanged revisit, not "again").
+        same_job = raw_key is key
         try:
             if text is not None:
-                outcome = await runtime.check(fingerprint_text, text, runtime.params, key=key)
+                outcome = await runtime.check(
+                    fingerprint_text, text, runtime.params, key=key, job=same_job
+                )
             else:
-                outcome = await runtime.check(fingerprint_html, html, None, runtime.params, key=key)
+                outcome = await runtime.check(
+                    fingerprint_html, html, None, runtime.params, key=key, job=same_job
+                )
         except Exception as e:
             runtime.error("items", key, e)
             return item

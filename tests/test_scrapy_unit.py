@@ -43,6 +43,7 @@ def test_unique_then_duplicate(make_crawler: Any) -> None:
         "neardup/unique": 2,
         "neardup/dropped": 1,
         f"neardup/distance/{e.value.match.distance}": 1,
+        f"neardup/wide_distance/{e.value.match.wide_distance // 8 * 8}": 1,
         "neardup/store_size/close": 2,
     }
 
@@ -95,7 +96,7 @@ def test_disabled_and_bad_settings(make_crawler: Any) -> None:
         NearDupMiddleware.from_crawler(make_crawler(NEARDUP_ENABLED=False))
     with pytest.raises(NotConfigured):
         NearDupPipeline.from_crawler(make_crawler(NEARDUP_ENABLED="false"))
-    with pytest.raises(NearDupConfigError, match="NEARDUP_DISTANCE must be between 0 and 32"):
+    with pytest.raises(NearDupConfigError, match="NEARDUP_DISTANCE must be between 0 and 12"):
         middleware(make_crawler, NEARDUP_DISTANCE=40)
     with pytest.raises(StoreError, match="unknown store scheme"):
         middleware(make_crawler, NEARDUP_STORE="ftp://x")
@@ -107,7 +108,10 @@ def test_disabled_and_bad_settings(make_crawler: Any) -> None:
         ("NEARDUP_ENABLED", "maybe", "must be true or false"),
         ("NEARDUP_DISTANCE", "three", "must be an integer"),
         ("NEARDUP_DISTANCE", 2.5, "must be an integer"),
-        ("NEARDUP_BLOCKS", 4, "must be between 5 and 64"),
+        ("NEARDUP_BLOCKS", 0, "must be between 1 and 64"),
+        ("NEARDUP_SIMILARITY", 0.3, "must be between 0.5 and 1"),
+        ("NEARDUP_SIMILARITY", "high", "must be a cosine"),
+        ("NEARDUP_MAX_DECISIONS", 0, "must be between 1 and"),
         ("NEARDUP_MIN_TEXT_LENGTH", -1, "must be between 0 and 10000000"),
         ("NEARDUP_TEXT_FIELD", "", "must be a field name"),
         ("NEARDUP_WEIGHTING", "bm25", "must be one of tfidf, tf"),
@@ -141,7 +145,7 @@ def test_settings_parse_strings_from_the_command_line() -> None:
     config = NearDupConfig.from_settings(
         {"NEARDUP_DISTANCE": "4", "NEARDUP_RESET": "1", "NEARDUP_TOP_K": "", "NEARDUP_DEBUG": "no"}
     )
-    assert (config.distance, config.reset, config.features.top_k, config.debug) == (
+    assert (config.rule.radius, config.reset, config.features.top_k, config.debug) == (
         4,
         True,
         None,
@@ -215,8 +219,9 @@ def test_pipeline_fields_keys_and_skips(make_crawler: Any) -> None:
         run(pl.process_item({"link": "k2", "body": ARTICLE}))
     keyless = {"body": OTHER}
     run(pl.process_item(keyless))
-    with pytest.raises(NearDuplicateItem, match=text_key(OTHER)):
+    with pytest.raises(NearDuplicateItem, match=text_key(OTHER)) as same:  # same text: same key
         run(pl.process_item({"body": OTHER}))
+    assert same.value.unchanged
     for item, reason in [
         ({"link": "x"}, "no_text"),
         ({"body": 42}, "text_not_string"),
@@ -225,7 +230,8 @@ def test_pipeline_fields_keys_and_skips(make_crawler: Any) -> None:
     ]:
         assert run(pl.process_item(item)) is item
         assert stats(pl)[f"neardup/items/skipped/{reason}"] == 1
-    assert stats(pl)["neardup/items/dropped"] == 2
+    assert stats(pl)["neardup/items/dropped"] == 1
+    assert stats(pl)["neardup/items/revisit/unchanged/dropped"] == 1
     pl.runtime.spider_closed()
 
 
@@ -237,7 +243,8 @@ def test_item_is_not_a_duplicate_of_its_own_page(make_crawler: Any) -> None:
     respond(mw, html("http://a/1", page(ARTICLE)))
     item = {"url": "http://a/1", "text": ARTICLE}
     assert run(pl.process_item(item)) is item
-    assert stats(pl)["neardup/items/own_page"] == 1
+    assert stats(pl)["neardup/items/again"] == 1  # the page's key, seen by this crawl job
+    assert len(pl.runtime.store) == 1  # one entry per key
     with pytest.raises(NearDuplicateItem):
         run(pl.process_item({"url": "http://a/2", "text": ARTICLE}))
     pl.runtime.spider_closed()
@@ -356,17 +363,17 @@ class FlakyStore(MemoryStore):
     failure: BaseException | None = None
     flush_failure: BaseException | None = None
 
-    def check_and_add(self, fp: int, key: str, text: str | None = None) -> Any:
+    def check(self, fps: Any, key: str, **kw: Any) -> Any:
         if self.failure is not None:
             raise self.failure
-        return super().check_and_add(fp, key, text)
+        return super().check(fps, key, **kw)
 
     def flush(self) -> None:
         if self.flush_failure is not None:
             raise self.flush_failure
 
 
-register_store("flaky", lambda uri, distance=3, **options: FlakyStore(uri, distance))
+register_store("flaky", lambda uri, rule=None, **options: FlakyStore(uri, rule))
 
 
 def test_store_unavailable_from_any_call_follows_the_policy(make_crawler: Any) -> None:

@@ -81,6 +81,7 @@ class NearDupRuntime:
         )
         self.job = job_id(crawler.settings.get("JOBDIR"))
         self.dedup = Deduplicator(self.store, self.job)
+        self.dedup_no_job = Deduplicator(self.store)
         try:
             self.executor = Executor(
                 threads=config.threads,
@@ -114,15 +115,19 @@ class NearDupRuntime:
         """``fn(*args)`` in the thread pool (store calls)."""
         return await self.executor.run(fn, *args)
 
-    async def check(self, fn: Callable[..., Fingerprinted], *args: Any, key: str) -> Outcome:
+    async def check(
+        self, fn: Callable[..., Fingerprinted], *args: Any, key: str, job: bool = True
+    ) -> Outcome:
         """Fingerprint (``fn(*args)`` in a worker, within ``NEARDUP_PAGE_TIMEOUT``), then
-        check-and-add ``key`` in the thread pool. Failures reach the caller, which keeps the page
+        check ``key`` in the thread pool (``job=False``: without this crawl's job id, for keys
+        made from the content itself). Failures reach the caller, which keeps the page
         and hands them to :meth:`error`."""
+        dedup = self.dedup if job else self.dedup_no_job
         result = await self.executor.compute(fn, *args)
         if result.fingerprint is None:  # nothing to check: no store call, no thread hop
-            return self.dedup.decide(result, key)
+            return dedup.decide(result, key)
         try:
-            return await self.executor.run(self.dedup.decide, result, key)
+            return await self.executor.run(dedup.decide, result, key)
         except Exception as e:
             raise StoreCallError(e) from e
 

@@ -21,7 +21,10 @@ local band, bxor, rshift = bit.band, bit.bxor, bit.rshift
 local unpack_, pack = struct.unpack, struct.pack
 local NO_WIDE = 65535
 
+-- Lua BitOp works on signed 32-bit values: a word with its top bit set comes back negative
+-- from bxor, so it is made unsigned first (bit ops take it modulo 2^32 again).
 local function popcount(x)
+  if x < 0 then x = x + 4294967296 end
   x = x - band(rshift(x, 1), 0x55555555)
   x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
   x = band(x + rshift(x, 4), 0x0F0F0F0F)
