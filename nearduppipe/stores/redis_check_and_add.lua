@@ -154,8 +154,18 @@ local function search(qrec, probes_at, exclude)
     for _, b in ipairs(buckets) do
       if b then
         for pos = 1, #b, 16 do
+          -- the hot loop: popcount inlined, the low half only when the high one is near
           local hi, lo = unpack_('>I4I4', b, pos)
-          local d = popcount(bxor(hi, qhi)) + popcount(bxor(lo, qlo))
+          local x = bxor(hi, qhi)
+          x = x - band(rshift(x, 1), 0x55555555)
+          x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
+          local d = rshift(band(x + rshift(x, 4), 0x0F0F0F0F) * 0x01010101, 24) % 256
+          if d <= radius then
+            x = bxor(lo, qlo)
+            x = x - band(rshift(x, 1), 0x55555555)
+            x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
+            d = d + rshift(band(x + rshift(x, 4), 0x0F0F0F0F) * 0x01010101, 24) % 256
+          end
           if d <= radius then
             local id = string.sub(b, pos + 8, pos + 15)
             if not seen[id] and id ~= exclude then
