@@ -17,7 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +70,12 @@ def _check_worker(url: str, n: int, seed: int, kind: str, blocks: int | None, ou
 
 
 def rate(
-    target: object, url: str, procs: int, calls: int, args: argparse.Namespace, seed: int
+    target: Callable[..., None],
+    url: str,
+    procs: int,
+    calls: int,
+    args: argparse.Namespace,
+    seed: int,
 ) -> float:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from nearduppipe.rule import Fingerprints, Rule
+from nearduppipe.stores.base import Entry
 from nearduppipe.stores.memory import MemoryStore
 from nearduppipe.stores.redis import RedisStore
 
@@ -79,7 +80,7 @@ class Pages:
         return fps
 
 
-def _young(entries: list, now: float, ttl: float | None) -> list:
+def _young(entries: list[Entry], now: float, ttl: float | None) -> list[Entry]:
     # The Redis store deletes entries older than 2 * ttl; the memory store keeps them.
     return [e for e in entries if ttl is None or e.stored_at >= now - 2 * ttl]
 

@@ -16,7 +16,6 @@ import redis
 
 from nearduppipe.index import Layout, table_key
 from nearduppipe.rule import Fingerprints, Rule
-from nearduppipe.stores import redis as redis_module
 from nearduppipe.stores._redis_keys import redact
 from nearduppipe.stores.base import BadKey, Decision, Entry, Match, StoreError, StoreUnavailable
 from nearduppipe.stores.redis import RedisStore, _open
@@ -56,12 +55,12 @@ def test_eight_processes_keep_one_entry_per_key_and_one_page_per_group(
     per_proc: list[list[tuple[int, int, str]]] = [[] for _ in range(n_proc)]
     for g in range(n_groups):
         base, wide = rng.getrandbits(64), rng.getrandbits(512)
-        for p in range(n_proc):
+        for q in range(n_proc):
             # at the same position in every queue: a near-duplicate of the group (its own key,
             # 1-3 bits and a few wide bits away) and a revisit of one shared key
             fp = _flip(base, rng.sample(range(64), rng.randint(1, 3)))
-            per_proc[p].append((fp, _flip(wide, rng.sample(range(512), 10)), f"g{g}/p{p}"))
-            per_proc[p].append((base, wide, f"g{g}/revisit"))
+            per_proc[q].append((fp, _flip(wide, rng.sample(range(512), 10)), f"g{g}/p{q}"))
+            per_proc[q].append((base, wide, f"g{g}/revisit"))
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(n_proc), ctx.Queue()
     prefix = "test:race"
@@ -157,7 +156,8 @@ HOSTILE = [
 
 
 def _dump_all(client: redis.Redis) -> dict[bytes, bytes]:
-    return {k: client.dump(k) for k in client.keys("*")}
+    keys: list[bytes] = client.keys("*")  # type: ignore[assignment]
+    return {k: client.dump(k) for k in keys}  # type: ignore[misc]
 
 
 def test_reset_deletes_only_its_own_prefix(redis_server: RedisServer) -> None:
@@ -246,7 +246,7 @@ def test_decisions_stay_bounded(redis_server: RedisServer) -> None:
         assert s.counters()["decisions_trimmed"] == 102_000
         assert [d.key for d in s.decisions()][-1] == "imported99999"
         used = client.memory_usage("{test:bounded}:d")
-        assert used < 1000 * 200, used
+        assert used is not None and used < 1000 * 200, used
     client.close()
 
 
@@ -256,7 +256,7 @@ def test_a_retried_check_is_not_applied_twice(
 ) -> None:
     with RedisStore(redis_server.url, prefix="test:retry", reset=True) as s:
         s.add(Fingerprints(A, WA), "a")
-        monkeypatch.setattr(redis_module.os, "urandom", lambda n: b"T" * n)
+        monkeypatch.setattr("os.urandom", lambda n: b"T" * n)
         first = s.check(Fingerprints(A ^ 1, WA), "b")
         again = s.check(Fingerprints(A ^ 1, WA), "b")  # the same call token: a retry
         assert first == again and first.status == "duplicate"
@@ -269,7 +269,10 @@ def test_a_retried_check_is_not_applied_twice(
 # -- format-1 stores ---------------------------------------------------------------------------------
 def _write_format1(client: redis.Redis, prefix: str, entries: list[tuple[str, int, float]]) -> None:
     """A store as format 1 wrote it (k = 3, 5 blocks, 128 buckets per hash, JSON records)."""
-    k = lambda *parts: "{" + prefix + "}:" + ":".join(parts)  # noqa: E731
+
+    def k(*parts: str) -> str:
+        return "{" + prefix + "}:" + ":".join(parts)
+
     client.hset(k("meta"), mapping={"format": "1", "bits": "64", "distance": "3", "blocks": "5"})
     for seq, (key, fp, t) in enumerate(entries, 1):
         client.incr(k("seq"))

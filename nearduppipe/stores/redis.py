@@ -170,6 +170,9 @@ class RedisStore(RedisBase):
         with self._errors(what, write=write):
             return self._script(keys=self._keys, args=args)
 
+    def __enter__(self) -> RedisStore:
+        return self
+
     # -- the interface -----------------------------------------------------------------------
     def check(
         self,
