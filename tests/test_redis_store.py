@@ -17,7 +17,15 @@ import redis
 from nearduppipe.index import Layout, table_key
 from nearduppipe.rule import Fingerprints, Rule
 from nearduppipe.stores._redis_keys import redact
-from nearduppipe.stores.base import BadKey, Decision, Entry, Match, StoreError, StoreUnavailable
+from nearduppipe.stores.base import (
+    BadKey,
+    Decision,
+    Entry,
+    Match,
+    StoreError,
+    StoreUnavailable,
+    Verdict,
+)
 from nearduppipe.stores.redis import RedisStore, _open
 
 from .support.redis_server import RedisServer, free_port
@@ -173,7 +181,7 @@ def test_reset_deletes_only_its_own_prefix(redis_server: RedisServer) -> None:
     for p in HOSTILE:
         own = re.compile(
             re.escape(("{" + p + "}:").encode())
-            + rb"(meta|k|e|d|r|t\d+|seq|g\d+:(e|t\d+:[0-9a-f]+))\Z"
+            + rb"(meta|k|e|d|r|n|t\d+|seq|g\d+:(e|t\d+:[0-9a-f]+))\Z"
         )
         before = _dump_all(client)
         with RedisStore(redis_server.url, prefix=p, reset=True) as s:
@@ -382,3 +390,42 @@ def test_server_killed_and_restarted(tmp_path: Path) -> None:
             len(store)
     finally:
         server.stop()
+
+
+def test_a_check_sees_what_changed_after_its_snapshot(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client scans a snapshot of the buckets; the script adds what was stored since and
+    drops what was removed, or scans the tables itself when the recent list cannot cover it."""
+    url, prefix = redis_server.url, "test:snapshot"
+    with RedisStore(url, prefix=prefix, reset=True) as a, RedisStore(url, prefix=prefix) as b:
+        real = a._snapshot
+
+        def then_store(fp: int, probes: list[bytes]) -> tuple[str, bytes]:
+            snap = real(fp, probes)
+            b.add(Fingerprints(A ^ 1, WA), "raced")
+            return snap
+
+        monkeypatch.setattr(a, "_snapshot", then_store)
+        assert a.check(Fingerprints(A, WA), "mine") == Verdict(
+            "duplicate", Match("raced", A ^ 1, 1, 0)
+        )
+
+        def then_remove(fp: int, probes: list[bytes]) -> tuple[str, bytes]:
+            snap = real(fp, probes)
+            assert snap[1]  # "raced" was in it
+            b.remove("raced")
+            return snap
+
+        monkeypatch.setattr(a, "_snapshot", then_remove)
+        assert a.check(Fingerprints(A ^ 2, WA), "mine").status == "new"
+
+        def too_old(fp: int, probes: list[bytes]) -> tuple[str, bytes]:
+            seq, _ = real(fp, probes)
+            return str(int(seq) - 100_000), b""  # a gap the recent list cannot cover
+
+        monkeypatch.setattr(a, "_snapshot", too_old)
+        assert a.check(Fingerprints(A ^ 3, WA), "other") == Verdict(
+            "duplicate", Match("mine", A ^ 2, 1, 0)
+        )
+        assert a.near(Fingerprints(A ^ 3, WA)) == [Match("mine", A ^ 2, 1, 0)]

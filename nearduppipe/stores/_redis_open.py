@@ -126,7 +126,7 @@ class RedisBase(Store):
             self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
         if self.ttl is None and not self.read_only:  # undo the expiry of an earlier TTL run
             pipe = self._client.pipeline(transaction=False)
-            for k in self._keys[1:3] + self._keys[len(rk.FIXED_NAMES) :]:
+            for k in [*self._keys[1:3], self._keys[5], *self._keys[len(rk.FIXED_NAMES) :]]:
                 pipe.persist(k)
             pipe.execute()
 

@@ -158,6 +158,17 @@ class RedisStore(RedisBase):
             for parts, masks in zip(self._tables, self._probe_masks, strict=True)
         ]
 
+    def _snapshot(self, fp: int, probes: list[bytes]) -> tuple[str, bytes]:
+        """Read every probed bucket (one read-only call) and scan it here, vectorised: the
+        sequence number it was read at and the ids within the radius. The check script adds
+        what was stored since, so the server never scans buckets member by member in Lua."""
+        raw: bytes = self._run("probe", [*self._head_args("probe", 0.0), *probes], write=False)
+        members = np.frombuffer(raw, dtype=">u8", offset=8).reshape(-1, 2)
+        near = np.bitwise_count(members[:, 0] ^ np.uint64(fp)) <= self.rule.radius
+        return str(int.from_bytes(raw[:8], "big")), np.unique(members[near, 1]).astype(
+            ">u8"
+        ).tobytes()
+
     def _fields(self, fp: int) -> bytes:
         return b"".join(struct.pack(">I", table_key(fp, parts)) for parts in self._tables)
 
@@ -195,7 +206,8 @@ class RedisStore(RedisBase):
             encode_job(job),
             self._record(fps, key, now, job, text),
             decision_head(fps.fp, now, key, text),
-            *self._probes(fps.fp),
+            *self._snapshot(fps.fp, probes := self._probes(fps.fp)),
+            *probes,
         ]
         reply: bytes = self._run("check", args)
         status = {
@@ -216,11 +228,13 @@ class RedisStore(RedisBase):
         if self._f1 is not None:
             return self._f1.near(fps, exclude=exclude)
         now = float(self.clock())
+        probes = self._probes(fps.fp)
         args = [
             *self._head_args("near", now),
             exclude or "",
             self._record(fps, "", now, None, None),
-            *self._probes(fps.fp),
+            *self._snapshot(fps.fp, probes),
+            *probes,
         ]
         reply: bytes = self._run("near", args, write=False)
         out, pos = [], 0
