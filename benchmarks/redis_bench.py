@@ -1,57 +1,93 @@
-"""Redis store throughput: check_and_add from 1 and 8 client processes against a loopback
-redis-server holding N fingerprints, against the floor of a plain Redis SET round trip measured
-the same way in the same run.
+"""Redis store (format 2) at scale: import rate, memory per entry, and checks per second from 1
+and 8 client processes against a loopback redis-server holding N entries, next to the floor of
+a plain ``SET`` round trip from the same kind of client in the same run (medians of --runs).
 
-    python benchmarks/redis_bench.py [--n 1000000] [--calls 20000]
+    python benchmarks/redis_bench.py [--n 1000000] [--calls 4000] [--runs 3]
+        [--kind uniform|clustered] [--blocks 3]
+
+``clustered`` fingerprints are text-like: every bit has its own probability of being set, drawn
+from 0.15-0.85, so buckets are uneven (the uniform case is the easy one).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import redis
-from _common import random_fps
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from nearduppipe import open_store  # noqa: E402
+from nearduppipe.rule import Fingerprints, Rule  # noqa: E402
 from nearduppipe.stores.base import Entry  # noqa: E402
+from nearduppipe.stores.redis import RedisStore  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 
+PREFIX = "bench"
 
-def _set_worker(url: str, n: int, seed: int, out: object, distance: int) -> None:
+
+def _bits(rng: np.random.Generator, n: int, p: np.ndarray) -> list[int]:
+    """``n`` integers of ``len(p)`` bits, bit i set with probability p[i]."""
+    on = rng.random((n, len(p))) < p
+    packed = np.packbits(on, axis=1, bitorder="little")
+    return [int.from_bytes(row.tobytes(), "little") for row in packed]
+
+
+def pages(kind: str, seed: int, n: int, chunk: int = 50_000) -> Iterator[Fingerprints]:
+    prob = np.random.default_rng(12345)  # one "language": the same bit biases everywhere
+    p64, p512 = prob.uniform(0.15, 0.85, 64), prob.uniform(0.15, 0.85, 512)
+    if kind == "uniform":
+        p64, p512 = np.full(64, 0.5), np.full(512, 0.5)
+    rng = np.random.default_rng(seed)
+    for start in range(0, n, chunk):
+        m = min(chunk, n - start)
+        yield from map(Fingerprints, _bits(rng, m, p64), _bits(rng, m, p512))
+
+
+def _set_worker(url: str, n: int, seed: int, kind: str, blocks: int | None, out: object) -> None:
     client = redis.Redis.from_url(url)
     t0 = time.perf_counter()
     for i in range(n):
-        client.set(f"bench:set:{seed}:{i}", "x")
+        client.set(f"benchset:{seed}:{i}", "x")
     out.put(n / (time.perf_counter() - t0))  # type: ignore[attr-defined]
 
 
-def _cadd_worker(url: str, n: int, seed: int, out: object, distance: int) -> None:
-    fps = random_fps(np.random.default_rng(seed), n).tolist()
-    with open_store(url, prefix="bench", distance=distance) as store:
-        t0 = time.perf_counter()
-        for i, fp in enumerate(fps):
-            store.check_and_add(fp, f"https://w{seed}.example/{i}")
-        out.put(n / (time.perf_counter() - t0))  # type: ignore[attr-defined]
+def _check_worker(url: str, n: int, seed: int, kind: str, blocks: int | None, out: object) -> None:
+    fps = list(pages(kind, seed, n))
+    store = RedisStore(url, prefix=PREFIX)
+    t0 = time.perf_counter()
+    for i, f in enumerate(fps):
+        store.check(f, f"https://w{seed}.example/{i}")
+    out.put(n / (time.perf_counter() - t0))  # type: ignore[attr-defined]
+    store.close()
 
 
-def rate(target: object, url: str, procs: int, calls: int, distance: int) -> float:
+def rate(
+    target: Callable[..., None],
+    url: str,
+    procs: int,
+    calls: int,
+    args: argparse.Namespace,
+    seed: int,
+) -> float:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     ps = [
-        ctx.Process(target=target, args=(url, calls // procs, 1000 + i, out, distance))
+        ctx.Process(
+            target=target, args=(url, calls // procs, seed + i, args.kind, args.blocks, out)
+        )
         for i in range(procs)
     ]
     for p in ps:
         p.start()
-    rates = [out.get(timeout=600) for _ in ps]
+    rates = [out.get(timeout=900) for _ in ps]
     for p in ps:
         p.join()
     return float(sum(rates))
@@ -60,34 +96,51 @@ def rate(target: object, url: str, procs: int, calls: int, distance: int) -> flo
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--calls", type=int, default=20_000)
-    ap.add_argument("--distance", type=int, default=3, help="k (the crawl default is 4)")
+    ap.add_argument("--calls", type=int, default=4000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--kind", choices=("uniform", "clustered"), default="clustered")
+    ap.add_argument("--blocks", type=int, default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp)).start()
+        client = redis.Redis.from_url(server.url)
         try:
+            base = client.info("memory")["used_memory"]
+            store = RedisStore(server.url, Rule(), prefix=PREFIX, reset=True, blocks=args.blocks)
             t0 = time.perf_counter()
-            with open_store(
-                server.url, prefix="bench", reset=True, distance=args.distance
-            ) as store:
-                fps = random_fps(np.random.default_rng(1), args.n).tolist()
-                store.import_records(
-                    (Entry(f"https://seed.example/{i}", fp, 0.0) for i, fp in enumerate(fps)), []
-                )
-                held = len(store)
-            info = redis.Redis.from_url(server.url).info("memory")
-            print(
-                f"loaded {held} fingerprints in {time.perf_counter() - t0:.0f} s; "
-                f"redis used_memory {info['used_memory'] / 1e6:.0f} MB ({info['used_memory'] / held:.0f} B/fingerprint)"
+            store.import_records(
+                (
+                    Entry(f"https://seed.example/{i}", f.fp, 1.7e9 + i, None, f.wide, "seed")
+                    for i, f in enumerate(pages(args.kind, 1, args.n))
+                ),
+                [],
             )
+            took = time.perf_counter() - t0
+            held = len(store)
+            used = client.info("memory")["used_memory"] - base
+            print(
+                f"{args.kind}, blocks={store.layout.n_blocks} ({len(store.layout.tables())} tables, "
+                f"probe radius {store.layout.probe}), rule {store.rule.describe()}"
+            )
+            print(
+                f"imported {held:,} entries in {took:.1f} s ({held / took:,.0f}/s); redis "
+                f"used_memory +{used / 1e6:.0f} MB = {used / held:.0f} B/entry"
+            )
+            store.close()
             for procs in (1, 8):
-                floor = rate(_set_worker, server.url, procs, args.calls, args.distance)
-                ours = rate(_cadd_worker, server.url, procs, args.calls, args.distance)
+                ours, floor = [], []
+                for run in range(args.runs):
+                    seed = 1000 * (run + 1) + 100 * procs
+                    floor.append(rate(_set_worker, server.url, procs, args.calls, args, seed))
+                    ours.append(rate(_check_worker, server.url, procs, args.calls, args, seed))
+                o, f = statistics.median(ours), statistics.median(floor)
                 print(
-                    f"{procs} client process(es): check_and_add {ours:,.0f}/s, plain SET {floor:,.0f}/s "
-                    f"-> check_and_add runs at {ours / floor:.2f}x the SET round-trip floor"
+                    f"{procs} client process(es): check {o:,.0f}/s, plain SET {f:,.0f}/s -> "
+                    f"{o / f:.2f}x the SET floor (median of {args.runs}; checks "
+                    f"{', '.join(f'{x:,.0f}' for x in ours)})"
                 )
         finally:
+            client.close()
             server.stop()
 
 

@@ -1,170 +1,431 @@
-"""The Redis store against a real redis-server: concurrency across processes, TTL, isolation,
-connection forms and failures."""
+"""The Redis store (format 2) against a real redis-server: races across processes, the layout
+kept in the store, key safety, TTL, bounded decisions, format-1 stores, connections and
+failures. The model check against MemoryStore is tests/test_redis_model.py."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
-import time
+import random
+import re
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pytest
 import redis
 
-from nearduppipe import Match, StoreError, open_store
-from nearduppipe.stores.redis import StoreUnavailable
+from nearduppipe.index import Layout, table_key
+from nearduppipe.rule import Fingerprints, Rule
+from nearduppipe.stores._redis_keys import redact
+from nearduppipe.stores.base import (
+    BadKey,
+    Decision,
+    Entry,
+    Match,
+    StoreError,
+    StoreUnavailable,
+    Verdict,
+)
+from nearduppipe.stores.redis import RedisStore, _open
 
 from .support.redis_server import RedisServer, free_port
 
 A = 0xFEDC_BA98_7654_3210
+WA = (1 << 511) | 0x1234_5678_9ABC
 
 
+def _client(server: RedisServer) -> redis.Redis:
+    return redis.Redis.from_url(server.url)
+
+
+def _flip(x: int, bits: list[int]) -> int:
+    for b in bits:
+        x ^= 1 << b
+    return x
+
+
+# -- races ------------------------------------------------------------------------------------
 def _worker(
-    url: str, prefix: str, fps: list[int], keys: list[str], barrier: object, out: object
+    url: str, prefix: str, items: list[tuple[int, int, str]], barrier: Any, out: Any
 ) -> None:
-    with open_store(url, prefix=prefix) as store:
-        barrier.wait()  # type: ignore[attr-defined]
-        kept = [
-            key for fp, key in zip(fps, keys, strict=True) if store.check_and_add(fp, key) is None
-        ]
-    out.put(kept)  # type: ignore[attr-defined]
+    store = RedisStore(url, prefix=prefix)
+    barrier.wait()
+    statuses = [(key, store.check(Fingerprints(fp, wide), key).status) for fp, wide, key in items]
+    store.close()
+    out.put(statuses)
 
 
-def test_eight_processes_keep_exactly_one_per_group(redis_server: RedisServer) -> None:
-    rng = np.random.default_rng(8)
-    n_groups, members, n_distinct, n_proc = 4000, 4, 24000, 8
-    fps = rng.integers(
-        0, np.iinfo(np.uint64).max, n_groups + n_distinct, dtype=np.uint64, endpoint=True
-    )
-    # pages far apart (> 3 bits between any two bases), so the expected answer is exact
-    assert len(set(fps.tolist())) == len(fps)
-    bases = fps[:n_groups].tolist()
-    distinct = fps[n_groups:].tolist()
-    per_proc: list[list[tuple[int, str]]] = [[] for _ in range(n_proc)]
-    for g, base in enumerate(bases):
-        bits = rng.choice(64, size=members, replace=False).tolist()
-        for j in range(members):  # members pairwise 2 bits apart, each 1 bit from the base
-            per_proc[(g + j) % n_proc].append((base ^ (1 << bits[j]), f"group{g}/m{j}"))
-    for i, fp in enumerate(distinct):
-        per_proc[i % n_proc].append((fp, f"distinct{i}"))
-    # group g's members sit at the same position in their processes' queues: sent at once
+def test_eight_processes_keep_one_entry_per_key_and_one_page_per_group(
+    redis_server: RedisServer,
+) -> None:
+    rng = random.Random(8)
+    n_proc, n_groups = 8, 100
+    per_proc: list[list[tuple[int, int, str]]] = [[] for _ in range(n_proc)]
+    for g in range(n_groups):
+        base, wide = rng.getrandbits(64), rng.getrandbits(512)
+        for q in range(n_proc):
+            # at the same position in every queue: a near-duplicate of the group (its own key,
+            # 1-3 bits and a few wide bits away) and a revisit of one shared key
+            fp = _flip(base, rng.sample(range(64), rng.randint(1, 3)))
+            per_proc[q].append((fp, _flip(wide, rng.sample(range(512), 10)), f"g{g}/p{q}"))
+            per_proc[q].append((base, wide, f"g{g}/revisit"))
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(n_proc), ctx.Queue()
-    prefix = "test:eight-processes"
-    with open_store(redis_server.url, prefix=prefix, reset=True):
-        pass
+    prefix = "test:race"
+    RedisStore(redis_server.url, prefix=prefix, reset=True).close()
     procs = [
-        ctx.Process(
-            target=_worker,
-            args=(
-                redis_server.url,
-                prefix,
-                [f for f, _ in items],
-                [k for _, k in items],
-                barrier,
-                out,
-            ),
-        )
+        ctx.Process(target=_worker, args=(redis_server.url, prefix, items, barrier, out))
         for items in per_proc
     ]
     for p in procs:
         p.start()
-    kept = [key for _ in procs for key in out.get(timeout=300)]
+    results = [s for _ in procs for s in out.get(timeout=120)]
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
-    groups_kept = [k.split("/")[0] for k in kept if k.startswith("group")]
-    assert sorted(groups_kept) == sorted(f"group{g}" for g in range(n_groups))  # one per group
-    assert sum(k.startswith("distinct") for k in kept) == n_distinct  # every distinct page
-    with open_store(redis_server.url, prefix=prefix) as store:
-        assert len(store) == n_groups + n_distinct
-        assert store.decision_count() == n_groups * (members - 1)
+    kept: dict[str, list[str]] = {}
+    for key, status in results:
+        if status in ("new", "changed"):
+            kept.setdefault(key.split("/")[0], []).append(key)
+    # every page of a group is a near-duplicate of every other: exactly one survivor
+    assert sorted(kept) == sorted(f"g{g}" for g in range(n_groups))
+    assert all(len(v) == 1 for v in kept.values()), [v for v in kept.values() if len(v) > 1][:3]
+    # a revisit of the shared key finds its own entry (unchanged) or the group's survivor
+    assert {s for k, s in results if k.endswith("/revisit")} <= {"new", "unchanged", "duplicate"}
+    assert "changed" not in {s for _, s in results}
+    with RedisStore(redis_server.url, prefix=prefix) as store:
+        entries = list(store.entries())
+        assert len(entries) == len({e.key for e in entries}) == len(store) == n_groups
+        assert store.decision_count() == sum(s == "duplicate" for _, s in results)
 
 
-def test_ttl_forgets_after_one_to_two_periods(redis_server: RedisServer) -> None:
-    with open_store(redis_server.url, prefix="test:ttl", reset=True, ttl=1) as store:
-        assert store.check_and_add(A, "old") is None
-        assert store.check_and_add(A ^ 1, "again") == Match("old", A, 1)
-        time.sleep(2.1)  # two generations later
-        assert store.check_and_add(A ^ 1, "recrawl") is None  # kept again
-        assert len(store) == 1
-    with pytest.raises(StoreError, match="ttl is supported by the redis store only"):
-        open_store("memory:", ttl=5)
+# -- the layout lives in the store -------------------------------------------------------------
+def test_rule_and_layout_are_read_from_the_store(redis_server: RedisServer) -> None:
+    url, prefix = redis_server.url, "test:layout"
+    with RedisStore(url, Rule(similarity=0.95, radius=8), prefix=prefix, reset=True) as s:
+        s.add(Fingerprints(A, WA), "a")
+    with RedisStore(url, prefix=prefix) as s:
+        assert s.rule == Rule(similarity=0.95, radius=8) and s.layout.n_blocks == 3
+        assert s.near(Fingerprints(A, WA)) == [Match("a", A, 0, 0)]
+    with pytest.raises(StoreError, match=r"radius 8 with 3 blocks.*radius 6.*rule=None"):
+        RedisStore(url, Rule(radius=6), prefix=prefix)
+    with pytest.raises(StoreError, match=r"radius 8 with 3 blocks.*with 10 blocks"):
+        RedisStore(url, Rule(radius=8), prefix=prefix, blocks=10)
+    client = _client(redis_server)
+    before = client.hgetall(f"{{{prefix}}}:meta")
+    with RedisStore(url, Rule(similarity=0.9), prefix=prefix, read_only=True) as s:
+        assert s.rule.similarity == 0.9  # used for this run only: read-only writes nothing
+    assert client.hgetall(f"{{{prefix}}}:meta") == before
+    with RedisStore(url, Rule(similarity=0.9), prefix=prefix):
+        pass  # a threshold, not layout: the store's new default
+    with RedisStore(url, prefix=prefix) as s:
+        assert s.rule == Rule(similarity=0.9)
+    client.close()
 
 
-def test_reset_clears_only_its_prefix_and_layout_is_kept(redis_server: RedisServer) -> None:
-    with (
-        open_store(redis_server.url, prefix="test:a", reset=True) as a,
-        open_store(redis_server.url, prefix="test:b", reset=True) as b,
+def test_read_only_never_writes(redis_server: RedisServer) -> None:
+    client = _client(redis_server)
+    keys_before = sorted(client.keys("*"))
+    with RedisStore(redis_server.url, prefix="test:ro-fresh", read_only=True) as s:
+        assert len(s) == 0 and s.near(A) == [] and s.get("k") is None
+        assert list(s.entries()) == [] and list(s.decisions()) == []
+        for write in (
+            lambda: s.check(A, "k"),
+            lambda: s.add(A, "k"),
+            lambda: s.remove("k"),
+            lambda: s.import_records([Entry("k", A, 1.0)], []),
+        ):
+            with pytest.raises(StoreError, match="read-only"):
+                write()
+    assert sorted(client.keys("*")) == keys_before
+    with pytest.raises(StoreError, match="contradict"):
+        RedisStore(redis_server.url, prefix="test:ro-fresh", read_only=True, reset=True)
+    client.close()
+
+
+# -- key safety ---------------------------------------------------------------------------------
+HOSTILE = [
+    "a",
+    "a}:t0",
+    "a}:g1",
+    "a*",
+    "a?",
+    "[a]",
+    "a\\",
+    "{x}",
+    "a:b",
+    "a b",
+    "例子 ü",
+    "a-z",
+    "^a",
+    "a}",
+    "a}:g1:e",
+]
+
+
+def _dump_all(client: redis.Redis) -> dict[bytes, bytes]:
+    keys: list[bytes] = client.keys("*")  # type: ignore[assignment]
+    return {k: client.dump(k) for k in keys}  # type: ignore[misc]
+
+
+def test_reset_deletes_only_its_own_prefix(redis_server: RedisServer) -> None:
+    client = _client(redis_server)
+    client.flushdb()
+    for i, p in enumerate(HOSTILE):
+        with RedisStore(redis_server.url, prefix=p, reset=True) as s:
+            s.check(Fingerprints(A ^ i, WA), "k1", text="x")
+            s.check(Fingerprints(A ^ i ^ 1, WA ^ 1), "k2")  # a decision
+            s.add(Fingerprints(~A & (2**64 - 1), None), "k3", job="j")
+    # a format-1 store among them (generation keys found by SCAN must stay exact)
+    _write_format1(client, "a}:g1", [("old", A, 1.0)])
+    for p in HOSTILE:
+        own = re.compile(
+            re.escape(("{" + p + "}:").encode())
+            + rb"(meta|k|e|d|r|n|t\d+|seq|g\d+:(e|t\d+:[0-9a-f]+))\Z"
+        )
+        before = _dump_all(client)
+        with RedisStore(redis_server.url, prefix=p, reset=True) as s:
+            assert len(s) == 0 and s.decision_count() == 0
+        after = _dump_all(client)
+        touched = {k for k in before if after.get(k) != before[k]} | (set(after) - set(before))
+        assert touched and all(own.match(k) for k in touched), (p, touched)
+        assert [k for k in after if own.match(k)] == [("{" + p + "}:meta").encode()]
+    client.close()
+
+
+def test_bad_keys_are_refused_before_anything_is_sent(redis_server: RedisServer) -> None:
+    client = _client(redis_server)
+    with RedisStore(redis_server.url, prefix="test:badkey", reset=True) as s:
+        calls = client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+        for bad in ("bad \ud800 key", "", "x" * 70_000):
+            for op in (lambda k: s.check(A, k), lambda k: s.add(A, k), s.get, s.remove):
+                with pytest.raises(BadKey):
+                    op(bad)
+        assert client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0) == calls
+        assert len(s) == 0
+    client.close()
+
+
+# -- TTL and bounded decisions -------------------------------------------------------------------
+def test_ttl_with_an_injected_clock(redis_server: RedisServer) -> None:
+    now = [1_000_000.0]
+    client = _client(redis_server)
+    with RedisStore(
+        redis_server.url, prefix="test:ttl", reset=True, ttl=100, clock=lambda: now[0]
+    ) as s:
+        assert s.check(Fingerprints(A, WA), "old").status == "new"
+        now[0] += 99.9
+        assert s.check(Fingerprints(A ^ 1, WA), "near").status == "duplicate"
+        assert s.check(Fingerprints(A, WA), "old").status == "unchanged"  # refreshed
+        now[0] += 100.5
+        assert s.check(Fingerprints(A ^ 1, WA), "near").status == "new"  # "old" expired
+        assert s.get("old") is not None  # expired, held until 2 * ttl
+        now[0] += 100.5
+        assert s.check(Fingerprints(A ^ 3, WA ^ 3), "near").status == "new"  # own one expired
+        assert s.get("old") is None  # 201 s old: deleted by the sweep of that write
+        assert 0 < client.pttl("{test:ttl}:e") <= 200_000  # data leaves Redis if left alone
+        assert client.pttl("{test:ttl}:meta") == -1
+        now[0] += 150
+        for i in range(20):
+            s.add(Fingerprints(A ^ (1 << 40) ^ i, None), f"filler{i}")
+        assert s.get("near") is not None  # 150 s old
+        now[0] += 150
+        assert s.prune() == 20 + 1
+        assert list(s.entries()) == [] and len(s) == 0
+    client.close()
+
+
+def test_decisions_stay_bounded(redis_server: RedisServer) -> None:
+    client = _client(redis_server)
+    with RedisStore(
+        redis_server.url, Rule.paper(3), prefix="test:bounded", reset=True, max_decisions=1000
+    ) as s:
+        s.add(A, "original")
+        for i in range(3000):  # real drops trim in the same script call
+            assert s.check(A ^ (1 << (i % 64)), f"copy{i}").status == "duplicate"
+        assert s.decision_count() == 1000
+        drops = (
+            Decision(f"imported{i}", A, "original", A, 1, 5.0 + i, "some text " * 5)
+            for i in range(100_000)
+        )
+        s.import_records([], drops)
+        assert s.decision_count() == 1000
+        assert s.counters()["decisions_total"] == 103_000
+        assert s.counters()["decisions_trimmed"] == 102_000
+        assert [d.key for d in s.decisions()][-1] == "imported99999"
+        used = client.memory_usage("{test:bounded}:d")
+        assert used is not None and used < 1000 * 200, used
+    client.close()
+
+
+# -- retries are applied once ----------------------------------------------------------------------
+def test_a_retried_check_is_not_applied_twice(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with RedisStore(redis_server.url, prefix="test:retry", reset=True) as s:
+        s.add(Fingerprints(A, WA), "a")
+        monkeypatch.setattr("os.urandom", lambda n: b"T" * n)
+        first = s.check(Fingerprints(A ^ 1, WA), "b")
+        again = s.check(Fingerprints(A ^ 1, WA), "b")  # the same call token: a retry
+        assert first == again and first.status == "duplicate"
+        assert s.decision_count() == 1 and s.counters()["decisions_total"] == 1
+        monkeypatch.undo()
+        assert s.check(Fingerprints(A ^ 1, WA), "b").status == "duplicate"
+        assert s.decision_count() == 2
+
+
+# -- format-1 stores ---------------------------------------------------------------------------------
+def _write_format1(client: redis.Redis, prefix: str, entries: list[tuple[str, int, float]]) -> None:
+    """A store as format 1 wrote it (k = 3, 5 blocks, 128 buckets per hash, JSON records)."""
+
+    def k(*parts: str) -> str:
+        return "{" + prefix + "}:" + ":".join(parts)
+
+    client.hset(k("meta"), mapping={"format": "1", "bits": "64", "distance": "3", "blocks": "5"})
+    for seq, (key, fp, t) in enumerate(entries, 1):
+        client.incr(k("seq"))
+        member = fp.to_bytes(8, "big") + seq.to_bytes(8, "big")
+        for i, parts in enumerate(Layout(distance=3, blocks=5).tables()):
+            value = table_key(fp, parts)
+            client.hset(k("g0", f"t{i}", f"{value >> 7:x}"), str(value & 127), member)
+        client.hset(k("g0", "e"), str(seq), json.dumps([f"{fp:016x}", t, key, f"text {key}"]))
+    client.rpush(
+        k("d"),
+        json.dumps(
+            {
+                "key": "gone",
+                "fp": f"{A ^ 1:016x}",
+                "match": entries[0][0],
+                "match_fp": f"{entries[0][1]:016x}",
+                "distance": 1,
+                "t": 3.5,
+            }
+        ),
+    )
+
+
+def test_format1_store_read_only_then_migrated(redis_server: RedisServer) -> None:
+    client = _client(redis_server)
+    prefix = "test:f1"
+    RedisStore(redis_server.url, prefix=prefix, reset=True).close()
+    client.delete("{test:f1}:meta")
+    B = A ^ 0xFF00FF00  # 16 bits from A
+    _write_format1(client, prefix, [("a", A, 1.0), ("b", B, 2.0), ("a", A ^ 0xF, 3.0)])
+    before = _dump_all(client)
+    with RedisStore(redis_server.url, prefix=prefix, read_only=True) as s:
+        assert s.format_version == 1 and len(s) == 2
+        assert [(e.key, e.fingerprint, e.stored_at, e.text, e.wide) for e in s.entries()] == [
+            ("b", B, 2.0, "text b", None),
+            ("a", A ^ 0xF, 3.0, "text a", None),
+        ]
+        assert s.near(A ^ 0xF ^ 0x7) == [Match("a", A ^ 0xF, 3, None)]  # legacy rule: <= 3
+        assert s.near(A ^ 0xF ^ 0xF0) == []  # 4 bits: not without a wide fingerprint
+        assert [d.matched_key for d in s.decisions()] == ["a"]
+        with pytest.raises(StoreError, match="read-only"):
+            s.check(A, "c")
+    assert _dump_all(client) == before  # nothing written
+    with RedisStore(redis_server.url, prefix=prefix) as s:
+        assert s.format_version == 2 and len(s) == 2
+        assert client.hget("{test:f1}:meta", "format") == b"2"
+        assert not [k for k in client.keys("{test:f1}:g*")] and not client.exists("{test:f1}:seq")
+        assert s.get("a") == Entry("a", A ^ 0xF, 3.0, "text a", None, None)
+        assert s.check(A ^ 0xF ^ 0x7, "c").status == "duplicate"
+        assert s.check(Fingerprints(B ^ 0xF, WA), "d").status == "new"  # 4 bits, legacy rule
+        assert [d.key for d in s.decisions()] == ["gone", "c"]
+        assert s.counters()["decisions_total"] == 2
+
+
+# -- connections ----------------------------------------------------------------------------------
+def test_redaction_of_every_password_form() -> None:
+    for uri in (
+        "redis://:s3cret@h:1/0",
+        "redis://user:s3cret@h:1/0",
+        "rediss://h:1/0?password=s3cret&prefix=x",
+        "unix:///tmp/r.sock?db=0&password=s3cret",
     ):
-        a.add(A, "a")
-        b.add(A, "b")
-    with open_store(redis_server.url, prefix="test:a", reset=True) as a:
-        assert len(a) == 0
-    with open_store(redis_server.url, prefix="test:b") as b:
-        assert b.near(A) == [Match("b", A, 0)]
-    with pytest.raises(StoreError, match="built for distance 3 with 5 blocks"):
-        open_store(redis_server.url, prefix="test:b", distance=4)
-    with open_store(
-        redis_server.url + "&prefix=test:b"
-        if "?" in redis_server.url
-        else redis_server.url + "?prefix=test:b"
-    ) as b:
-        assert len(b) == 1  # prefix from the URI
+        out = redact(f"failed on {uri}: s3cret", uri)
+        assert "s3cret" not in out and "***" in out, out
 
 
-def test_password_unix_socket_and_redaction(tmp_path: Path) -> None:
+def test_password_unix_socket_and_messages(tmp_path: Path) -> None:
     secured = RedisServer(tmp_path / "pw", password="s3cret").start()
     try:
-        with open_store(secured.url, prefix="test:pw") as s:
+        with RedisStore(secured.url, prefix="test:pw") as s:
             s.add(A, "k")
             assert "s3cret" not in s.uri and ":***@" in s.uri
-        wrong = secured.url.replace("s3cret", "nope")
-        with pytest.raises(StoreError, match=r"(?i)password|auth"):
-            open_store(wrong, prefix="test:pw")
+        with pytest.raises(StoreError, match=r"(?i)password|auth") as e:
+            RedisStore(secured.url.replace("s3cret", "n0pe-s3cret"), prefix="test:pw")
+        assert "s3cret" not in str(e.value)
     finally:
         secured.stop()
     unix = RedisServer(tmp_path / "unix", unix=True).start()
     try:
-        with open_store(unix.url, prefix="test:unix") as s:
-            assert s.check_and_add(A, "k") is None and len(s) == 1
+        with RedisStore(unix.url, prefix="test:unix") as s:
+            assert s.check(A, "k").status == "new" and len(s) == 1
     finally:
         unix.stop()
 
 
-def test_unreachable_server_is_a_clear_error() -> None:
+def test_unreachable_server_and_options() -> None:
     with pytest.raises(StoreUnavailable, match=r"127\.0\.0\.1.*open failed"):
-        open_store(f"redis://127.0.0.1:{free_port()}/0", timeout=1)
+        RedisStore(f"redis://127.0.0.1:{free_port()}/0", timeout=1)
+    with pytest.raises(StoreError, match=r"unknown options.*'distance'"):
+        _open("redis://127.0.0.1:1/0", distance=3)
 
 
 def test_server_killed_and_restarted(tmp_path: Path) -> None:
     server = RedisServer(tmp_path / "restart").start()
     try:
-        store = open_store(server.url, prefix="test:restart", timeout=1)
+        store = RedisStore(
+            server.url, prefix="test:restart", timeout=1, params={"client_name": "nd"}
+        )
         store.add(A, "k")
         server.kill()
         with pytest.raises(StoreUnavailable):
-            store.check_and_add(A, "k2")
+            store.check(A, "k2")
         server.start()  # same port; an empty server (no persistence in this test)
-        assert store.check_and_add(A, "k3") is None  # reconnected by itself
+        assert store.check(A, "k3").status == "new"  # reconnected by itself
         store.close()
+        with pytest.raises(StoreError, match="closed"):
+            len(store)
     finally:
         server.stop()
 
 
-def test_records_are_json_not_pickle(redis_server: RedisServer) -> None:
-    with open_store(redis_server.url, prefix="test:plain", reset=True) as s:
-        s.check_and_add(A, "https://例子.cn/1")
-        s.check_and_add(A ^ 3, "https://例子.cn/2")
-        decisions = list(s.decisions())
-    assert decisions[0].matched_key == "https://例子.cn/1" and decisions[0].distance == 2
-    client = redis.Redis.from_url(redis_server.url)
-    for key in client.scan_iter(match="{test:plain}:*"):
-        kind = client.type(key)
-        if kind == b"hash" and key.endswith(b":e"):
-            for value in client.hvals(key):
-                assert value.startswith(b'["fedcba9876543210"')
-        elif kind == b"list":
-            for value in client.lrange(key, 0, -1):
-                assert value.startswith(b"{")
-    client.close()
+def test_a_check_sees_what_changed_after_its_snapshot(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client scans a snapshot of the buckets; the script adds what was stored since and
+    drops what was removed, or scans the tables itself when the recent list cannot cover it."""
+    url, prefix = redis_server.url, "test:snapshot"
+    with RedisStore(url, prefix=prefix, reset=True) as a, RedisStore(url, prefix=prefix) as b:
+        real = a._snapshot
+
+        def then_store(fp: int, probes: list[bytes]) -> tuple[str, bytes]:
+            snap = real(fp, probes)
+            b.add(Fingerprints(A ^ 1, WA), "raced")
+            return snap
+
+        monkeypatch.setattr(a, "_snapshot", then_store)
+        assert a.check(Fingerprints(A, WA), "mine") == Verdict(
+            "duplicate", Match("raced", A ^ 1, 1, 0)
+        )
+
+        def then_remove(fp: int, probes: list[bytes]) -> tuple[str, bytes]:
+            snap = real(fp, probes)
+            assert snap[1]  # "raced" was in it
+            b.remove("raced")
+            return snap
+
+        monkeypatch.setattr(a, "_snapshot", then_remove)
+        assert a.check(Fingerprints(A ^ 2, WA), "mine").status == "new"
+
+        def too_old(fp: int, probes: list[bytes]) -> tuple[str, bytes]:
+            seq, _ = real(fp, probes)
+            return str(int(seq) - 100_000), b""  # a gap the recent list cannot cover
+
+        monkeypatch.setattr(a, "_snapshot", too_old)
+        assert a.check(Fingerprints(A ^ 3, WA), "other") == Verdict(
+            "duplicate", Match("mine", A ^ 2, 1, 0)
+        )
+        assert a.near(Fingerprints(A ^ 3, WA)) == [Match("mine", A ^ 2, 1, 0)]

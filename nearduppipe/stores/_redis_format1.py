@@ -14,16 +14,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._redis_keys import format1_key_pattern
+from ._redis_keys import format1_key_pattern, key
 from .base import Entry
 
 __all__ = ["format1_keys", "read_format1"]
 
 
 def format1_keys(client: Any, prefix: str) -> list[bytes]:
-    """Every generation key of the format-1 store ``prefix`` (exact: no other prefix's)."""
+    """Every key of the format-1 store ``prefix`` that format 2 does not use: its generation
+    keys (exact: no other prefix's) and its sequence counter ``{P}:seq``."""
     pattern, exact = format1_key_pattern(prefix)
-    return [k for k in client.scan_iter(match=pattern, count=1000) if exact.match(k)]
+    found = [k for k in client.scan_iter(match=pattern, count=1000) if exact.match(k)]
+    seq = key(prefix, "seq").encode()
+    return [*found, seq] if client.exists(seq) else found
 
 
 def read_format1(client: Any, prefix: str) -> list[Entry]:

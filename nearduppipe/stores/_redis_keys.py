@@ -22,8 +22,9 @@ __all__ = [
 ]
 
 # meta: format, rule, blocks, counters, sequence; k: page key -> entry id; e: entry id ->
-# record; d: decisions list; r: the last reply per client thread (retries are idempotent).
-FIXED_NAMES = ("meta", "k", "e", "d", "r")
+# record; d: decisions list; r: the last reply per client thread (retries are idempotent);
+# n: the members stored most recently, in order (a check's snapshot plus these is complete).
+FIXED_NAMES = ("meta", "k", "e", "d", "r", "n")
 _GLOB_SPECIAL = set("\\?*[]^-")
 
 

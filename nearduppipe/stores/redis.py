@@ -31,21 +31,17 @@ write.
 
 from __future__ import annotations
 
-import functools
 import importlib.resources
-import itertools
-import json
 import os
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any, cast
 
 import numpy as np
 
-from ..index import Layout, table_key
+from ..index import table_key
 from ..rule import Fingerprints, Rule
 from . import _redis_keys as rk
 from ._redis_codec import (
@@ -58,13 +54,12 @@ from ._redis_codec import (
     encode_job,
     entry_head,
 )
-from ._redis_format1 import format1_keys, read_format1
+from ._redis_open import RedisBase
 from .base import (
     DEFAULT_MAX_DECISIONS,
     Decision,
     Entry,
     Match,
-    Store,
     StoreError,
     StoreUnavailable,
     Verdict,
@@ -79,27 +74,11 @@ from .memory import MemoryStore
 
 __all__ = ["RedisStore", "StoreUnavailable"]
 
-FORMAT_VERSION = 2
 _LUA = (importlib.resources.files(__package__) / "redis_check_and_add.lua").read_text("utf-8")
-_INIT_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], unpack(ARGV))
-end
-return redis.call('HGETALL', KEYS[1])"""
-_UNAVAILABLE = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 _BATCH = 500
 
 
-@functools.cache
-def _masks(width: int, radius: int) -> np.ndarray:
-    """Every ``width``-bit mask of at most ``radius`` set bits, 0 first."""
-    masks = [0]
-    for r in range(1, min(radius, width) + 1):
-        for bits in itertools.combinations(range(width), r):
-            masks.append(sum(1 << b for b in bits))
-    return np.array(masks, dtype=np.uint32)
-
-
-class RedisStore(Store):
+class RedisStore(RedisBase):
     def __init__(
         self,
         uri: str,
@@ -153,136 +132,6 @@ class RedisStore(Store):
                 self._reset(blocks, rule)
             self._open_meta(rule, blocks)
 
-    # -- opening -----------------------------------------------------------------------------
-    def _k(self, name: str) -> str:
-        return rk.key(self.prefix, name)
-
-    def _where(self) -> str:
-        return f"{self.uri} prefix {self.prefix!r}"
-
-    def _set_layout(self, rule: Rule, blocks: int | None) -> None:
-        try:
-            self.layout = Layout(distance=rule.radius, blocks=blocks)
-        except ValueError as e:
-            raise StoreError(f"{self._where()}: {e}") from None
-        self._tables = self.layout.tables()
-        widths = [sum(w for _, w in parts) for parts in self._tables]
-        if max(widths) > 32:
-            raise StoreError(f"{self._where()}: table keys over 32 bits; use more blocks")
-        self._probe_masks = [_masks(w, self.layout.probe) for w in widths]
-        self.rule = rule
-        self._keys = rk.store_keys(self.prefix, len(self._tables))
-
-    def _meta(self) -> dict[str, str]:
-        raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
-        return {k.decode(): v.decode() for k, v in raw.items()}
-
-    def _open_meta(self, rule: Rule | None, blocks: int | None) -> None:
-        meta = self._meta()
-        fmt = int(meta.get("format", "0"))
-        if fmt > FORMAT_VERSION:
-            raise StoreError(f"{self._where()}: format {fmt}, written by a newer nearduppipe")
-        if fmt == 1:
-            self._open_format1(rule, blocks)
-            return
-        if not meta:
-            self._set_layout(rule or Rule(), blocks)
-            if self.read_only:  # an empty store that writes nothing
-                return
-            fields = {
-                "format": "2",
-                "rule": json.dumps(self.rule.as_dict()),
-                "blocks": str(self.layout.n_blocks),
-            }
-            init = self._client.register_script(_INIT_LUA)
-            flat = init(keys=[self._k("meta")], args=[x for kv in fields.items() for x in kv])
-            meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
-        stored = Rule(**json.loads(meta["rule"]))
-        stored_blocks = int(meta["blocks"])
-        if rule is not None and (
-            (rule.radius, rule.wide_bits) != (stored.radius, stored.wide_bits)
-            or (blocks is not None and blocks != stored_blocks)
-        ):
-            raise StoreError(
-                f"{self._where()}: the store was built for radius {stored.radius} with "
-                f"{stored_blocks} blocks ({stored.describe()}); the given rule asks for radius "
-                f"{rule.radius}{f' with {blocks} blocks' if blocks is not None else ''}. Open "
-                "it with rule=None to use its rule, copy it to a new prefix with that rule "
-                "(nearduppipe copy), or reset it"
-            )
-        self._set_layout(rule or stored, stored_blocks)
-        if rule is not None and rule != stored and not self.read_only:
-            # similarity and legacy_distance are thresholds, not layout: the new default
-            self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
-        if self.ttl is None and not self.read_only:  # undo the expiry of an earlier TTL run
-            pipe = self._client.pipeline(transaction=False)
-            for k in self._keys[1:3] + self._keys[len(rk.FIXED_NAMES) :]:
-                pipe.persist(k)
-            pipe.execute()
-
-    def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:
-        entries = read_format1(self._client, self.prefix)
-        self._set_layout(rule or Rule(), blocks)
-        if self.read_only:
-            self.format_version = 1
-            self._f1 = MemoryStore(
-                self.uri, self.rule, ttl=self.ttl, max_decisions=None, clock=self.clock
-            )
-            self._f1.import_records(entries, [])
-            return
-        # Migrate in place: the old generation keys go, the newest entry per key is re-indexed.
-        old = format1_keys(self._client, self.prefix)
-        for i in range(0, len(old), 1000):
-            self._client.unlink(*old[i : i + 1000])
-        n_decisions = int(self._client.llen(self._k("d")))
-        self._client.delete(self._k("meta"))
-        self._client.hset(
-            self._k("meta"),
-            mapping={
-                "format": "2",
-                "rule": json.dumps(self.rule.as_dict()),
-                "blocks": str(self.layout.n_blocks),
-                "decisions_total": str(n_decisions),
-            },
-        )
-        self.import_records(entries, [])
-
-    def _reset(self, blocks: int | None, rule: Rule | None) -> None:
-        meta = self._meta()
-        doomed: set[str | bytes] = set(rk.store_keys(self.prefix, 0))
-        counts = [Layout(distance=(rule or Rule()).radius, blocks=blocks).tables()]
-        if meta.get("format") == "2":
-            stored = Rule(**json.loads(meta["rule"]))
-            counts.append(Layout(distance=stored.radius, blocks=int(meta["blocks"])).tables())
-        for tables in counts:
-            doomed.update(rk.store_keys(self.prefix, len(tables)))
-        if meta.get("format") == "1":
-            doomed.update(format1_keys(self._client, self.prefix))
-        names = sorted(doomed, key=lambda k: k if isinstance(k, bytes) else k.encode())
-        for i in range(0, len(names), 1000):
-            self._client.unlink(*names[i : i + 1000])
-
-    # -- calls -------------------------------------------------------------------------------
-    @contextmanager
-    def _errors(self, what: str, write: bool = False) -> Iterator[None]:
-        """Closed -> StoreError; unreachable, timed out, out of memory or a read-only replica
-        -> StoreUnavailable (the failure policy's business); other server errors are bugs or
-        misconfigurations -> StoreError. Messages never carry the password."""
-        if self._closed:
-            raise StoreError(f"store {self.uri} is closed")
-        if write and self.read_only:
-            raise StoreError(f"store {self.uri} was opened read-only")
-        r = self._redis
-        try:
-            yield
-        except (r.ConnectionError, r.TimeoutError) as e:
-            msg = rk.redact(str(e), self._raw_uri)
-            raise StoreUnavailable(f"{self._where()}: {what} failed: {msg}") from None
-        except r.RedisError as e:
-            msg = rk.redact(str(e), self._raw_uri)
-            cls = StoreUnavailable if msg.startswith(_UNAVAILABLE) else StoreError
-            raise cls(f"{self._where()}: {what} failed: {msg}") from None
-
     def _head_args(self, mode: str, now: float, token: bytes = b"") -> list[Any]:
         w = self.rule.wide_threshold
         field = ""
@@ -309,6 +158,17 @@ class RedisStore(Store):
             for parts, masks in zip(self._tables, self._probe_masks, strict=True)
         ]
 
+    def _snapshot(self, fp: int, probes: list[bytes]) -> tuple[str, bytes]:
+        """Read every probed bucket (one read-only call) and scan it here, vectorised: the
+        sequence number it was read at and the ids within the radius. The check script adds
+        what was stored since, so the server never scans buckets member by member in Lua."""
+        raw: bytes = self._run("probe", [*self._head_args("probe", 0.0), *probes], write=False)
+        members = np.frombuffer(raw, dtype=">u8", offset=8).reshape(-1, 2)
+        near = np.bitwise_count(members[:, 0] ^ np.uint64(fp)) <= self.rule.radius
+        return str(int.from_bytes(raw[:8], "big")), np.unique(members[near, 1]).astype(
+            ">u8"
+        ).tobytes()
+
     def _fields(self, fp: int) -> bytes:
         return b"".join(struct.pack(">I", table_key(fp, parts)) for parts in self._tables)
 
@@ -320,6 +180,9 @@ class RedisStore(Store):
     def _run(self, what: str, args: list[Any], write: bool = True) -> Any:
         with self._errors(what, write=write):
             return self._script(keys=self._keys, args=args)
+
+    def __enter__(self) -> RedisStore:
+        return self
 
     # -- the interface -----------------------------------------------------------------------
     def check(
@@ -343,7 +206,8 @@ class RedisStore(Store):
             encode_job(job),
             self._record(fps, key, now, job, text),
             decision_head(fps.fp, now, key, text),
-            *self._probes(fps.fp),
+            *self._snapshot(fps.fp, probes := self._probes(fps.fp)),
+            *probes,
         ]
         reply: bytes = self._run("check", args)
         status = {
@@ -364,11 +228,13 @@ class RedisStore(Store):
         if self._f1 is not None:
             return self._f1.near(fps, exclude=exclude)
         now = float(self.clock())
+        probes = self._probes(fps.fp)
         args = [
             *self._head_args("near", now),
             exclude or "",
             self._record(fps, "", now, None, None),
-            *self._probes(fps.fp),
+            *self._snapshot(fps.fp, probes),
+            *probes,
         ]
         reply: bytes = self._run("near", args, write=False)
         out, pos = [], 0

@@ -4,19 +4,23 @@
 -- Record layouts: nearduppipe/stores/_redis_codec.py. Keys and layout: redis.py.
 --
 -- KEYS: meta, k (page key -> entry id), e (entry id -> record), d (decisions), r (replies),
---       then the T block tables (hash: 4-byte table key -> members, 16 bytes each).
+--       n (recent inserts: the last members stored, in sequence order), then the T block
+--       tables (hash: 4-byte table key -> members of 16 bytes: fingerprint, entry id).
 -- ARGV: mode, now, ttl ("" = none), max_decisions ("" = none), radius, wide threshold
 --       (-1 = the paper's rule), legacy distance, reply field ("" = none), call token, T,
 --       then per mode:
---   check:  key, job given ("1"/"0"), job part, new record, decision head, T probe blobs
---   near:   exclude key ("" = none), query record, T probe blobs
+--   probe:  T probe blobs (4-byte table keys)             -> sequence (8 bytes) .. buckets
+--   check:  key, job given ("1"/"0"), job part, new record, decision head, snapshot sequence,
+--           candidate ids (8 bytes each), T probe blobs
+--   near:   exclude key ("" = none), query record, snapshot sequence, candidate ids, blobs
 --   add:    key, record, key, record, ...        (a record carries its own table fields)
 --   remove: key          get: key          decide: decisions...        prune: entry ids...
 local mode, now = ARGV[1], tonumber(ARGV[2])
 local ttl, maxd = tonumber(ARGV[3]), tonumber(ARGV[4])
 local radius, wthr, legacy = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local T = tonumber(ARGV[10])
-local META, KIDX, ENT, DEC, REPLY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local META, KIDX, ENT, DEC, REPLY, NEW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local RECENT = 8192 -- members kept in the recent-inserts list
 local band, bxor, rshift = bit.band, bit.bxor, bit.rshift
 local unpack_, pack = struct.unpack, struct.pack
 local NO_WIDE = 65535
@@ -114,7 +118,7 @@ end
 local function drop(id, rec)
   local fp, _, _, fpos = head(rec)
   local member = fp .. id
-  for i = 1, unpack_('>I2', rec, fpos) do unlink(KEYS[5 + i], field(rec, fpos, i), member) end
+  for i = 1, unpack_('>I2', rec, fpos) do unlink(KEYS[6 + i], field(rec, fpos, i), member) end
   redis.call('HDEL', ENT, id)
   local key = key_of(rec)
   if redis.call('HGET', KIDX, key) == id then redis.call('HDEL', KIDX, key) end
@@ -132,9 +136,11 @@ local function store(key, rec, old_id, old_rec)
   local id = pack('>I4I4', math.floor(n / 4294967296), n % 4294967296)
   local fp, _, _, fpos = head(rec)
   local member = fp .. id
-  for i = 1, unpack_('>I2', rec, fpos) do link(KEYS[5 + i], field(rec, fpos, i), member) end
+  for i = 1, unpack_('>I2', rec, fpos) do link(KEYS[6 + i], field(rec, fpos, i), member) end
   redis.call('HSET', ENT, id, rec)
   redis.call('HSET', KIDX, key, id)
+  redis.call('RPUSH', NEW, member)
+  if n % 64 == 0 then redis.call('LTRIM', NEW, -RECENT, -1) end
 end
 
 local function seq_of(id)
@@ -142,48 +148,87 @@ local function seq_of(id)
   return hi * 4294967296 + lo
 end
 
--- Entries near the query record, nearest first: probe every table's buckets (the blobs hold
--- the 4-byte keys to read), keep members within the radius, then judge them by the rule.
-local function search(qrec, probes_at, exclude)
-  local qfp, _, qwide = head(qrec)
-  local qhi, qlo = unpack_('>I4I4', qfp)
-  local qw = qwide and words(qwide)
-  local ids, ds, seen = {}, {}, {}
+-- Members of a bucket string (16 bytes each) within the radius of the query, into ids/ds.
+local function scan(b, qhi, qlo, exclude, seen, ids, ds)
+  for pos = 1, #b, 16 do
+    -- the hot loop: popcount inlined, the low half only when the high one is near
+    local hi, lo = unpack_('>I4I4', b, pos)
+    local x = bxor(hi, qhi)
+    x = x - band(rshift(x, 1), 0x55555555)
+    x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
+    local d = rshift(band(x + rshift(x, 4), 0x0F0F0F0F) * 0x01010101, 24) % 256
+    if d <= radius then
+      x = bxor(lo, qlo)
+      x = x - band(rshift(x, 1), 0x55555555)
+      x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
+      d = d + rshift(band(x + rshift(x, 4), 0x0F0F0F0F) * 0x01010101, 24) % 256
+    end
+    if d <= radius then
+      local id = string.sub(b, pos + 8, pos + 15)
+      if not seen[id] and id ~= exclude then
+        seen[id] = true
+        ids[#ids + 1] = id
+        ds[#ds + 1] = d
+      end
+    end
+  end
+end
+
+-- Every probed bucket (the blobs hold each table's 4-byte keys to read).
+local function buckets(probes_at)
+  local out = {}
   for i = 1, T do
     local blob = ARGV[probes_at + i - 1]
     local fields = {unpack_(string.rep('c4', #blob / 4), blob)}
     fields[#fields] = nil -- struct.unpack's last value is the next position
-    local buckets = redis.call('HMGET', KEYS[5 + i], unpack(fields))
-    for _, b in ipairs(buckets) do
-      if b then
-        for pos = 1, #b, 16 do
-          local hi, lo = unpack_('>I4I4', b, pos)
-          local d = popcount(bxor(hi, qhi)) + popcount(bxor(lo, qlo))
-          if d <= radius then
-            local id = string.sub(b, pos + 8, pos + 15)
-            if not seen[id] and id ~= exclude then
-              seen[id] = true
-              ids[#ids + 1] = id
-              ds[#ds + 1] = d
-            end
-          end
-        end
+    for _, b in ipairs(redis.call('HMGET', KEYS[6 + i], unpack(fields))) do
+      if b then out[#out + 1] = b end
+    end
+  end
+  return out
+end
+
+local function sequence()
+  return tonumber(redis.call('HGET', META, 'seq') or '0')
+end
+
+-- Entries near the query record, nearest first. The candidates are the ids the client found
+-- within the radius in its snapshot (mode 'probe' at sequence `snap`; the client scans the
+-- buckets, so this script does not) plus every entry inserted since (the recent-inserts list,
+-- one member per sequence number): together, every entry a search now would find. When the
+-- list cannot cover the gap, the buckets are scanned here. Then judged by the rule.
+local function search(qrec, snap, cand, probes_at, exclude)
+  local qfp, _, qwide = head(qrec)
+  local qhi, qlo = unpack_('>I4I4', qfp)
+  local qw = qwide and words(qwide)
+  local ids, ds, seen = {}, {}, {}
+  local since = tonumber(snap)
+  if since then since = sequence() - since end
+  if since and since >= 0 and since <= redis.call('LLEN', NEW) then
+    if since > 0 then scan(table.concat(redis.call('LRANGE', NEW, -since, -1)), qhi, qlo, exclude, seen, ids, ds) end
+    for pos = 1, #cand, 8 do
+      local id = string.sub(cand, pos, pos + 7)
+      if not seen[id] and id ~= exclude then
+        seen[id] = true
+        ids[#ids + 1] = id
+        ds[#ds + 1] = false -- from the record below
       end
     end
+  else
+    for _, b in ipairs(buckets(probes_at)) do scan(b, qhi, qlo, exclude, seen, ids, ds) end
   end
   local hits = {}
   if #ids == 0 then return hits end
   local recs = redis.call('HMGET', ENT, unpack(ids))
   for j = 1, #ids do
     local rec = recs[j]
-    if rec then
-      local _, t, w = head(rec)
-      if not (ttl and t < now - ttl) then
+    if rec then -- (gone if removed or replaced since the snapshot)
+      local fp, t, w = head(rec)
+      local d = ds[j] or distance(fp, qfp)
+      if d <= radius and not (ttl and t < now - ttl) then
         local dw = nil
         if w and qw then dw = wide_distance(qw, w) end
-        if is_near(ds[j], dw) then
-          hits[#hits + 1] = {dw or ds[j] * 8, ds[j], seq_of(ids[j]), rec, dw}
-        end
+        if is_near(d, dw) then hits[#hits + 1] = {dw or d * 8, d, seq_of(ids[j]), rec, dw} end
       end
     end
   end
@@ -223,8 +268,8 @@ local function sweep()
     if t < now - 2 * ttl then drop(items[i], items[i + 1]) end
   end
   local ms = math.ceil(2000 * ttl)
-  for i = 2, 5 + T do
-    if i ~= 4 then redis.call('PEXPIRE', KEYS[i], ms) end
+  for i = 2, 6 + T do
+    if i ~= 4 and i ~= 5 then redis.call('PEXPIRE', KEYS[i], ms) end
   end
 end
 
@@ -248,7 +293,7 @@ local function check(key, job_given, job, rec, dhead)
       end
     end
   end
-  local hits = search(rec, 16, own_id)
+  local hits = search(rec, ARGV[16], ARGV[17], 18, own_id)
   if #hits > 0 then
     local h = hits[1]
     local mkey = key_of(h[4])
@@ -284,8 +329,11 @@ elseif mode == 'near' then
   local exclude = nil
   if ARGV[11] ~= '' then exclude = redis.call('HGET', KIDX, ARGV[11]) or nil end
   local out = {}
-  for _, h in ipairs(search(ARGV[12], 13, exclude)) do out[#out + 1] = match_reply(h[2], h[5], h[4]) end
+  for _, h in ipairs(search(ARGV[12], ARGV[13], ARGV[14], 15, exclude)) do out[#out + 1] = match_reply(h[2], h[5], h[4]) end
   return table.concat(out)
+elseif mode == 'probe' then -- read-only: the sequence number, then every probed bucket
+  local n = sequence()
+  return pack('>I4I4', math.floor(n / 4294967296), n % 4294967296) .. table.concat(buckets(11))
 elseif mode == 'add' then
   for i = 11, #ARGV, 2 do
     local id, rec = own(ARGV[i])

@@ -1,0 +1,201 @@
+"""Opening a Redis store: the layout kept in ``{P}:meta``, format-1 stores, reset, errors.
+
+A base class of :class:`~nearduppipe.stores.redis.RedisStore`, apart so each module stays short.
+The rule and layout are read from the store, never assumed: a store built for one radius holds
+tables that cannot answer another radius exactly, so a contradicting rule is refused with what
+to do, while ``similarity`` and ``legacy_distance`` (thresholds, not layout) may change.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+import numpy as np
+
+from ..index import Layout
+from ..rule import Rule
+from . import _redis_keys as rk
+from ._redis_format1 import format1_keys, read_format1
+from .base import Decision, Entry, Store, StoreError, StoreUnavailable
+from .memory import MemoryStore
+
+FORMAT_VERSION = 2
+_INIT_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], unpack(ARGV))
+end
+return redis.call('HGETALL', KEYS[1])"""
+_UNAVAILABLE = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
+
+
+@functools.cache
+def _masks(width: int, radius: int) -> np.ndarray:
+    """Every ``width``-bit mask of at most ``radius`` set bits, 0 first."""
+    masks = [0]
+    for r in range(1, min(radius, width) + 1):
+        for bits in itertools.combinations(range(width), r):
+            masks.append(sum(1 << b for b in bits))
+    return np.array(masks, dtype=np.uint32)
+
+
+class RedisBase(Store):
+    """State and opening logic shared by the Redis store (see ``redis.py`` for the keys)."""
+
+    prefix: str
+    layout: Layout
+    clock: Callable[[], float]
+    _client: Any
+    _redis: Any
+    _raw_uri: str
+    _closed: bool
+    _f1: MemoryStore | None
+    _tables: list[tuple[tuple[int, int], ...]]
+    _probe_masks: list[np.ndarray]
+    _keys: list[str]
+
+    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+        raise NotImplementedError
+
+    # -- opening -----------------------------------------------------------------------------
+    def _k(self, name: str) -> str:
+        return rk.key(self.prefix, name)
+
+    def _where(self) -> str:
+        return f"{self.uri} prefix {self.prefix!r}"
+
+    def _set_layout(self, rule: Rule, blocks: int | None) -> None:
+        try:
+            self.layout = Layout(distance=rule.radius, blocks=blocks)
+        except ValueError as e:
+            raise StoreError(f"{self._where()}: {e}") from None
+        self._tables = self.layout.tables()
+        widths = [sum(w for _, w in parts) for parts in self._tables]
+        if max(widths) > 32:
+            raise StoreError(f"{self._where()}: table keys over 32 bits; use more blocks")
+        self._probe_masks = [_masks(w, self.layout.probe) for w in widths]
+        self.rule = rule
+        self._keys = rk.store_keys(self.prefix, len(self._tables))
+
+    def _meta(self) -> dict[str, str]:
+        raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    def _open_meta(self, rule: Rule | None, blocks: int | None) -> None:
+        meta = self._meta()
+        fmt = int(meta.get("format", "0"))
+        if meta and fmt not in (1, 2):
+            raise StoreError(
+                f"{self._where()}: format {meta.get('format')!r}: not a store this nearduppipe "
+                f"can read (format {FORMAT_VERSION}; a newer one wrote it?)"
+            )
+        if fmt == 1:
+            self._open_format1(rule, blocks)
+            return
+        if not meta:
+            self._set_layout(rule or Rule(), blocks)
+            if self.read_only:  # an empty store that writes nothing
+                return
+            fields = {
+                "format": "2",
+                "rule": json.dumps(self.rule.as_dict()),
+                "blocks": str(self.layout.n_blocks),
+            }
+            init = self._client.register_script(_INIT_LUA)
+            flat = init(keys=[self._k("meta")], args=[x for kv in fields.items() for x in kv])
+            meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+        stored = Rule(**json.loads(meta["rule"]))
+        stored_blocks = int(meta["blocks"])
+        if rule is not None and (
+            (rule.radius, rule.wide_bits) != (stored.radius, stored.wide_bits)
+            or (blocks is not None and blocks != stored_blocks)
+        ):
+            raise StoreError(
+                f"{self._where()}: the store was built for radius {stored.radius} with "
+                f"{stored_blocks} blocks ({stored.describe()}); the given rule asks for radius "
+                f"{rule.radius}{f' with {blocks} blocks' if blocks is not None else ''}. Open "
+                "it with rule=None to use its rule, copy it to a new prefix with that rule "
+                "(nearduppipe copy), or reset it"
+            )
+        self._set_layout(rule or stored, stored_blocks)
+        if rule is not None and rule != stored and not self.read_only:
+            # similarity and legacy_distance are thresholds, not layout: the new default
+            self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
+        if self.ttl is None and not self.read_only:  # undo the expiry of an earlier TTL run
+            pipe = self._client.pipeline(transaction=False)
+            for k in [*self._keys[1:3], self._keys[5], *self._keys[len(rk.FIXED_NAMES) :]]:
+                pipe.persist(k)
+            pipe.execute()
+
+    def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:
+        entries = read_format1(self._client, self.prefix)
+        self._set_layout(rule or Rule(), blocks)
+        if self.read_only:
+            self.format_version = 1
+            self._f1 = MemoryStore(
+                self.uri, self.rule, ttl=self.ttl, max_decisions=None, clock=self.clock
+            )
+            self._f1.import_records(entries, [])
+            return
+        # Migrate in place, in an order that a crash at any point leaves readable: write the
+        # format-2 entries (names format 1 never used), switch the meta, then drop the old keys.
+        # A crash before the switch leaves a format-1 store that the next open migrates again.
+        self.import_records(entries, [])
+        n_decisions = int(self._client.llen(self._k("d")))
+        pipe = self._client.pipeline(transaction=True)
+        pipe.hdel(self._k("meta"), "bits", "distance")
+        pipe.hset(
+            self._k("meta"),
+            mapping={
+                "format": "2",
+                "rule": json.dumps(self.rule.as_dict()),
+                "blocks": str(self.layout.n_blocks),
+                "decisions_total": str(n_decisions),
+            },
+        )
+        pipe.execute()
+        old = format1_keys(self._client, self.prefix)
+        for i in range(0, len(old), 1000):
+            self._client.unlink(*old[i : i + 1000])
+
+    def _reset(self, blocks: int | None, rule: Rule | None) -> None:
+        meta = self._meta()
+        doomed: set[str | bytes] = set(rk.store_keys(self.prefix, 0))
+        try:
+            counts = [Layout(distance=(rule or Rule()).radius, blocks=blocks).tables()]
+        except ValueError as e:
+            raise StoreError(f"{self._where()}: {e}") from None
+        if meta.get("format") == "2":
+            stored = Rule(**json.loads(meta["rule"]))
+            counts.append(Layout(distance=stored.radius, blocks=int(meta["blocks"])).tables())
+        for tables in counts:
+            doomed.update(rk.store_keys(self.prefix, len(tables)))
+        if meta.get("format") == "1":
+            doomed.update(format1_keys(self._client, self.prefix))
+        names = sorted(doomed, key=lambda k: k if isinstance(k, bytes) else k.encode())
+        for i in range(0, len(names), 1000):
+            self._client.unlink(*names[i : i + 1000])
+
+    # -- calls -------------------------------------------------------------------------------
+    @contextmanager
+    def _errors(self, what: str, write: bool = False) -> Iterator[None]:
+        """Closed -> StoreError; unreachable, timed out, out of memory or a read-only replica
+        -> StoreUnavailable (the failure policy's business); other server errors are bugs or
+        misconfigurations -> StoreError. Messages never carry the password."""
+        if self._closed:
+            raise StoreError(f"store {self.uri} is closed")
+        if write and self.read_only:
+            raise StoreError(f"store {self.uri} was opened read-only")
+        r = self._redis
+        try:
+            yield
+        except (r.ConnectionError, r.TimeoutError) as e:
+            msg = rk.redact(str(e), self._raw_uri)
+            raise StoreUnavailable(f"{self._where()}: {what} failed: {msg}") from None
+        except r.RedisError as e:
+            msg = rk.redact(str(e), self._raw_uri)
+            cls = StoreUnavailable if msg.startswith(_UNAVAILABLE) else StoreError
+            raise cls(f"{self._where()}: {what} failed: {msg}") from None
