@@ -25,14 +25,15 @@ local band, bxor, rshift = bit.band, bit.bxor, bit.rshift
 local unpack_, pack = struct.unpack, struct.pack
 local NO_WIDE = 65535
 
--- Lua BitOp works on signed 32-bit values: a word with its top bit set comes back negative
--- from bxor, so it is made unsigned first (bit ops take it modulo 2^32 again).
+-- SWAR popcount of a 32-bit word. The byte counts are summed with shifts, not the usual
+-- multiplication by 0x01010101: that product reaches 2^51 when all 32 bits are set, beyond
+-- what Lua BitOp converts exactly from a double (a 512-bit distance came out 16 short).
 local function popcount(x)
-  if x < 0 then x = x + 4294967296 end
   x = x - band(rshift(x, 1), 0x55555555)
   x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
   x = band(x + rshift(x, 4), 0x0F0F0F0F)
-  return rshift(x * 0x01010101, 24) % 256
+  x = x + rshift(x, 8)
+  return band(x + rshift(x, 16), 0x3F)
 end
 
 local WFMT = '>' .. string.rep('I4', 16)
@@ -156,12 +157,16 @@ local function scan(b, qhi, qlo, exclude, seen, ids, ds)
     local x = bxor(hi, qhi)
     x = x - band(rshift(x, 1), 0x55555555)
     x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
-    local d = rshift(band(x + rshift(x, 4), 0x0F0F0F0F) * 0x01010101, 24) % 256
+    x = band(x + rshift(x, 4), 0x0F0F0F0F)
+    x = x + rshift(x, 8)
+    local d = band(x + rshift(x, 16), 0x3F)
     if d <= radius then
       x = bxor(lo, qlo)
       x = x - band(rshift(x, 1), 0x55555555)
       x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
-      d = d + rshift(band(x + rshift(x, 4), 0x0F0F0F0F) * 0x01010101, 24) % 256
+      x = band(x + rshift(x, 4), 0x0F0F0F0F)
+      x = x + rshift(x, 8)
+      d = d + band(x + rshift(x, 16), 0x3F)
     end
     if d <= radius then
       local id = string.sub(b, pos + 8, pos + 15)
