@@ -85,9 +85,21 @@ def test_dedup_keeps_exactly_one_per_group_of_light_edits(tmp_path: Path) -> Non
     src.write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "unique.jsonl"
     run = subprocess.run(
-        [sys.executable, "-m", "nearduppipe.cli", "dedup", str(src), "-o", str(out), "--quiet",
-         "--format", "json"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "nearduppipe.cli",
+            "dedup",
+            str(src),
+            "-o",
+            str(out),
+            "--quiet",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr
     kept = [json.loads(line)["url"] for line in out.read_text().splitlines()]

@@ -16,6 +16,7 @@ import redis
 
 from nearduppipe import fingerprint, open_store
 from nearduppipe.cli import main
+from nearduppipe.rule import Rule
 
 from .support.redis_server import RedisServer
 
@@ -69,7 +70,7 @@ def test_copy_sqlite_to_redis_and_back_keeps_texts_and_layout(
     tmp_path: Path, redis_server: RedisServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     src = tmp_path / "crawl.sqlite"
-    with open_store(str(src), distance=4) as s:  # as a crawl (NEARDUP_DISTANCE = 4) makes it
+    with open_store(str(src)) as s:  # as a crawl makes it (the default rule)
         for i in range(500):
             s.check_and_add((A * (i + 1)) % (1 << 64), f"https://x/{i}", text=f"page {i}")
         s.check_and_add(A ^ 1, "https://x/dup", text="the duplicate")
@@ -77,9 +78,8 @@ def test_copy_sqlite_to_redis_and_back_keeps_texts_and_layout(
     redis_uri = with_prefix(redis_server.url, "test:copy")
     assert main(["copy", str(src), redis_uri, "--reset"]) == 0
     assert "copied 500 fingerprints and 1 decisions" in capsys.readouterr().out
-    client = redis.Redis.from_url(redis_server.url)
-    assert client.hget("{test:copy}:meta", "distance") == b"4"  # what the next crawl expects
-    with open_store(redis_uri, distance=4) as r:
+    with open_store(redis_uri) as r:
+        assert r.rule == Rule()  # the source's rule: what the next crawl expects
         assert list(r.entries()) == entries  # texts included
         assert [d._replace(text=None) for d in r.decisions()] == [
             d._replace(text=None) for d in decisions
@@ -130,10 +130,10 @@ def test_credentials_are_never_printed(tmp_path: Path) -> None:
 
 
 def fill_crawl_store(uri: str) -> None:
-    """What a default crawl of spider "news" leaves: prefix neardup:news, distance 4."""
-    with open_store(uri, distance=4, name="news", reset=True) as s:
+    """What a default crawl of spider "news" leaves: prefix neardup:news, the default rule."""
+    with open_store(uri, name="news", reset=True) as s:
         assert s.check_and_add(A, "https://a.example/1") is None
-        assert s.check_and_add(A ^ 0b1111, "https://a.example/2") is not None  # d=4: k=4 only
+        assert s.check_and_add(A ^ 0b111, "https://a.example/2") is not None
         assert s.check_and_add(A ^ 0xF0F0_0000_0000, "https://b.example/1") is None
 
 
@@ -149,7 +149,7 @@ def test_a_crawls_redis_store_reads_with_no_layout_flag(
     info = run("info", uri, "--format", "json")
     assert info.returncode == 0, info.stderr
     data = json.loads(info.stdout)
-    assert (data["entries"], data["decisions"], data["distance"]) == (2, 1, 4)
+    assert (data["entries"], data["decisions"], data["rule"]["radius"]) == (2, 1, 8)
     for fmt in ("text", "json", "csv", "html"):
         proc = run("report", uri, "--format", fmt)
         assert proc.returncode == 0, proc.stderr
@@ -166,12 +166,12 @@ def test_a_crawls_redis_store_reads_with_no_layout_flag(
     one_line_error(fresh, "neardup:other")
     assert sorted(client.keys("*")) == keys_before
     # a contradicting override is refused, not silently used
-    one_line_error(run("report", uri, "--distance", "3"), "distance")
+    one_line_error(run("report", uri, "--distance", "3"), "radius")
 
 
 def test_report_json_is_only_json_and_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     path = tmp_path / "big.sqlite"
-    with open_store(str(path), distance=4) as s:
+    with open_store(str(path)) as s:
         for i in range(3000):
             fp = (A * (2 * i + 1)) % (1 << 64)
             s.check_and_add(fp, f"https://site{i % 7}.example/page/{i}")
@@ -195,7 +195,7 @@ def test_report_json_is_only_json_and_a_closed_pipe_is_quiet(tmp_path: Path) -> 
 
 def test_report_output_file_is_atomic_and_never_the_store(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
-    with open_store(str(path), distance=4) as s:
+    with open_store(str(path)) as s:
         s.check_and_add(A, '=HYPERLINK("http://evil")')
         s.check_and_add(A ^ 1, "-2+3")
         s.check_and_add(A ^ 3, "https://x/\x1b[31mred")
@@ -256,13 +256,14 @@ def test_explain_files_keys_texts_and_misspelled_names(
     )
     assert main(["explain", str(tmp_path / "a.txt"), str(tmp_path / "b.html")]) == 0
     out = capsys.readouterr().out
-    assert "distance:" in out and "cosine of the feature vectors" in out and "(k=4:" in out
+    assert "64-bit distance:" in out and "512-bit distance:" in out
+    assert "cosine of the feature vectors" in out and "verdict: near-duplicates" in out
     one_line_error(run("explain", str(tmp_path / "a.txt"), str(tmp_path / "b.htm")), "B", "b.htm")
     one_line_error(run("explain", "a.txt", "missing/b.txt", cwd=tmp_path), "missing/b.txt")
     texts = run("explain", "--text", "a.txt", "missing/b.txt")
     assert texts.returncode == 0 and "distance:" in texts.stdout
     store = tmp_path / "s.sqlite"
-    with open_store(str(store), distance=4) as s:
+    with open_store(str(store)) as s:
         s.add(A, "https://a/1")
         s.add(A ^ 7, "https://a/2")
     assert main(["explain", "https://a/1", "https://a/2", "--store", str(store)]) == 0

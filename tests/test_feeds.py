@@ -194,6 +194,6 @@ def test_progress_bars_have_totals_for_every_pass(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    for bar in ("fingerprinting: 100%", "matching block tables: 100%", "writing: 100%"):
+    for bar in ("fingerprinting: 100%", "matching: 100%", "writing: 100%"):
         assert bar in proc.stderr
     assert "50/50" in proc.stderr and "<00:00" in proc.stderr  # a total and an ETA

@@ -335,12 +335,28 @@ def test_forget_command_reads_keys_from_arguments_files_and_stdin(tmp_path: Path
     keys = tmp_path / "keys.txt"
     keys.write_text("https://x/2\nhttps://x/3\n\n")
     run = subprocess.run(
-        [sys.executable, "-m", "nearduppipe.cli", "forget", str(path), "https://x/0",
-         "--file", str(keys)], capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "nearduppipe.cli",
+            "forget",
+            str(path),
+            "https://x/0",
+            "--file",
+            str(keys),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0 and "forgot 3 pages" in run.stdout, run.stderr
     run = subprocess.run(
         [sys.executable, "-m", "nearduppipe.cli", "forget", str(path), "--file", "-"],
-        input="https://x/4\nhttps://x/nope\n", capture_output=True, text=True, timeout=60)
+        input="https://x/4\nhttps://x/nope\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "forgot 1 pages" in run.stdout and "1 not stored" in run.stdout
     with open_store(str(path), read_only=True) as s:
         assert sorted(e.key for e in s.entries()) == ["https://x/1", "https://x/5"]
