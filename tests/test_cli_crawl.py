@@ -58,7 +58,7 @@ def test_default_crawl_store_round_trip_through_sqlite(
     info = nearduppipe("info", uri, "--format", "json")
     assert info.returncode == 0, info.stderr
     data = json.loads(info.stdout)
-    assert (data["entries"], data["decisions"], data["distance"]) == (unique, dropped, 4)
+    assert (data["entries"], data["decisions"], data["rule"]["radius"]) == (unique, dropped, 8)
     for fmt in ("text", "json", "csv", "html"):
         report = nearduppipe("report", uri, "--format", fmt)
         assert report.returncode == 0 and report.stdout, report.stderr
@@ -67,6 +67,9 @@ def test_default_crawl_store_round_trip_through_sqlite(
         "unique": unique,
         "dropped": dropped,
         "duplicate_rate": round(dropped / (unique + dropped), 6),
+        "revisits_unchanged": 0,
+        "revisits_changed": 0,
+        "decisions_trimmed": 0,
     }
 
     local = tmp_path / "probe.sqlite"
@@ -102,9 +105,9 @@ def test_scrapy_neardup_uses_the_spiders_settings(
 ) -> None:
     from nearduppipe import open_store
 
-    with open_store(redis_server.url, distance=4, name="news", reset=True) as s:  # a crawl's
+    with open_store(redis_server.url, name="news", reset=True) as s:  # a crawl's
         s.check_and_add(A, "https://a.example/1")
-        s.check_and_add(A ^ 0b1111, "https://a.example/2")
+        s.check_and_add(A ^ 0b111, "https://a.example/2")  # no wide fingerprints: d <= 3
     (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = proj.settings\n")
     (tmp_path / "proj" / "spiders").mkdir(parents=True)
     (tmp_path / "proj" / "__init__.py").write_text("")
@@ -127,7 +130,7 @@ def test_scrapy_neardup_uses_the_spiders_settings(
     report = scrapy("news", "--format", "json")
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout)["clusters"][0]["duplicates"] == [
-        {"key": "https://a.example/2", "distance": 4}
+        {"key": "https://a.example/2", "distance": 3}
     ]
     assert "spider news:" in report.stderr
     assert not (tmp_path / "never-written.sqlite").exists()
