@@ -102,8 +102,17 @@ def test_middleware_drops_near_duplicates_then_everything_on_recrawl(
 
     second = crawl(tmp_path, urls, settings)
     assert second["reached"] == []
-    assert second["stats"]["neardup/dropped"] == len(ARTICLES)
+    # a recrawl: every kept page is its own key, unchanged (a revisit, not a near-duplicate of
+    # itself); every copy is a near-duplicate of one again
+    assert second["stats"]["neardup/revisit/unchanged/dropped"] == len(GROUPS) + len(DISTINCT)
+    assert second["stats"]["neardup/dropped"] == dropped
     assert second["stats"]["neardup/store_size/open"] == len(GROUPS) + len(DISTINCT)
+    assert second["stats"]["neardup/store_size/close"] == len(GROUPS) + len(DISTINCT)
+    with open_store(str(store), read_only=True) as s:
+        assert s.decision_count() == 2 * dropped and s.counters()["revisits_unchanged"] == len(
+            GROUPS
+        ) + len(DISTINCT)
+        assert all(d.key != d.matched_key for d in s.decisions())
 
     third = crawl(tmp_path, urls, {**settings, "NEARDUP_RESET": True, "NEARDUP_DEBUG": True})
     assert_one_per_group(site, third["reached"])
@@ -163,7 +172,8 @@ def test_links_of_dropped_pages_are_not_followed(site: str, tmp_path: Path) -> N
     assert_one_per_group(site, first["reached"])
     # second crawl: the index page itself is already known, so nothing behind it is fetched
     second = crawl(tmp_path, [site + "index.html"], settings, follow=True)
-    assert second["reached"] == [] and second["stats"]["neardup/dropped"] == 1
+    assert second["reached"] == []
+    assert second["stats"]["neardup/revisit/unchanged/dropped"] == 1
     assert second["stats"].get("downloader/request_count") == 1
 
 
