@@ -130,4 +130,8 @@ def test_scrapy_neardup_uses_the_spiders_settings(
         {"key": "https://a.example/2", "distance": 4}
     ]
     assert "spider news:" in report.stderr
+    store = redis_server.url + ("&" if "?" in redis_server.url else "?") + "prefix=neardup:news"
+    given = scrapy("--store", store, "--format", "csv")
+    assert given.returncode == 0, given.stderr
+    assert given.stdout.splitlines()[0] == "cluster,original,key,distance,host"
     assert not (tmp_path / "never-written.sqlite").exists()

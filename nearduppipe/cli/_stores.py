@@ -168,6 +168,8 @@ def open_cli_store(
         options["distance"] = distance
     if blocks is not None:
         options["blocks"] = blocks
+    if options.get("prefix") and not is_redis(uri):
+        raise CliError(f"--prefix {options['prefix']}: only Redis stores have a key prefix")
     if is_redis(uri):
         prefix = options.pop("prefix", None) or uri_prefix(uri)
         if read_only:

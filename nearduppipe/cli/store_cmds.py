@@ -161,6 +161,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
         distance = layout[0] if layout else CRAWL_DISTANCE
     texts = sum(e.text is not None for e in entries) + sum(d.text is not None for d in decisions)
     if dst_file:
+        if args.prefix:
+            raise CliError(f"--prefix {args.prefix}: only Redis stores have a key prefix")
         n = _copy_to_sqlite_file(args, dst_file, distance, entries, decisions)
         where = args.dst
     else:
