@@ -176,15 +176,19 @@ def open_cli_store(
             prefix = resolve_redis_prefix(uri, prefix)
         if prefix:
             options["prefix"] = prefix
-        if not _stores_read_their_layout() and prefix:  # shim: see the module docstring
-            stored = _redis_meta(uri, prefix)
-            if stored is None and read_only:
-                raise CliError(f"{redact(uri)}: no store with prefix {prefix!r} on this server")
-            if stored is not None:
-                if distance is None and stored.distance is not None:
-                    options["distance"] = stored.distance
-                if blocks is None and distance is None and stored.blocks is not None:
-                    options["blocks"] = stored.blocks
+        stored = _redis_meta(uri, prefix) if prefix else None
+        if stored is None and read_only and prefix:
+            # Reading a prefix that holds no store is a typo far more often than a wish to see
+            # zeros; say which stores exist instead (and write nothing).
+            names = ", ".join(p.prefix for p in list_redis_prefixes(uri)) or "none"
+            raise CliError(
+                f"{redact(uri)}: no store with prefix {prefix!r} (stores on this server: {names})"
+            )
+        if stored is not None and not _stores_read_their_layout():  # shim: module docstring
+            if distance is None and stored.distance is not None:
+                options["distance"] = stored.distance
+            if blocks is None and distance is None and stored.blocks is not None:
+                options["blocks"] = stored.blocks
         if read_only and _redis_takes_read_only():
             options["read_only"] = True
     elif read_only:
