@@ -197,3 +197,16 @@ def test_progress_bars_have_totals_for_every_pass(tmp_path: Path) -> None:
     for bar in ("fingerprinting: 100%", "matching block tables: 100%", "writing: 100%"):
         assert bar in proc.stderr
     assert "50/50" in proc.stderr and "<00:00" in proc.stderr  # a total and an ETA
+
+
+def test_xml_entities_are_never_resolved_from_outside(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET " * 30)
+    feed = tmp_path / "items.xml"
+    feed.write_text(
+        f'<?xml version="1.0"?>\n<!DOCTYPE items [ <!ENTITY ext SYSTEM "{secret.as_uri()}"> ]>\n'
+        "<items><item><url>a</url><text>&ext;</text></item></items>\n"
+    )
+    code, out, err = cli("dedup", str(feed), "--quiet", "--format", "json")
+    assert code == 2 and "TOP-SECRET" not in out + err
+    assert "INPUT" in err and "entity" in err
