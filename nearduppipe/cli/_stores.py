@@ -197,6 +197,8 @@ def open_cli_store(
         return open_store(uri, **options)
     except StoreError as e:
         raise CliError(redact(str(e))) from None
+    except ValueError as e:  # an impossible layout (e.g. fewer blocks than distance + 1)
+        raise CliError(f"{redact(uri)}: --distance/--blocks: {e}") from None
 
 
 def known_layout(store: Store) -> tuple[int, int | None] | None:
