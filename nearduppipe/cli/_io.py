@@ -81,8 +81,9 @@ def clean(text: str) -> str:
 
 
 def say(message: str) -> None:
-    """A message for people: stderr, credentials redacted."""
-    print(redact(message), file=sys.stderr)
+    """A message for people: stderr, credentials redacted, control characters (which field
+    names or keys read from a feed may carry) made harmless."""
+    print(clean(redact(message)), file=sys.stderr)
 
 
 def emit(text: str) -> None:
