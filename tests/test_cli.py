@@ -90,6 +90,8 @@ def test_copy_sqlite_to_redis_and_back_keeps_texts_and_layout(
     with open_store(str(back), read_only=True) as b:
         assert [(e.key, e.text) for e in b.entries()] == [(e.key, e.text) for e in entries]
         assert b.decision_count() == 2
+    no_prefix = run("copy", str(src), redis_server.url)  # would land where no crawl looks
+    one_line_error(no_prefix, "neardup:crawl")
     refused = run("copy", str(src), str(back))  # refuses to mix into a non-empty store
     one_line_error(refused, "pass --reset")
     replaced = run("copy", str(src), str(back), "--reset")  # built aside, renamed over

@@ -152,6 +152,13 @@ def cmd_copy(args: argparse.Namespace) -> int:
         refuse_overwriting_inputs(dst_file, [src_file], what="DST")
     if is_redis(args.src) and is_redis(args.dst) and args.src == args.dst and not args.prefix:
         raise CliError("DST is the source store; choose another prefix or server")
+    if is_redis(args.dst) and not (args.prefix or uri_prefix(args.dst)):
+        # Without one the copy would land in neardup:default, a prefix no crawl reads.
+        guess = f"neardup:{Path(src_file).stem}" if src_file else "neardup:<spider>"
+        raise CliError(
+            f"DST {redact(args.dst)}: name the prefix the crawl will use, with ?prefix= or "
+            f"--prefix (a crawl of spider S uses neardup:S; for this source maybe {guess})"
+        )
     with open_cli_store(args.src, read_only=True) as src:
         layout = known_layout(src)
         entries = list(src.entries())
