@@ -153,8 +153,9 @@ TEXT = (
 def test_missing_text_field_is_an_error(tmp_path: Path) -> None:
     src = tmp_path / "items.jsonl"
     write_jsonl(src, [{"url": f"https://a/{i}", "body": TEXT} for i in range(5)])
-    code, out, err = cli("dedup", str(src), "--quiet")
+    code, out, err = cli("dedup", str(src), "--quiet", "-o", str(tmp_path / "unique.jsonl"))
     assert code == 2 and out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["items.jsonl"]  # nothing half-written
     assert "--text-field 'text'" in err and "body" in err  # names the fields it did find
     code, out, _ = cli("dedup", str(src), "--quiet", "--text-field", "body", "--format", "json")
     assert code == 0 and json.loads(out)["summary"]["dropped"] == 4
