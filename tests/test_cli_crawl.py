@@ -135,3 +135,19 @@ def test_scrapy_neardup_uses_the_spiders_settings(
     assert given.returncode == 0, given.stderr
     assert given.stdout.splitlines()[0] == "cluster,original,key,distance,host"
     assert not (tmp_path / "never-written.sqlite").exists()
+
+    big = tmp_path / "big.sqlite"  # a report larger than a pipe's buffer, read by `head`
+    with open_store(str(big), distance=4) as s:
+        for i in range(3000):
+            s.check_and_add((A * (2 * i + 1)) % (1 << 64), f"https://a.example/{i}")
+            s.check_and_add((A * (2 * i + 1)) % (1 << 64) ^ 1, f"https://b.example/{i}")
+    head = subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "neardup", "--store", str(big), "--format", "json"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert head.stdout is not None and head.stderr is not None
+    assert head.stdout.read(100).startswith(b"{")
+    head.stdout.close()
+    err = head.stderr.read().decode()
+    assert head.wait(timeout=60) in (0, 141)
+    assert "Traceback" not in err and "BrokenPipe" not in err
