@@ -28,25 +28,14 @@ FORMATS = ["text", "json", "csv", "html"]
 
 def add_layout_args(p: argparse.ArgumentParser, creates: bool = False) -> None:
     """Layout flags default to None: the store's own layout is used."""
-    purpose = (
-        "of a new destination store (default: the source's layout, else 4)"
-        if creates
-        else "override the layout the store records (an error if it contradicts the store)"
-    )
-    p.add_argument(
-        "--distance",
-        type=bounded_int(0, 32),
-        default=None,
-        metavar="K",
-        help=f"Hamming distance k {purpose}",
-    )
-    p.add_argument(
-        "--blocks",
-        type=bounded_int(1, 64),
-        default=None,
-        metavar="B",
-        help=f"index blocks {purpose}",
-    )
+    if creates:
+        k_help = "Hamming distance k of the destination (default: the source's, else 4)"
+        b_help = "index blocks of the destination (default: the backend's for that k)"
+    else:
+        k_help = "Hamming distance k: overrides the store's (an error if it contradicts it)"
+        b_help = "index blocks: overrides the store's (an error if it contradicts it)"
+    p.add_argument("--distance", type=bounded_int(0, 32), default=None, metavar="K", help=k_help)
+    p.add_argument("--blocks", type=bounded_int(1, 64), default=None, metavar="B", help=b_help)
 
 
 def _sqlite_file(uri: str) -> str | None:
