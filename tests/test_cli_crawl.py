@@ -5,7 +5,6 @@ copy and drops as before; ``scrapy neardup`` finds a spider's store through its 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,23 +15,13 @@ import redis
 
 from sample_spider.site_builder import DISTINCT, GROUPS, build_site
 
+from .support.cli import run_process
 from .support.redis_server import RedisServer
 from .support.server import serve_directory
 from .test_redis_crawl import MIDDLEWARE, finish, start_crawl
 
-ROOT = Path(__file__).resolve().parents[1]
 ARTICLES = [p for g in GROUPS for p in g] + DISTINCT
 A = 0x0F0F_0000_FFFF_1234
-
-
-def nearduppipe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nearduppipe.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +44,14 @@ def test_default_crawl_store_round_trip_through_sqlite(
     assert dropped > 0
     uri = redis_server.url + ("&" if "?" in redis_server.url else "?") + "prefix=neardup:probe"
 
-    info = nearduppipe("info", uri, "--format", "json")
+    info = run_process("info", uri, "--format", "json")
     assert info.returncode == 0, info.stderr
     data = json.loads(info.stdout)
     assert (data["entries"], data["decisions"], data["distance"]) == (unique, dropped, 4)
     for fmt in ("text", "json", "csv", "html"):
-        report = nearduppipe("report", uri, "--format", fmt)
+        report = run_process("report", uri, "--format", fmt)
         assert report.returncode == 0 and report.stdout, report.stderr
-    assert json.loads(nearduppipe("report", uri, "--format", "json").stdout)["summary"] == {
+    assert json.loads(run_process("report", uri, "--format", "json").stdout)["summary"] == {
         "pages_seen": unique + dropped,
         "unique": unique,
         "dropped": dropped,
@@ -70,9 +59,9 @@ def test_default_crawl_store_round_trip_through_sqlite(
     }
 
     local = tmp_path / "probe.sqlite"
-    there = nearduppipe("copy", uri, str(local))
+    there = run_process("copy", uri, str(local))
     assert there.returncode == 0, there.stderr
-    back = nearduppipe("copy", str(local), uri, "--reset")
+    back = run_process("copy", str(local), uri, "--reset")
     assert back.returncode == 0, back.stderr
     assert f"copied {unique} fingerprints and {dropped} decisions" in back.stdout
 

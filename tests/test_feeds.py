@@ -3,11 +3,9 @@ lines, CSV and XML gives the same decisions; readers stream; outputs follow the 
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
-import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -17,18 +15,16 @@ from typing import Any
 import pytest
 
 from nearduppipe import feeds
-from nearduppipe.cli import main
 from nearduppipe.feeds import FeedError, FeedReader
 
-ROOT = Path(__file__).resolve().parents[1]
+from .support.cli import ROOT, run, run_process
+
 FORMATS = ("json", "jsonl", "csv", "xml")
 
 
 def cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
+    proc = run(*args)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -190,10 +186,7 @@ def test_report_goes_to_stdout_and_outputs_never_replace_the_input(tmp_path: Pat
 def test_progress_bars_have_totals_for_every_pass(tmp_path: Path) -> None:
     src = tmp_path / "items.json"
     src.write_text(json.dumps([{"url": f"https://a/{i}", "text": TEXT} for i in range(50)]))
-    proc = subprocess.run(
-        [sys.executable, "-m", "nearduppipe.cli", "dedup", str(src), "-o", str(tmp_path / "u.jsonl")],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    proc = run_process("dedup", str(src), "-o", str(tmp_path / "u.jsonl"))
     assert proc.returncode == 0, proc.stderr
     for bar in ("fingerprinting: 100%", "matching block tables: 100%", "writing: 100%"):
         assert bar in proc.stderr
