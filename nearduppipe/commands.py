@@ -107,7 +107,8 @@ class NearDupCommand(ScrapyCommand):
                 continue
             options: dict[str, Any] = {}
             if is_redis(uri):
-                options["prefix"] = uri_prefix(uri) or f"neardup:{name}"
+                if not opts.store:  # a spider's crawl uses neardup:<spider> unless told
+                    options["prefix"] = uri_prefix(uri) or f"neardup:{name}"
                 if config.ttl is not None:
                     options["ttl"] = config.ttl
             with open_cli_store(uri, read_only=True, **options) as store:

@@ -3,8 +3,6 @@ redis-server), real subprocesses where exit status and the split of stdout/stder
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -18,40 +16,11 @@ from nearduppipe import fingerprint, open_store
 from nearduppipe.cli import main
 from nearduppipe.rule import Rule
 
+from .support.cli import ROOT, run, run_process
 from .support.redis_server import RedisServer
 
 A = 0x0F0F_0000_FFFF_1234
-ROOT = Path(__file__).resolve().parents[1]
 TEXT = "国家统计局今天发布数据显示,上半年国内生产总值同比增长百分之五点三。" * 8  # 264 chars
-
-
-def run_process(
-    *args: str, stdin: str | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """The real command in a child process: exit status, stdout and stderr as a shell sees them."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "nearduppipe.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-    )
-
-
-def run(
-    *args: str, stdin: str | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``main`` in this process (faster than a child; an uncaught exception fails the test, as
-    a traceback would), with stdout and stderr captured apart."""
-    if stdin is not None or cwd is not None:
-        return run_process(*args, stdin=stdin, cwd=cwd)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -90,6 +59,8 @@ def test_copy_sqlite_to_redis_and_back_keeps_texts_and_layout(
     with open_store(str(back), read_only=True) as b:
         assert [(e.key, e.text) for e in b.entries()] == [(e.key, e.text) for e in entries]
         assert b.decision_count() == 2
+    no_prefix = run("copy", str(src), redis_server.url)  # would land where no crawl looks
+    one_line_error(no_prefix, "neardup:crawl")
     refused = run("copy", str(src), str(back))  # refuses to mix into a non-empty store
     one_line_error(refused, "pass --reset")
     replaced = run("copy", str(src), str(back), "--reset")  # built aside, renamed over
@@ -115,6 +86,7 @@ def test_info_text_json_and_one_line_errors(tmp_path: Path) -> None:
     assert (data["entries"], data["decisions"], data["duplicate_rate"]) == (1, 1, 0.5)
     one_line_error(run_process("info", str(tmp_path / "missing.sqlite")), "missing.sqlite")
     one_line_error(run("report", "nosuch://x"), "unknown store scheme")
+    one_line_error(run("report", str(path), "--blocks", "2"), "--blocks")
     one_line_error(run("dedup", str(tmp_path / "nope.jsonl")), "INPUT", "no such file")
 
 

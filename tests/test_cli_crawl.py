@@ -5,7 +5,6 @@ copy and drops as before; ``scrapy neardup`` finds a spider's store through its 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,23 +15,13 @@ import redis
 
 from sample_spider.site_builder import DISTINCT, GROUPS, build_site
 
+from .support.cli import run_process
 from .support.redis_server import RedisServer
 from .support.server import serve_directory
 from .test_redis_crawl import MIDDLEWARE, finish, start_crawl
 
-ROOT = Path(__file__).resolve().parents[1]
 ARTICLES = [p for g in GROUPS for p in g] + DISTINCT
 A = 0x0F0F_0000_FFFF_1234
-
-
-def nearduppipe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nearduppipe.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +44,14 @@ def test_default_crawl_store_round_trip_through_sqlite(
     assert dropped > 0
     uri = redis_server.url + ("&" if "?" in redis_server.url else "?") + "prefix=neardup:probe"
 
-    info = nearduppipe("info", uri, "--format", "json")
+    info = run_process("info", uri, "--format", "json")
     assert info.returncode == 0, info.stderr
     data = json.loads(info.stdout)
     assert (data["entries"], data["decisions"], data["rule"]["radius"]) == (unique, dropped, 8)
     for fmt in ("text", "json", "csv", "html"):
-        report = nearduppipe("report", uri, "--format", fmt)
+        report = run_process("report", uri, "--format", fmt)
         assert report.returncode == 0 and report.stdout, report.stderr
-    assert json.loads(nearduppipe("report", uri, "--format", "json").stdout)["summary"] == {
+    assert json.loads(run_process("report", uri, "--format", "json").stdout)["summary"] == {
         "pages_seen": unique + dropped,
         "unique": unique,
         "dropped": dropped,
@@ -73,9 +62,9 @@ def test_default_crawl_store_round_trip_through_sqlite(
     }
 
     local = tmp_path / "probe.sqlite"
-    there = nearduppipe("copy", uri, str(local))
+    there = run_process("copy", uri, str(local))
     assert there.returncode == 0, there.stderr
-    back = nearduppipe("copy", str(local), uri, "--reset")
+    back = run_process("copy", str(local), uri, "--reset")
     assert back.returncode == 0, back.stderr
     assert f"copied {unique} fingerprints and {dropped} decisions" in back.stdout
 
@@ -135,4 +124,24 @@ def test_scrapy_neardup_uses_the_spiders_settings(
         {"key": "https://a.example/2", "distance": 3}
     ]
     assert "spider news:" in report.stderr
+    store = redis_server.url + ("&" if "?" in redis_server.url else "?") + "prefix=neardup:news"
+    given = scrapy("--store", store, "--format", "csv")
+    assert given.returncode == 0, given.stderr
+    assert given.stdout.splitlines()[0] == "cluster,original,key,distance,host"
     assert not (tmp_path / "never-written.sqlite").exists()
+
+    big = tmp_path / "big.sqlite"  # a report larger than a pipe's buffer, read by `head`
+    with open_store(str(big)) as s:
+        for i in range(3000):
+            s.check_and_add((A * (2 * i + 1)) % (1 << 64), f"https://a.example/{i}")
+            s.check_and_add((A * (2 * i + 1)) % (1 << 64) ^ 1, f"https://b.example/{i}")
+    head = subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "neardup", "--store", str(big), "--format", "json"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert head.stdout is not None and head.stderr is not None
+    assert head.stdout.read(100).startswith(b"{")
+    head.stdout.close()
+    err = head.stderr.read().decode()
+    assert head.wait(timeout=60) in (0, 141)
+    assert "Traceback" not in err and "BrokenPipe" not in err

@@ -3,11 +3,9 @@ lines, CSV and XML gives the same decisions; readers stream; outputs follow the 
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
-import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -17,18 +15,16 @@ from typing import Any
 import pytest
 
 from nearduppipe import feeds
-from nearduppipe.cli import main
 from nearduppipe.feeds import FeedError, FeedReader
 
-ROOT = Path(__file__).resolve().parents[1]
+from .support.cli import ROOT, run, run_process
+
 FORMATS = ("json", "jsonl", "csv", "xml")
 
 
 def cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
+    proc = run(*args)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -153,8 +149,9 @@ TEXT = (
 def test_missing_text_field_is_an_error(tmp_path: Path) -> None:
     src = tmp_path / "items.jsonl"
     write_jsonl(src, [{"url": f"https://a/{i}", "body": TEXT} for i in range(5)])
-    code, out, err = cli("dedup", str(src), "--quiet")
+    code, out, err = cli("dedup", str(src), "--quiet", "-o", str(tmp_path / "unique.jsonl"))
     assert code == 2 and out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["items.jsonl"]  # nothing half-written
     assert "--text-field 'text'" in err and "body" in err  # names the fields it did find
     code, out, _ = cli("dedup", str(src), "--quiet", "--text-field", "body", "--format", "json")
     assert code == 0 and json.loads(out)["summary"]["dropped"] == 4
@@ -189,11 +186,21 @@ def test_report_goes_to_stdout_and_outputs_never_replace_the_input(tmp_path: Pat
 def test_progress_bars_have_totals_for_every_pass(tmp_path: Path) -> None:
     src = tmp_path / "items.json"
     src.write_text(json.dumps([{"url": f"https://a/{i}", "text": TEXT} for i in range(50)]))
-    proc = subprocess.run(
-        [sys.executable, "-m", "nearduppipe.cli", "dedup", str(src), "-o", str(tmp_path / "u.jsonl")],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    proc = run_process("dedup", str(src), "-o", str(tmp_path / "u.jsonl"))
     assert proc.returncode == 0, proc.stderr
     for bar in ("fingerprinting: 100%", "matching: 100%", "writing: 100%"):
         assert bar in proc.stderr
     assert "50/50" in proc.stderr and "<00:00" in proc.stderr  # a total and an ETA
+
+
+def test_xml_entities_are_never_resolved_from_outside(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET " * 30)
+    feed = tmp_path / "items.xml"
+    feed.write_text(
+        f'<?xml version="1.0"?>\n<!DOCTYPE items [ <!ENTITY ext SYSTEM "{secret.as_uri()}"> ]>\n'
+        "<items><item><url>a</url><text>&ext;</text></item></items>\n"
+    )
+    code, out, err = cli("dedup", str(feed), "--quiet", "--format", "json")
+    assert code == 2 and "TOP-SECRET" not in out + err
+    assert "INPUT" in err and "entity" in err

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from ..stores import StoreError
-from ._io import CliError, redact
+from ._io import CliError, say
 from .dedup_cmd import add_parsers as _dedup_parsers
 from .forget_cmd import add_parsers as _forget_parsers
 from .store_cmds import add_parsers as _store_parsers
@@ -69,14 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except CliError as e:
-        print(f"{name}: {redact(str(e))}", file=sys.stderr)
+        say(f"{name}: {e}")
         return e.status
     except StoreError as e:
-        print(f"{name}: {redact(str(e))}", file=sys.stderr)
+        say(f"{name}: {e}")
         return 2
     except OSError as e:  # a file that vanished or a full disk: one line, never a traceback
         where = f"{e.filename}: " if e.filename else ""
-        print(f"{name}: {redact(where + (e.strerror or str(e)))}", file=sys.stderr)
+        say(f"{name}: {where}{e.strerror or e}")
         return 2
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
+from ..report.render import safe_text as clean
+
 __all__ = [
     "CliError",
     "atomic_output",
@@ -38,8 +40,6 @@ _USERINFO = re.compile(
 _QUERY = re.compile(
     r"(?P<lead>[?&;](?:password|passwd|pass|pwd|auth|token)=)(?P<pw>[^&#\s]*)", re.I
 )
-# C0 and C1 controls but tab and newline; ESC is what terminal escape sequences start with
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class CliError(Exception):
@@ -74,15 +74,10 @@ def redact(text: str) -> str:
     return _QUERY.sub(lambda m: f"{m['lead']}***", text)
 
 
-def clean(text: str) -> str:
-    """Page text made safe for a terminal: control characters (escape sequences, carriage
-    returns that overwrite a line, bells) become U+FFFD."""
-    return _CONTROL.sub("\ufffd", text)
-
-
 def say(message: str) -> None:
-    """A message for people: stderr, credentials redacted."""
-    print(redact(message), file=sys.stderr)
+    """A message for people: stderr, credentials redacted, control characters (which field
+    names or keys read from a feed may carry) made harmless."""
+    print(clean(redact(message)), file=sys.stderr)
 
 
 def emit(text: str) -> None:

@@ -183,12 +183,20 @@ def open_cli_store(
     contradiction with the store's layout is the store's one-line error)."""
     if not isinstance(uri, str) or not uri.strip():
         raise CliError("a store URI or sqlite path is required")
+    if options.get("prefix") and not is_redis(uri):
+        raise CliError(f"--prefix {options['prefix']}: only Redis stores have a key prefix")
     if is_redis(uri):
         prefix = options.pop("prefix", None) or uri_prefix(uri)
         if read_only:
             prefix = resolve_redis_prefix(uri, prefix)
             if _redis_meta(uri, prefix) is None:
-                raise CliError(f"{redact(uri)}: no store with prefix {prefix!r} on this server")
+                # Reading a prefix that holds no store is a typo far more often than a wish to
+                # see zeros; say which stores exist instead (and write nothing).
+                names = ", ".join(p.prefix for p in list_redis_prefixes(uri)) or "none"
+                raise CliError(
+                    f"{redact(uri)}: no store with prefix {prefix!r} (stores on this server: "
+                    f"{names})"
+                )
         if prefix:
             options["prefix"] = prefix
     if read_only:
@@ -197,3 +205,5 @@ def open_cli_store(
         return open_store(uri, rule=rule, **options)
     except StoreError as e:
         raise CliError(redact(str(e))) from None
+    except ValueError as e:  # an impossible rule or layout
+        raise CliError(f"{redact(uri)}: {e}") from None

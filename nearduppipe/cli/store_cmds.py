@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,34 +138,62 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Tally:
+    """Counts decisions and text samples as they stream from one store to another."""
+
+    def __init__(self) -> None:
+        self.n_decisions = 0
+        self.texts = 0
+
+    def entries(self, entries: Iterable[Entry]) -> Iterator[Entry]:
+        for entry in entries:
+            self.texts += entry.text is not None
+            yield entry
+
+    def decisions(self, decisions: Iterable[Decision]) -> Iterator[Decision]:
+        for decision in decisions:
+            self.n_decisions += 1
+            self.texts += decision.text is not None
+            yield decision
+
+
 def cmd_copy(args: argparse.Namespace) -> int:
     src_file, dst_file = _sqlite_file(args.src), _sqlite_file(args.dst)
     if src_file and dst_file:
         refuse_overwriting_inputs(dst_file, [src_file], what="DST")
     if is_redis(args.src) and is_redis(args.dst) and args.src == args.dst and not args.prefix:
         raise CliError("DST is the source store; choose another prefix or server")
-    with open_cli_store(args.src, read_only=True) as src:
+    if is_redis(args.dst) and not (args.prefix or uri_prefix(args.dst)):
+        # Without one the copy would land in neardup:default, a prefix no crawl reads.
+        guess = f"neardup:{Path(src_file).stem}" if src_file else "neardup:<spider>"
+        raise CliError(
+            f"DST {redact(args.dst)}: name the prefix the crawl will use, with ?prefix= or "
+            f"--prefix (a crawl of spider S uses neardup:S; for this source maybe {guess})"
+        )
+    if dst_file and args.prefix:
+        raise CliError(f"--prefix {args.prefix}: only Redis stores have a key prefix")
+    tally = _Tally()
+    with open_cli_store(args.src, read_only=True) as src:  # streamed, never held whole
         rule = rule_from_args(args) or src.rule
-        entries = list(src.entries())
-        decisions = list(src.decisions())
-    texts = sum(e.text is not None for e in entries) + sum(d.text is not None for d in decisions)
-    if dst_file:
-        n = _copy_to_sqlite_file(args, dst_file, rule, entries, decisions)
-        where = args.dst
-    else:
-        dst_options: dict[str, Any] = {"reset": args.reset}
-        if args.prefix:
-            dst_options["prefix"] = args.prefix
-        with open_cli_store(args.dst, read_only=False, rule=rule, **dst_options) as dst:
-            if len(dst) and not args.reset:
-                raise CliError(
-                    f"DST {redact(dst.uri)} already holds {len(dst)} fingerprints; "
-                    "pass --reset to replace them"
-                )
-            n = dst.import_records(entries, decisions)
-            where = dst.uri
+        entries, decisions = tally.entries(src.entries()), tally.decisions(src.decisions())
+        if dst_file:
+            n = _copy_to_sqlite_file(args, dst_file, rule, entries, decisions)
+            where = args.dst
+        else:
+            dst_options: dict[str, Any] = {"reset": args.reset}
+            if args.prefix:
+                dst_options["prefix"] = args.prefix
+            with open_cli_store(args.dst, read_only=False, rule=rule, **dst_options) as dst:
+                if len(dst) and not args.reset:
+                    raise CliError(
+                        f"DST {redact(dst.uri)} already holds {len(dst)} fingerprints; "
+                        "pass --reset to replace them"
+                    )
+                n = dst.import_records(entries, decisions)
+                where = dst.uri
+    texts = tally.texts
     emit(
-        f"copied {n} fingerprints and {len(decisions)} decisions ({texts} text samples) "
+        f"copied {n} fingerprints and {tally.n_decisions} decisions ({texts} text samples) "
         f"to {redact(where)}\n"
     )
     return 0
@@ -174,8 +203,8 @@ def _copy_to_sqlite_file(
     args: argparse.Namespace,
     target_name: str,
     rule: Rule,
-    entries: list[Entry],
-    decisions: list[Decision],
+    entries: Iterable[Entry],
+    decisions: Iterable[Decision],
 ) -> int:
     """Build the copy in a temporary store file beside the target and rename it over the
     target when complete: an interrupted copy leaves the old file (or none), never half a store.

@@ -12,19 +12,21 @@ from collections.abc import Callable
 from ..feeds import neutralise_formula
 from .model import Report
 
-__all__ = ["FORMATS", "render"]
+__all__ = ["FORMATS", "render", "safe_text"]
 
 # C0/C1 controls but newline and tab: keys and texts come from crawled pages, and an escape
 # sequence in a URL must not reach the terminal that shows the report.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def _safe(text: str) -> str:
+def safe_text(text: str) -> str:
+    """Text made safe for a terminal: control characters (escape sequences, carriage returns
+    that overwrite a line, bells) become U+FFFD."""
     return _CONTROL.sub("\ufffd", text)
 
 
 def render_text(report: Report, max_clusters: int = 20) -> str:
-    return _safe(_render_text(report, max_clusters))
+    return safe_text(_render_text(report, max_clusters))
 
 
 def _render_text(report: Report, max_clusters: int) -> str:
