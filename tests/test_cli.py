@@ -86,7 +86,8 @@ def test_info_text_json_and_one_line_errors(tmp_path: Path) -> None:
     assert (data["entries"], data["decisions"], data["duplicate_rate"]) == (1, 1, 0.5)
     one_line_error(run_process("info", str(tmp_path / "missing.sqlite")), "missing.sqlite")
     one_line_error(run("report", "nosuch://x"), "unknown store scheme")
-    one_line_error(run("report", str(path), "--blocks", "2"), "--blocks")
+    one_line_error(run("report", str(path), "--similarity", "0.2"), "--similarity")
+    one_line_error(run("report", str(path), "--paper", "--similarity", "0.9"), "--paper")
     one_line_error(run("dedup", str(tmp_path / "nope.jsonl")), "INPUT", "no such file")
 
 
