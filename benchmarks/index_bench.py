@@ -101,7 +101,8 @@ def main() -> None:
     ap.add_argument("--simhash-n", type=int, default=100_000)
     args = ap.parse_args()
     rng = np.random.default_rng(2026)
-    layouts = (Layout(), Layout(blocks=6), Layout(distance=4))  # k=4: the crawl default
+    # radius 8: the crawl default's candidate stage; k = 3: the paper (multi-index and pigeonhole)
+    layouts = (Layout(distance=8), Layout(), Layout(blocks=4), Layout(blocks=6))
     for layout in layouts:
         exactness(layout, rng)
     for layout in layouts:

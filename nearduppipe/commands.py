@@ -122,12 +122,17 @@ class NearDupCommand(ScrapyCommand):
                     continue
                 info = store.info()
                 last = max((d.decided_at for d in store.decisions()), default=None)
-            total = info.entries + info.decisions
-            rate = f"{info.decisions / total:.1%}" if total else "n/a"
+            dropped = info.decisions_total or info.decisions
+            total = info.entries + dropped
+            rate = f"{dropped / total:.1%}" if total else "n/a"
+            trimmed = f", {info.decisions_trimmed} oldest trimmed" if info.decisions_trimmed else ""
             lines = [
                 header,
-                f"  fingerprints stored (unique pages): {info.entries}",
-                f"  near-duplicates dropped:            {info.decisions} ({rate} of pages seen)",
+                f"  pages stored (one per key):         {info.entries}",
+                f"  near-duplicates dropped:            {dropped} ({rate}{trimmed})",
+                f"  revisits of stored pages:           {info.revisits_unchanged} unchanged, "
+                f"{info.revisits_changed} changed",
+                f"  rule:                               {info.rule.describe()}",
             ]
             if last is not None:
                 when = datetime.datetime.fromtimestamp(last).isoformat(timespec="seconds")

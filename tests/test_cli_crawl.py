@@ -116,7 +116,7 @@ def test_scrapy_neardup_uses_the_spiders_settings(
     summary = scrapy()
     assert summary.returncode == 0, summary.stderr
     assert "spider news: redis://" in summary.stdout
-    assert "fingerprints stored (unique pages): 1" in summary.stdout
+    assert "pages stored (one per key):         1" in summary.stdout
     assert "near-duplicates dropped:            1" in summary.stdout
     report = scrapy("news", "--format", "json")
     assert report.returncode == 0, report.stderr
