@@ -41,6 +41,9 @@ def check_numbers(report_json: dict[str, object]) -> None:
         "unique": 3,
         "dropped": 4,
         "duplicate_rate": round(4 / 7, 6),
+        "revisits_unchanged": 0,
+        "revisits_changed": 0,
+        "decisions_trimmed": 0,
     }
     assert report_json["distance_histogram"] == {"0": 1, "1": 1, "2": 1, "3": 1}
     domains = {d["host"]: (d["pages_seen"], d["dropped"]) for d in report_json["domains"]}  # type: ignore[attr-defined]

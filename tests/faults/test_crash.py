@@ -85,6 +85,10 @@ def test_sigkill_at_random_moments(tmp_path: Path) -> None:
                         "NEARDUP_MIN_TEXT_LENGTH": 100,
                         "NEARDUP_COMMIT_INTERVAL": COMMIT_INTERVAL,
                         "NEARDUP_WORKERS": 1,
+                        # this test is about kills: a page timing out under a loaded machine
+                        # (a fresh worker loading its dictionaries) would be kept unchecked and
+                        # could make a group reach the spider twice for another reason
+                        "NEARDUP_PAGE_TIMEOUT": 120,
                         "JOBDIR": str(jobdir),
                         "CONCURRENT_REQUESTS": 2,
                         "DOWNLOAD_DELAY": 0.02,
