@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_EXECUTOR": "process",
     "NEARDUP_TTL": None,  # seconds; Redis store only
     "NEARDUP_ON_STORE_ERROR": "keep",
+    "NEARDUP_REDIS_PARAMS": {},  # extra redis.Redis client options, e.g. {"retry_on_timeout": True}
     "NEARDUP_KEEP_TEXT": 0,  # characters of each page's text kept in the store for reports
     "NEARDUP_WORKERS": None,  # None: one worker process per CPU, at most 8
     "NEARDUP_PAGE_TIMEOUT": 5.0,  # seconds of extraction + fingerprinting per page
@@ -146,6 +147,8 @@ class NearDupConfig:
     workers: int
     ttl: float | None
     on_store_error: str
+    redis_params: dict[str, Any]
+    redis_url: str | None
     keep_text: int
     page_timeout: float
 
@@ -157,6 +160,26 @@ class NearDupConfig:
         store = get("NEARDUP_STORE")
         if store is not None and (not isinstance(store, str) or not store.strip()):
             raise NearDupConfigError(f"NEARDUP_STORE must be a store URI or path, got {store!r}")
+        redis_url = settings.get("REDIS_URL")  # scrapy-redis's setting, used by "redis"
+        no_url = not isinstance(redis_url, str) or not redis_url.strip()
+        if isinstance(store, str) and store.strip() == "redis" and no_url:
+            raise NearDupConfigError(
+                'NEARDUP_STORE = "redis" uses scrapy-redis\'s REDIS_URL, which is not set'
+            )
+        redis_params = get("NEARDUP_REDIS_PARAMS")
+        if hasattr(redis_params, "copy_to_dict"):
+            redis_params = redis_params.copy_to_dict()
+        if isinstance(redis_params, str):
+            import json
+
+            try:
+                redis_params = json.loads(redis_params or "{}")
+            except ValueError:
+                redis_params = None
+        if not isinstance(redis_params, dict) or not all(isinstance(k, str) for k in redis_params):
+            raise NearDupConfigError(
+                f"NEARDUP_REDIS_PARAMS must be a dict of redis.Redis options, got {redis_params!r}"
+            )
         similarity = get("NEARDUP_SIMILARITY")
         if similarity in (None, ""):
             similarity = None
@@ -237,6 +260,8 @@ class NearDupConfig:
             ttl=None
             if get("NEARDUP_TTL") in (None, "")
             else _float("NEARDUP_TTL", get("NEARDUP_TTL"), 0, 100 * 365 * 86_400, least=1),
+            redis_params=dict(redis_params),
+            redis_url=redis_url.strip() if isinstance(redis_url, str) else None,
             on_store_error=_choice(
                 "NEARDUP_ON_STORE_ERROR", get("NEARDUP_ON_STORE_ERROR"), ("keep", "stop")
             ),

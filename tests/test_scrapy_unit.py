@@ -440,3 +440,27 @@ def test_debug_command_is_read_from_scrapys_command_line() -> None:
 
     assert running_command() is None  # pytest, not `scrapy`
     assert debug_command() is None
+
+
+def test_redis_store_from_scrapy_redis_url_with_client_params(
+    make_crawler: Any, redis_server: Any
+) -> None:
+    """NEARDUP_STORE = "redis" takes scrapy-redis's REDIS_URL; NEARDUP_REDIS_PARAMS reach the
+    client."""
+    crawler = make_crawler(
+        NEARDUP_STORE="redis",
+        REDIS_URL=redis_server.url,
+        NEARDUP_REDIS_PARAMS={"client_name": "neardup-test"},
+        NEARDUP_RESET=True,
+    )
+    mw = NearDupMiddleware.from_crawler(crawler)
+    assert mw.runtime.store.uri.startswith("redis://127.0.0.1")
+    import redis
+
+    names = {c.get("name") for c in redis.Redis.from_url(redis_server.url).client_list()}
+    assert "neardup-test" in names
+    mw.runtime.spider_closed()
+    with pytest.raises(NearDupConfigError, match="REDIS_URL"):
+        NearDupConfig.from_settings({"NEARDUP_STORE": "redis"})
+    with pytest.raises(NearDupConfigError, match="NEARDUP_REDIS_PARAMS"):
+        NearDupConfig.from_settings({"NEARDUP_REDIS_PARAMS": ["x"]})

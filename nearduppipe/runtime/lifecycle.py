@@ -78,12 +78,18 @@ class StoreLifecycle:
 
     def __init__(self, config: NearDupConfig, spider_name: str) -> None:
         self.config = config
-        uri = resolve_store_uri(config.store, spider_name)
+        configured = config.store
+        if configured == "redis":  # next to scrapy-redis: the same server, REDIS_URL
+            assert config.redis_url is not None
+            configured = config.redis_url
+        uri = resolve_store_uri(configured, spider_name)
         options: dict[str, Any] = {"name": spider_name, "max_decisions": config.max_decisions}
         if config.ttl is not None:
             options["ttl"] = config.ttl
         if config.blocks is not None:
             options["blocks"] = config.blocks
+        if _scheme(uri) in ("redis", "rediss", "unix") and config.redis_params:
+            options["params"] = config.redis_params
         try:
             self.store: Store = open_store(
                 uri,
