@@ -1,4 +1,4 @@
-"""Settings of the demo project: the near-duplicate middleware and pipeline both on."""
+"""Settings of the demo project: nearduppipe's add-on, so the middleware and pipeline both on."""
 
 BOT_NAME = "sample_spider"
 SPIDER_MODULES = ["sample_spider.spiders"]
@@ -10,9 +10,10 @@ CONCURRENT_REQUESTS = 8
 DOWNLOAD_TIMEOUT = 30
 TELNETCONSOLE_ENABLED = False
 
-# nearduppipe: the two lines a project adds.
-DOWNLOADER_MIDDLEWARES = {"nearduppipe.middlewares.NearDupMiddleware": 543}
-ITEM_PIPELINES = {"nearduppipe.pipelines.NearDupPipeline": 300}
+# nearduppipe: the one line a project adds (the middleware at 543 and the pipeline at 300).
+ADDONS = {"nearduppipe.Addon": 0}
+# Progress of long crawls in Scrapy's periodic stats line:
+PERIODIC_LOG_STATS = {"include": ["neardup/"]}
 
 # Show every drop in the log (by default only the first one is logged, the rest are counted).
 NEARDUP_DEBUG = True

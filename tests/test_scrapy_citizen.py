@@ -314,3 +314,23 @@ def test_crawl_script_without_main_guard(site: str, tmp_path: Path) -> None:
     dropped = sum(len(g) - 1 for g in GROUPS)
     assert f"'neardup/dropped': {dropped}," in proc.stderr
     assert f"'neardup/unique': {len(GROUPS) + len(DISTINCT)}," in proc.stderr
+
+
+# -- another Twisted reactor ------------------------------------------------------------------
+
+
+@pytest.mark.skipif(NO_REACTOR, reason="a reactor leg")
+def test_crawl_on_a_non_asyncio_reactor(site: str, tmp_path: Path) -> None:
+    """With a Twisted reactor that is not asyncio's, the runtime awaits Deferreds."""
+    settings = {
+        **ADDON,
+        "TWISTED_REACTOR": "twisted.internet.epollreactor.EPollReactor",
+        "NEARDUP_STORE": str(tmp_path / "epoll.sqlite"),
+        "NEARDUP_PAGE_TIMEOUT": 30,
+    }
+    result = crawl(tmp_path, [site + p for p in ARTICLES], settings)
+    assert "EPollReactor" in result["log"]
+    assert_one_per_group(site, result["reached"])
+    assert result["stats"]["neardup/dropped"] == sum(len(g) - 1 for g in GROUPS)
+    assert result["stats"]["neardup/items/checked"] == len(result["items"])
+    assert "log_count/ERROR" not in result["stats"], result["log"][-3000:]

@@ -58,7 +58,7 @@ async def await_future(future: concurrent.futures.Future[T], timeout: float | No
 
 async def _await_with_reactor(
     future: concurrent.futures.Future[T], timeout: float | None
-) -> T:  # pragma: no cover - only under a non-asyncio Twisted reactor
+) -> T:  # under a Twisted reactor other than asyncio's
     from scrapy.utils.defer import maybe_deferred_to_future
     from twisted.internet import defer, reactor
 
@@ -95,9 +95,9 @@ def start_coroutine(coro: Coroutine[Any, Any, Any]) -> None:
         _background.add(task)
         task.add_done_callback(_background.discard)
         return
-    from scrapy.utils.defer import deferred_from_coro  # pragma: no cover
+    from scrapy.utils.defer import deferred_from_coro
 
-    deferred_from_coro(coro)  # pragma: no cover
+    deferred_from_coro(coro)
 
 
 _background: set[asyncio.Future[Any]] = set()
@@ -107,7 +107,7 @@ def periodic(fn: Callable[[], None]) -> Periodic:
     """A looping call on the crawl's loop: asyncio's without a Twisted reactor."""
     if asyncio_available():
         return AsyncioLoopingCall(fn)
-    return create_looping_call(fn)  # pragma: no cover - Twisted's LoopingCall
+    return create_looping_call(fn)  # Twisted's LoopingCall
 
 
 def on_shutdown(fn: Callable[[], object]) -> None:
