@@ -111,6 +111,8 @@ def test_rule_and_layout_are_read_from_the_store(redis_server: RedisServer) -> N
         RedisStore(url, Rule(radius=6), prefix=prefix)
     with pytest.raises(StoreError, match=r"radius 8 with 3 blocks.*with 10 blocks"):
         RedisStore(url, Rule(radius=8), prefix=prefix, blocks=10)
+    with pytest.raises(StoreError, match=r"radius 8 with 3 blocks.*with 4 blocks"):
+        RedisStore(url, prefix=prefix, blocks=4)
     client = _client(redis_server)
     before = client.hgetall(f"{{{prefix}}}:meta")
     with RedisStore(url, Rule(similarity=0.9), prefix=prefix, read_only=True) as s:

@@ -166,14 +166,14 @@ class RedisBase(Store):
             meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
         stored = Rule(**json.loads(meta["rule"]))
         stored_blocks = int(meta["blocks"])
-        if rule is not None and (
-            (rule.radius, rule.wide_bits) != (stored.radius, stored.wide_bits)
-            or (blocks is not None and blocks != stored_blocks)
+        asked = rule or stored
+        if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
+            blocks is not None and blocks != stored_blocks
         ):
             raise StoreError(
                 f"{self._where()}: the store was built for radius {stored.radius} with "
                 f"{stored_blocks} blocks ({stored.describe()}); the given rule asks for radius "
-                f"{rule.radius}{f' with {blocks} blocks' if blocks is not None else ''}. Open "
+                f"{asked.radius}{f' with {blocks} blocks' if blocks is not None else ''}. Open "
                 "it with rule=None to use its rule, copy it to a new prefix with that rule "
                 "(nearduppipe copy), or reset it"
             )
