@@ -323,7 +323,7 @@ class RedisStore(RedisBase):
             return
         try:
             if self._reply_fields:
-                self._client.hdel(self._k("r"), *self._reply_fields)
+                self._client.hdel(self._k("r"), *list(self._reply_fields))
         except self._redis.RedisError:
             pass  # the replies expire with their hash
         finally:
