@@ -50,6 +50,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
+import numpy as np
+
+from ..index import table_keys
 from ..rule import Fingerprints, Rule
 from . import _redis_keys as rk
 from ._redis_codec import (
@@ -58,6 +61,7 @@ from ._redis_codec import (
     decode_entry,
     decode_match,
     encode_decision,
+    encode_entry,
     encode_job,
     entry_head,
 )
@@ -287,13 +291,31 @@ class RedisStore(RedisBase):
                     pipe.execute()
                     queued = 0
 
+            chunk: list[tuple[Entry, Fingerprints]] = []
+
+            def encode() -> None:
+                # the table fields of a whole chunk at once (numpy), then each record
+                fps = np.fromiter((f.fp for _, f in chunk), dtype=np.uint64, count=len(chunk))
+                cols = [table_keys(fps, parts) for parts in self._tables]
+                fields = np.stack(cols, axis=1).astype(">u4").tobytes()
+                w = 4 * len(self._tables)
+                for i, (e, f) in enumerate(chunk):
+                    text = clean_text(e.text)
+                    rec = encode_entry(
+                        f.fp, f.wide, e.stored_at, fields[i * w : i * w + w], e.job, e.key, text
+                    )
+                    batch.extend((e.key, rec))
+                chunk.clear()
+                send("add")
+
             for e in entries:
+                chunk.append((e, check_fingerprints(e.fingerprints)))
                 check_key(e.key)
-                fps = check_fingerprints(e.fingerprints)
-                batch += [e.key, self._record(fps, e.key, e.stored_at, e.job, clean_text(e.text))]
                 n += 1
-                if len(batch) >= 2 * _BATCH:
-                    send("add")
+                if len(chunk) >= _BATCH:
+                    encode()
+            if chunk:
+                encode()
             send("add", final=True)
             for d in decisions:
                 batch.append(encode_decision(d._replace(text=clean_text(d.text))))
