@@ -128,16 +128,22 @@ def main() -> None:
             )
             store.close()
             for procs in (1, 8):
-                ours, floor = [], []
+                ours, floor, server_us = [], [], []
                 for run in range(args.runs):
                     seed = 1000 * (run + 1) + 100 * procs
                     floor.append(rate(_set_worker, server.url, procs, args.calls, args, seed))
+                    client.config_resetstat()
                     ours.append(rate(_check_worker, server.url, procs, args.calls, args, seed))
+                    # server time per check (probe + check calls): what the server can sustain,
+                    # less sensitive than wall-clock rates to other load on the machine
+                    stats = client.info("commandstats")["cmdstat_evalsha"]
+                    server_us.append(stats["usec"] / (args.calls // procs * procs))
                 o, f = statistics.median(ours), statistics.median(floor)
                 print(
                     f"{procs} client process(es): check {o:,.0f}/s, plain SET {f:,.0f}/s -> "
                     f"{o / f:.2f}x the SET floor (median of {args.runs}; checks "
-                    f"{', '.join(f'{x:,.0f}' for x in ours)})"
+                    f"{', '.join(f'{x:,.0f}' for x in ours)}); server "
+                    f"{statistics.median(server_us):,.0f} us per check"
                 )
         finally:
             client.close()

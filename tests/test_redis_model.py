@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nearduppipe.rule import Fingerprints, Rule
-from nearduppipe.stores.base import Entry
+from nearduppipe.stores.base import Decision, Entry
 from nearduppipe.stores.memory import MemoryStore
 from nearduppipe.stores.redis import RedisStore
 
@@ -175,3 +175,30 @@ def test_redis_store_behaves_like_memory_store(
     # the sequence exercised every outcome
     assert set(statuses) == {"new", "duplicate", "unchanged", "changed", "again"}, statuses
     assert statuses["duplicate"] > 30
+
+
+def test_import_matches_memory_store(redis_server: RedisServer) -> None:
+    """Batches of new keys take the bulk path; a batch with a stored or repeated key goes one
+    by one (a later entry for a key replaces the earlier one)."""
+    rng = random.Random(5)
+    pages = Pages(rng)
+    entries = []
+    for i in range(2500):
+        fps = pages.pick()
+        key = f"k{i}" if i < 1200 else f"k{rng.randrange(2000)}"  # new keys, then repeats
+        text, job = rng.choice([None, "t"]), rng.choice([None, "j"])
+        entries.append(Entry(key, fps.fp, 1000.0 + i, text, fps.wide, job))
+    decisions = [Decision(f"d{i}", i, f"k{i}", i + 1, 1, 5.0 + i, None, 3) for i in range(700)]
+    mem = MemoryStore(max_decisions=500)
+    mem.import_records(entries[:1200], decisions)
+    mem.import_records(entries[1200:], [])
+    with RedisStore(redis_server.url, prefix="test:import", reset=True, max_decisions=500) as red:
+        assert red.import_records(entries[:1200], decisions) == 1200
+        red.import_records(entries[1200:], [])
+        assert list(red.entries()) == list(mem.entries())
+        assert list(red.decisions()) == list(mem.decisions())
+        assert red.counters() == mem.counters()
+        for e in entries[::50]:
+            assert red.near(e.fingerprints, exclude=e.key) == mem.near(
+                e.fingerprints, exclude=e.key
+            )

@@ -18,6 +18,7 @@ from nearduppipe.index import Layout, table_key
 from nearduppipe.rule import Fingerprints, Rule
 from nearduppipe.stores._redis_keys import redact
 from nearduppipe.stores.base import (
+    _REGISTRY,
     BadKey,
     Decision,
     Entry,
@@ -106,11 +107,17 @@ def test_rule_and_layout_are_read_from_the_store(redis_server: RedisServer) -> N
         s.add(Fingerprints(A, WA), "a")
     with RedisStore(url, prefix=prefix) as s:
         assert s.rule == Rule(similarity=0.95, radius=8) and s.layout.n_blocks == 3
+    with RedisStore(url, name="news", params={"client_name": "nd-test"}) as s:
+        assert s.prefix == "neardup:news" and s._client.client_getname() == "nd-test"
+    with RedisStore(url + "?prefix=" + prefix, name="other") as s:
+        assert s.prefix == prefix and len(s) == 1  # the URI's prefix wins
         assert s.near(Fingerprints(A, WA)) == [Match("a", A, 0, 0)]
     with pytest.raises(StoreError, match=r"radius 8 with 3 blocks.*radius 6.*rule=None"):
         RedisStore(url, Rule(radius=6), prefix=prefix)
     with pytest.raises(StoreError, match=r"radius 8 with 3 blocks.*with 10 blocks"):
         RedisStore(url, Rule(radius=8), prefix=prefix, blocks=10)
+    with pytest.raises(StoreError, match=r"radius 8 with 3 blocks.*with 4 blocks"):
+        RedisStore(url, prefix=prefix, blocks=4)
     client = _client(redis_server)
     before = client.hgetall(f"{{{prefix}}}:meta")
     with RedisStore(url, Rule(similarity=0.9), prefix=prefix, read_only=True) as s:
@@ -371,6 +378,8 @@ def test_unreachable_server_and_options() -> None:
         RedisStore(f"redis://127.0.0.1:{free_port()}/0", timeout=1)
     with pytest.raises(StoreError, match=r"unknown options.*'distance'"):
         _open("redis://127.0.0.1:1/0", distance=3)
+    # open_store("redis://…") reaches _open (open_store itself also loads the sqlite backend)
+    assert all(_REGISTRY[scheme] is _open for scheme in ("redis", "rediss", "unix"))
 
 
 def test_server_killed_and_restarted(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Opening a Redis store: the layout kept in ``{P}:meta``, format-1 stores, reset, errors.
+"""Opening a Redis store (the layout kept in ``{P}:meta``, format-1 stores, reset, errors) and
+building its script calls.
 
 A base class of :class:`~nearduppipe.stores.redis.RedisStore`, apart so each module stays short.
 The rule and layout are read from the store, never assumed: a store built for one radius holds
@@ -11,15 +12,18 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import struct
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
 import numpy as np
 
-from ..index import Layout
-from ..rule import Rule
+from ..index import Layout, table_key
+from ..rule import Fingerprints, Rule
 from . import _redis_keys as rk
+from ._redis_codec import encode_entry
 from ._redis_format1 import format1_keys, read_format1
 from .base import Decision, Entry, Store, StoreError, StoreUnavailable
 from .memory import MemoryStore
@@ -56,9 +60,62 @@ class RedisBase(Store):
     _tables: list[tuple[tuple[int, int], ...]]
     _probe_masks: list[np.ndarray]
     _keys: list[str]
+    _script: Any
+    _instance: str
+    _reply_fields: set[str]
 
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         raise NotImplementedError
+
+    # -- script arguments --------------------------------------------------------------------
+    def _head_args(self, mode: str, now: float, token: bytes = b"") -> list[Any]:
+        w = self.rule.wide_threshold
+        field = ""
+        if token:
+            field = f"{self._instance}:{threading.get_ident()}"
+            self._reply_fields.add(field)
+        return [
+            mode,
+            repr(now),
+            "" if self.ttl is None else repr(self.ttl),
+            "" if self.max_decisions is None else self.max_decisions,
+            self.rule.radius,
+            -1 if w is None else w,
+            min(self.rule.radius, self.rule.legacy_distance),
+            field,
+            token,
+            len(self._tables),
+        ]
+
+    def _probes(self, fp: int) -> list[bytes]:
+        """Per table, the 4-byte keys of every bucket to read (the query's own first)."""
+        return [
+            (np.uint32(table_key(fp, parts)) ^ masks).astype(">u4").tobytes()
+            for parts, masks in zip(self._tables, self._probe_masks, strict=True)
+        ]
+
+    def _snapshot(self, fp: int, probes: list[bytes]) -> tuple[str, bytes]:
+        """Read every probed bucket (one read-only call) and scan it here, vectorised: the
+        sequence number it was read at and the ids within the radius. The check script adds
+        what was stored since, so the server never scans buckets member by member in Lua."""
+        raw: bytes = self._run("probe", [*self._head_args("probe", 0.0), *probes], write=False)
+        members = np.frombuffer(raw, dtype=">u8", offset=8).reshape(-1, 2)
+        near = np.bitwise_count(members[:, 0] ^ np.uint64(fp)) <= self.rule.radius
+        return str(int.from_bytes(raw[:8], "big")), np.unique(members[near, 1]).astype(
+            ">u8"
+        ).tobytes()
+
+    def _fields(self, fp: int) -> bytes:
+        return b"".join(struct.pack(">I", table_key(fp, parts)) for parts in self._tables)
+
+    def _record(
+        self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None
+    ) -> bytes:
+        return encode_entry(fps.fp, fps.wide, t, self._fields(fps.fp), job, key, text)
+
+    def _run(self, what: str, args: list[Any], write: bool = True) -> Any:
+        with self._errors(what, write=write):
+            return self._script(keys=self._keys, args=args)
 
     # -- opening -----------------------------------------------------------------------------
     def _k(self, name: str) -> str:
@@ -109,14 +166,14 @@ class RedisBase(Store):
             meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
         stored = Rule(**json.loads(meta["rule"]))
         stored_blocks = int(meta["blocks"])
-        if rule is not None and (
-            (rule.radius, rule.wide_bits) != (stored.radius, stored.wide_bits)
-            or (blocks is not None and blocks != stored_blocks)
+        asked = rule or stored
+        if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
+            blocks is not None and blocks != stored_blocks
         ):
             raise StoreError(
                 f"{self._where()}: the store was built for radius {stored.radius} with "
                 f"{stored_blocks} blocks ({stored.describe()}); the given rule asks for radius "
-                f"{rule.radius}{f' with {blocks} blocks' if blocks is not None else ''}. Open "
+                f"{asked.radius}{f' with {blocks} blocks' if blocks is not None else ''}. Open "
                 "it with rule=None to use its rule, copy it to a new prefix with that rule "
                 "(nearduppipe copy), or reset it"
             )

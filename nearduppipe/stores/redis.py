@@ -1,8 +1,14 @@
 """``redis://host:port/db``, ``rediss://…``, ``unix:///path/redis.sock?db=0``: one store shared by
 many crawler processes and machines (store format 2).
 
-Every operation that writes is one ``EVALSHA`` of ``redis_check_and_add.lua``, so a check (own
-entry, candidate search, verdict, insert or decision) is atomic and costs one round trip.
+A check is two calls: a read-only ``probe`` returns every bucket the search needs and the entry
+sequence number it read them at; the client scans them with numpy (the server never loops over
+members in Lua, which cost ~1 µs each and dominated with text-like fingerprints); then one
+atomic ``check`` call of ``redis_check_and_add.lua`` takes the client's candidates, adds every
+entry stored since the probe (the recent-inserts list ``{P}:n``: one member per sequence
+number) or scans the tables itself if that gap is not covered, drops candidates removed since,
+judges by the rule and records the verdict. Two workers can never both keep two near-duplicates
+sent at the same moment (tests/test_redis_store.py races eight processes).
 
 Keys (``P`` is the prefix, default ``neardup:<name>``; in braces, so all keys share a Redis
 Cluster slot; the names are fixed, so resetting a store never needs a pattern):
@@ -13,35 +19,40 @@ Cluster slot; the names are fixed, so resetting a store never needs a pattern):
 * ``{P}:k`` hash: page key -> entry id (8 bytes); ``{P}:e`` hash: entry id -> record
   (:mod:`._redis_codec`); one entry per key.
 * ``{P}:t<T>`` hash per block table: 4-byte table key -> bucket, members of 16 bytes (the
-  fingerprint and the entry id) end to end.
+  fingerprint and the entry id) end to end. Buckets hold a few members (keys of 21-22 bits),
+  so an insert rewrites a few dozen bytes; a removal takes the member out of every table.
 * ``{P}:d`` list of decisions, trimmed to ``max_decisions`` in the same script call.
-* ``{P}:r`` hash: the last reply per client thread, so a retried call is not applied twice.
+* ``{P}:r`` hash: the last reply per client thread, so a retried check is not applied twice.
+* ``{P}:n`` list: the last 8192+ members stored, in sequence order.
 
-**Layout.** Multi-index hashing over 3 blocks (keys of 21-22 bits) probed at radius 2: a check
-reads 232 buckets per table in one ``HMGET`` per table, each bucket holding ~n / 2**21 members.
-Measured (``benchmarks/redis_bench.py``, docs/operations.md) against Manku-style tables that are
-looked up exactly (10 blocks: 45 tables of 12-13-bit keys), which scan ~20x more members per
-check in Lua and hold 15x more members.
+**Layout** (``benchmarks/redis_bench.py``). Multi-index hashing over 3 blocks probed at radius
+2: 232-254 buckets per table, ~700 per check, one ``HMGET`` per table, each bucket holding
+~n / 2**21 members. Manku-style exact lookups need 10 blocks for radius 8: 45 tables of
+12-13-bit keys, 15x the members stored and scanned (measured at 200k entries: 1,356 vs 553
+bytes per entry, 1,226 vs 17,102 imports/s, 167 vs 720 checks/s).
 
 **TTL.** Entries older than ``ttl`` never match and an expired own entry counts as none. Each
 write looks at 16 records (a cursor over ``{P}:e``) and deletes those older than ``2 * ttl``;
 :meth:`prune` deletes all older than ``ttl``; the data keys expire ``2 * ttl`` after the last
-write.
+write, so an abandoned store leaves Redis by itself (its meta and decisions stay).
+
+**Retries.** The client retries connection errors twice (50-100 ms backoff) before
+:class:`StoreUnavailable`. A retried check finds its first reply (keyed by a per-call token);
+a retried ``add`` replaces the entry with itself; a retried import batch of decisions could
+append them twice.
 """
 
 from __future__ import annotations
 
 import importlib.resources
 import os
-import struct
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 import numpy as np
 
-from ..index import table_key
+from ..index import table_keys
 from ..rule import Fingerprints, Rule
 from . import _redis_keys as rk
 from ._redis_codec import (
@@ -131,55 +142,6 @@ class RedisStore(RedisBase):
             if reset:
                 self._reset(blocks, rule)
             self._open_meta(rule, blocks)
-
-    def _head_args(self, mode: str, now: float, token: bytes = b"") -> list[Any]:
-        w = self.rule.wide_threshold
-        field = ""
-        if token:
-            field = f"{self._instance}:{threading.get_ident()}"
-            self._reply_fields.add(field)
-        return [
-            mode,
-            repr(now),
-            "" if self.ttl is None else repr(self.ttl),
-            "" if self.max_decisions is None else self.max_decisions,
-            self.rule.radius,
-            -1 if w is None else w,
-            min(self.rule.radius, self.rule.legacy_distance),
-            field,
-            token,
-            len(self._tables),
-        ]
-
-    def _probes(self, fp: int) -> list[bytes]:
-        """Per table, the 4-byte keys of every bucket to read (the query's own first)."""
-        return [
-            (np.uint32(table_key(fp, parts)) ^ masks).astype(">u4").tobytes()
-            for parts, masks in zip(self._tables, self._probe_masks, strict=True)
-        ]
-
-    def _snapshot(self, fp: int, probes: list[bytes]) -> tuple[str, bytes]:
-        """Read every probed bucket (one read-only call) and scan it here, vectorised: the
-        sequence number it was read at and the ids within the radius. The check script adds
-        what was stored since, so the server never scans buckets member by member in Lua."""
-        raw: bytes = self._run("probe", [*self._head_args("probe", 0.0), *probes], write=False)
-        members = np.frombuffer(raw, dtype=">u8", offset=8).reshape(-1, 2)
-        near = np.bitwise_count(members[:, 0] ^ np.uint64(fp)) <= self.rule.radius
-        return str(int.from_bytes(raw[:8], "big")), np.unique(members[near, 1]).astype(
-            ">u8"
-        ).tobytes()
-
-    def _fields(self, fp: int) -> bytes:
-        return b"".join(struct.pack(">I", table_key(fp, parts)) for parts in self._tables)
-
-    def _record(
-        self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None
-    ) -> bytes:
-        return encode_entry(fps.fp, fps.wide, t, self._fields(fps.fp), job, key, text)
-
-    def _run(self, what: str, args: list[Any], write: bool = True) -> Any:
-        with self._errors(what, write=write):
-            return self._script(keys=self._keys, args=args)
 
     def __enter__(self) -> RedisStore:
         return self
@@ -329,13 +291,31 @@ class RedisStore(RedisBase):
                     pipe.execute()
                     queued = 0
 
+            chunk: list[tuple[Entry, Fingerprints]] = []
+
+            def encode() -> None:
+                # the table fields of a whole chunk at once (numpy), then each record
+                fps = np.fromiter((f.fp for _, f in chunk), dtype=np.uint64, count=len(chunk))
+                cols = [table_keys(fps, parts) for parts in self._tables]
+                fields = np.stack(cols, axis=1).astype(">u4").tobytes()
+                w = 4 * len(self._tables)
+                for i, (e, f) in enumerate(chunk):
+                    text = clean_text(e.text)
+                    rec = encode_entry(
+                        f.fp, f.wide, e.stored_at, fields[i * w : i * w + w], e.job, e.key, text
+                    )
+                    batch.extend((e.key, rec))
+                chunk.clear()
+                send("add")
+
             for e in entries:
+                chunk.append((e, check_fingerprints(e.fingerprints)))
                 check_key(e.key)
-                fps = check_fingerprints(e.fingerprints)
-                batch += [e.key, self._record(fps, e.key, e.stored_at, e.job, clean_text(e.text))]
                 n += 1
-                if len(batch) >= 2 * _BATCH:
-                    send("add")
+                if len(chunk) >= _BATCH:
+                    encode()
+            if chunk:
+                encode()
             send("add", final=True)
             for d in decisions:
                 batch.append(encode_decision(d._replace(text=clean_text(d.text))))
@@ -365,7 +345,7 @@ class RedisStore(RedisBase):
             return
         try:
             if self._reply_fields:
-                self._client.hdel(self._k("r"), *self._reply_fields)
+                self._client.hdel(self._k("r"), *list(self._reply_fields))
         except self._redis.RedisError:
             pass  # the replies expire with their hash
         finally:
