@@ -69,8 +69,11 @@ def main() -> None:
                         w ^= 1 << b
                     calls.append(Fingerprints(f, w))
                 else:
-                    calls.append(Fingerprints(int(fingerprints(rng, 1, skewed)[0]),
-                                              int(rng.integers(0, 2**63))))
+                    calls.append(
+                        Fingerprints(
+                            int(fingerprints(rng, 1, skewed)[0]), int(rng.integers(0, 2**63))
+                        )
+                    )
             times = np.empty(len(calls))
             dup = 0
             for c, f in enumerate(calls):
@@ -83,8 +86,11 @@ def main() -> None:
                 t = time.perf_counter()
                 np.flatnonzero(np.bitwise_count(fps ^ U64(f.fp)) <= 8)
                 scan.append(time.perf_counter() - t)
-            med, p99, worst = (np.median(times) * 1e6, np.percentile(times, 99) * 1e6,
-                               times.max() * 1e3)
+            med, p99, worst = (
+                np.median(times) * 1e6,
+                np.percentile(times, 99) * 1e6,
+                times.max() * 1e3,
+            )
             floor = np.median(scan) * 1e6
             print(
                 f"n={n:>10,} {'skewed ' if skewed else 'uniform'}: load {load:5.1f} s; check "

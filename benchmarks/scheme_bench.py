@@ -44,8 +44,10 @@ def main() -> None:
             t = time.perf_counter()
             np.flatnonzero(np.bitwise_count(wide ^ wide[0]).sum(axis=1) <= 61)
             wscan.append((time.perf_counter() - t) * n / len(wide))
-        print(f"== n={n:,}: numpy scan of 64-bit fingerprints {np.median(scan) * 1e6:.0f} us; "
-              f"brute-force 512-bit scan {np.median(wscan) * 1e3:.0f} ms per query")
+        print(
+            f"== n={n:,}: numpy scan of 64-bit fingerprints {np.median(scan) * 1e6:.0f} us; "
+            f"brute-force 512-bit scan {np.median(wscan) * 1e3:.0f} ms per query"
+        )
         for name, layout in SCHEMES.items():
             idx = BlockIndex(layout)
             idx.add_many(fps)
@@ -53,17 +55,23 @@ def main() -> None:
             cands = 0
             for q in qs[:300]:
                 b = tables._bucket(q)
-                probes = ((b[:, None] ^ tables.masks[None, :])
-                          + (np.arange(len(tables.parts))[:, None] * tables._row)).ravel()
-                cands += int((tables._flat_offsets[probes + 1] - tables._flat_offsets[probes]).sum())
+                probes = (
+                    (b[:, None] ^ tables.masks[None, :])
+                    + (np.arange(len(tables.parts))[:, None] * tables._row)
+                ).ravel()
+                cands += int(
+                    (tables._flat_offsets[probes + 1] - tables._flat_offsets[probes]).sum()
+                )
             times = []
             for q in qs:
                 t = time.perf_counter()
                 idx.query(q)
                 times.append(time.perf_counter() - t)
-            print(f"  {name:55s} candidates/query {cands / 300:8.0f}  query median "
-                  f"{np.median(times) * 1e6:7.1f} us  p99 {np.percentile(times, 99) * 1e6:7.1f} us  "
-                  f"{idx.nbytes / n:6.1f} B/page (+64 B wide, +8 B time in a store)")
+            print(
+                f"  {name:55s} candidates/query {cands / 300:8.0f}  query median "
+                f"{np.median(times) * 1e6:7.1f} us  p99 {np.percentile(times, 99) * 1e6:7.1f} us  "
+                f"{idx.nbytes / n:6.1f} B/page (+64 B wide, +8 B time in a store)"
+            )
             del idx
 
 
