@@ -19,6 +19,7 @@ from .. import signals as neardup_signals
 from ..dedup import Deduplicator, Fingerprinted, FingerprintParams, Outcome
 from ..settings import NearDupConfig
 from ..stores import Match, Store
+from ..stores.base import StoreUnavailable
 from .commands import debug_command
 from .executor import Executor, PageTimeout, WorkerDied
 from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri
@@ -175,6 +176,12 @@ class NearDupRuntime:
         self._closed = True
         try:
             return self.lifecycle.close()
+        except StoreUnavailable as e:
+            # The last commit failed (a full disk, say): the writes it names are lost. The crawl
+            # itself ends normally; the error is logged and counted, like any store failure.
+            self.stats.inc_value("neardup/store_error")
+            logger.error("nearduppipe: closing the store: %s", e, extra={"crawler": self.crawler})
+            return None
         finally:
             self.executor.close()
 

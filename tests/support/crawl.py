@@ -61,7 +61,9 @@ class ProbeSpider(scrapy.Spider):
         if self.reached_log is not None:
             self.reached_log.write(f"{time.time():.3f} {response.url}\n")
         paragraphs = response.css("article p:not(.meta)::text, div.body p::text").getall()
-        if paragraphs and self.item == "html":
+        if self.item == "none":  # pages only (the output stays small)
+            pass
+        elif paragraphs and self.item == "html":
             yield {"url": response.url, "html": response.text}
         elif paragraphs:
             yield {"url": response.url, "text": "\n".join(paragraphs)}
