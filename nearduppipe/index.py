@@ -323,7 +323,7 @@ class BlockIndex:
         arr = np.asarray(fps, dtype=_U64)
         if len(arr) == 0:
             return
-        if self.layout.bits < 64 and int(arr.max()) > self._mask:
+        if self.layout.bits < 64 and bool(np.any(arr > _U64(self._mask))):
             raise ValueError(f"fingerprint must be an integer in [0, 2**{self.layout.bits})")
         flags = np.ones(len(arr), dtype=bool) if alive is None else np.asarray(alive, dtype=bool)
         if flags.shape != arr.shape:
