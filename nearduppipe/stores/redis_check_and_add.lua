@@ -1,6 +1,9 @@
 -- The format-2 Redis store's server side: every operation that reads and writes entries is one
 -- call of this script, so a check (own entry, candidate search, verdict, insert or decision)
 -- is atomic: two workers can never both keep two near-duplicates sent at the same moment.
+-- A check is preceded by a read-only 'probe' call whose buckets the client scans with numpy;
+-- the 'check' call completes that snapshot with what was stored since (see search), so its
+-- verdict sees every entry, exactly as a scan of the tables inside this call would.
 -- Record layouts: nearduppipe/stores/_redis_codec.py. Keys and layout: redis.py.
 --
 -- KEYS: meta, k (page key -> entry id), e (entry id -> record), d (decisions), r (replies),
