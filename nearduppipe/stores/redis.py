@@ -89,7 +89,10 @@ from .memory import MemoryStore
 
 __all__ = ["RedisStore", "StoreUnavailable"]
 
-_LUA = (importlib.resources.files(__package__) / "redis_check_and_add.lua").read_text("utf-8")
+_LUA = "\n".join(
+    (importlib.resources.files(__package__) / name).read_text("utf-8")
+    for name in ("redis_entries.lua", "redis_check_and_add.lua")  # one script, two files
+)
 _BATCH = 500
 
 
