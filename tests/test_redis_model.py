@@ -99,6 +99,7 @@ CASES = [
     pytest.param(Rule(), None, None, 1, id="default-rule"),
     pytest.param(Rule(), 40.0, None, 2, id="default-rule-ttl"),
     pytest.param(Rule.paper(3), None, None, 3, id="paper-rule"),
+    pytest.param(Rule(), None, 4, 6, id="default-rule-4-blocks"),
     pytest.param(
         Rule(similarity=0.9, radius=6, legacy_distance=4), None, 7, 4, id="radius6-7blocks-exact"
     ),

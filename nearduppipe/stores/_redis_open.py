@@ -36,6 +36,22 @@ return redis.call('HGETALL', KEYS[1])"""
 _UNAVAILABLE = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
 
+def probe_radii(layout: Layout) -> list[int]:
+    """The radius each table is probed at: exact while the radii plus one add up to more than
+    the distance (if every block differed by more than its radius, the fingerprints would
+    differ in more bits than the distance). The layout probes every table alike; lowering the
+    largest radii first to that bound drops ~700 bucket reads per check to 188 with 4 blocks
+    at distance 8 (2, 1, 1, 1), the server's main cost per check."""
+    if layout.n_blocks > layout.distance:  # Manku's tables: exact lookups
+        return [0] * len(layout.tables())
+    radii = [layout.probe] * layout.n_blocks
+    while sum(r + 1 for r in radii) > layout.distance + 1:
+        top = max(radii)
+        i = len(radii) - 1 - radii[::-1].index(top)
+        radii[i] -= 1
+    return radii
+
+
 @functools.cache
 def _masks(width: int, radius: int) -> np.ndarray:
     """Every ``width``-bit mask of at most ``radius`` set bits, 0 first."""
@@ -51,6 +67,7 @@ class RedisBase(Store):
 
     prefix: str
     layout: Layout
+    probe_radii: list[int]
     clock: Callable[[], float]
     _client: Any
     _redis: Any
@@ -133,7 +150,8 @@ class RedisBase(Store):
         widths = [sum(w for _, w in parts) for parts in self._tables]
         if max(widths) > 32:
             raise StoreError(f"{self._where()}: table keys over 32 bits; use more blocks")
-        self._probe_masks = [_masks(w, self.layout.probe) for w in widths]
+        self.probe_radii = probe_radii(self.layout)
+        self._probe_masks = [_masks(w, r) for w, r in zip(widths, self.probe_radii, strict=True)]
         self.rule = rule
         self._keys = rk.store_keys(self.prefix, len(self._tables))
 
