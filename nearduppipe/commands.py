@@ -63,7 +63,7 @@ class NearDupCommand(ScrapyCommand):
 
     def _targets(self, args: list[str], opts: argparse.Namespace) -> list[tuple[str, str, Any]]:
         """``(spider, store URI, its NearDupConfig)`` per spider asked for."""
-        from nearduppipe._runtime import default_store_uri
+        from nearduppipe.runtime.lifecycle import resolve_store_uri
         from nearduppipe.settings import NearDupConfig
 
         assert self.settings is not None
@@ -79,8 +79,9 @@ class NearDupCommand(ScrapyCommand):
             settings = self.settings.copy()
             loader.load(name).update_settings(settings)  # custom_settings, as a crawl does
             config = NearDupConfig.from_settings(settings)
-            uri = config.store.replace("{spider}", name) if config.store else None
-            targets.append((name, uri or default_store_uri(name), config))
+            configured = config.redis_url if config.store == "redis" else config.store
+            # the same file or server the crawl opens (relative paths in the data directory)
+            targets.append((name, resolve_store_uri(configured, name), config))
         return targets
 
     def _run(self, args: list[str], opts: argparse.Namespace) -> None:

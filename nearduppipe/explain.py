@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .features import DEFAULT_FEATURES, FeatureConfig, features
 from .rule import WIDE_BITS, Rule, implied_similarity
-from .simhash import simhash_pair, xxh3_64
+from .simhash import _fixed_point, simhash_pair, xxh3_64
 
 __all__ = ["BitReport", "Explanation", "explain"]
 
@@ -88,6 +88,18 @@ class Explanation:
         return "\n".join(lines)
 
 
+_SCALE = 1 << 16
+
+
+def _exact(feats: dict[str, float]) -> dict[str, int]:
+    """The integer weights SimHash sums (its fixed point, 2**16 per unit of weight), so that
+    a sum's sign here is the sign SimHash saw."""
+    if not feats:
+        return {}
+    ints = _fixed_point(list(feats.values())).tolist()
+    return {f: int(v) for f, v in zip(feats, ints, strict=True)}
+
+
 def explain(
     text_a: str, text_b: str, config: FeatureConfig = DEFAULT_FEATURES, top: int = 5
 ) -> Explanation:
@@ -100,6 +112,8 @@ def explain(
     low = sum(min(fa.get(f, 0.0), fb.get(f, 0.0)) for f in keys)
     high = sum(max(fa.get(f, 0.0), fb.get(f, 0.0)) for f in keys)
     hashes = {f: xxh3_64(f) for f in keys}
+    wa = _exact(fa)
+    wb = _exact(fb)
     bits = []
     for j in range(64):
         if not ((fp_a ^ fp_b) >> j) & 1:
@@ -108,8 +122,10 @@ def explain(
         def sign(f: str, j: int = j) -> float:
             return 1.0 if (hashes[f] >> j) & 1 else -1.0
 
-        sum_a = sum(w * sign(f) for f, w in fa.items())
-        sum_b = sum(w * sign(f) for f, w in fb.items())
+        # the sums SimHash compares with 0, in its exact fixed point (a float sum can leave
+        # 4e-16 where the fingerprint's sum is exactly 0: Python 3.12's compensated sum())
+        sum_a = sum(wa[f] * sign(f) for f in fa) / _SCALE
+        sum_b = sum(wb[f] * sign(f) for f in fb) / _SCALE
         delta = {f: (fa.get(f, 0.0) - fb.get(f, 0.0)) * sign(f) for f in keys}
         pushers = sorted((kv for kv in delta.items() if kv[1]), key=lambda kv: -abs(kv[1]))[:top]
         bits.append(BitReport(j, sum_a, sum_b, pushers))
