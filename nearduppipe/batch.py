@@ -95,7 +95,8 @@ def verdicts(
     are near-duplicates, and each pair's wide distance (-1 where either side has none)."""
     i, j, d = pairs[:, 0], pairs[:, 1], pairs[:, 2]
     both = has_wide[i] & has_wide[j]
-    dw = np.where(both, np.bitwise_count(wide[i] ^ wide[j]).sum(axis=1), -1).astype(np.int64)
+    counts = np.bitwise_count(wide[i] ^ wide[j]).sum(axis=1, dtype=np.int64)
+    dw = np.where(both, counts, np.int64(-1))
     threshold = rule.wide_threshold
     if threshold is None:
         return d <= rule.radius, dw
