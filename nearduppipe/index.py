@@ -31,96 +31,15 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 
+from .layout import Layout, Parts, table_key, table_keys
+
 __all__ = ["BlockIndex", "Layout", "table_key", "table_keys"]
 
 _U64 = np.uint64
-Parts = tuple[tuple[int, int], ...]
-
-
-def table_key(fp: int, parts: Parts) -> int:
-    """A table's key of one fingerprint: its blocks ``(shift, width)`` concatenated."""
-    key = 0
-    for shift, width in parts:
-        key = (key << width) | ((fp >> shift) & ((1 << width) - 1))
-    return key
-
-
-def table_keys(fps: np.ndarray, parts: Parts) -> np.ndarray:
-    """:func:`table_key` of every fingerprint of a ``uint64`` array."""
-    key = np.zeros(len(fps), dtype=_U64)
-    for shift, width in parts:
-        key = (key << _U64(width)) | ((fps >> _U64(shift)) & _U64((1 << width) - 1))
-    return key
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Which tables the index keeps for an exact search within ``distance`` bits.
-
-    ``blocks=None`` picks 3 blocks (one table each, probed at the radius the distance needs).
-    ``blocks > distance`` gives Manku et al.'s tables: one per choice of ``blocks - distance``
-    blocks, looked up exactly (``distance + 1`` blocks is the paper's pigeonhole scheme).
-    ``blocks <= distance`` gives one table per block, probed at radius
-    ``ceil((distance + 1) / blocks) - 1``.
-    """
-
-    distance: int = 3
-    blocks: int | None = None
-    bits: int = 64
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.bits <= 64:
-            raise ValueError(f"bits must be between 1 and 64, not {self.bits}")
-        if not 0 <= self.distance < self.bits:
-            raise ValueError(f"distance must be between 0 and {self.bits - 1}, not {self.distance}")
-        b = self.n_blocks
-        if not 1 <= b <= self.bits:
-            raise ValueError(f"blocks must be between 1 and bits = {self.bits}, not {b}")
-        if b > self.distance and math.comb(b, b - self.distance) > 1000:
-            raise ValueError(f"{b} blocks at distance {self.distance} would need too many tables")
-        if self.probe > 4:
-            raise ValueError(
-                f"{b} blocks at distance {self.distance} would probe each table at radius "
-                f"{self.probe}; use more blocks"
-            )
-
-    @property
-    def n_blocks(self) -> int:
-        if self.blocks is not None:
-            return self.blocks
-        return min(3, self.bits) if self.distance >= 2 else self.distance + 1
-
-    @property
-    def probe(self) -> int:
-        """Hamming radius at which each table's key is probed."""
-        b = self.n_blocks
-        if b > self.distance:
-            return 0
-        return math.ceil((self.distance + 1) / b) - 1
-
-    def block_ranges(self) -> list[tuple[int, int]]:
-        """(shift, width) of each block, most significant first; widths differ by at most 1."""
-        b = self.n_blocks
-        base, extra = divmod(self.bits, b)
-        widths = [base + (1 if i < extra else 0) for i in range(b)]
-        ranges = []
-        top = self.bits
-        for w in widths:
-            top -= w
-            ranges.append((top, w))
-        return ranges
-
-    def tables(self) -> list[tuple[tuple[int, int], ...]]:
-        """Each table's key as the (shift, width) of its blocks, most significant first."""
-        ranges = self.block_ranges()
-        b = self.n_blocks
-        keep = b - self.distance if b > self.distance else 1
-        return [tuple(ranges[i] for i in combo) for combo in combinations(range(len(ranges)), keep)]
 
 
 @functools.cache
