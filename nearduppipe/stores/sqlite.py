@@ -36,6 +36,7 @@ from .base import (
     DEFAULT_MAX_DECISIONS,
     Decision,
     Entry,
+    Store,
     StoreError,
     StoreUnavailable,
     register_store,
@@ -52,14 +53,13 @@ from .sqlite_files import (
     sqlite_path,
     stored_format,
 )
-from .sqlite_migrate import migrate_v1, rule_of
+from .sqlite_migrate import migrate_v1, read_only_view, rule_of
 from .sqlite_records import (
     decision_record,
     entry_record,
     load_v2,
     parse_decision,
     parse_entry,
-    read_v1,
 )
 from .sqlite_writer import Writer
 
@@ -118,8 +118,6 @@ class SqliteStore(IndexedStore):
         self._state = {"rseq": 0, "dseq": 0, "dmin": 0}
         self._reader: sqlite3.Connection | None = None
         self._lock_file = FileLock(self.path)
-        self._legacy: tuple[list[Entry], list[Decision]] | None = None
-        self._legacy_ids: dict[str, int] = {}
         self._closed = False
         try:
             self._open(rule, blocks, reset, ttl, max_decisions, clock, uri)
@@ -167,12 +165,7 @@ class SqliteStore(IndexedStore):
         )
         if not self.read_only:
             self._open_writer(reset, stored_rule)
-        if version == 1:  # read-only view of a format-1 store: converted in memory only
-            assert self._reader is not None
-            entries, decisions = read_v1(self._reader, self.path)
-            self._legacy = (entries, list(decisions))
-            self._load_legacy(entries)
-        elif self._reader is not None and not reset:
+        if self._reader is not None and not reset:
             self._load()
         if self.ttl is not None and not self.read_only:
             pruned = self.prune()
@@ -238,12 +231,6 @@ class SqliteStore(IndexedStore):
         if len(loaded.rids):
             self._state["rseq"] = max(self._state["rseq"], int(loaded.rids[-1]) + 1)
 
-    def _load_legacy(self, entries: list[Entry]) -> None:
-        for entry in entries:
-            i = self._index_add(entry.fingerprints, entry.stored_at)
-            self._set_rid(i, i)
-            self._legacy_ids[entry.key] = i
-
     # -- key ↔ id ----------------------------------------------------------------------------
     def _row(self, row_key: str) -> Any:
         if self._writer is not None and row_key in self._writer.buffer:
@@ -268,9 +255,6 @@ class SqliteStore(IndexedStore):
         return i if i < n and self._rids[i] == rid and self._index.is_alive(i) else None
 
     def _find(self, key: str) -> tuple[int, str | None] | None:
-        if self._legacy is not None:
-            i = self._legacy_ids.get(key)
-            return None if i is None else (i, None)
         value = self._row("k:" + key)
         if value is None:
             return None
@@ -279,8 +263,6 @@ class SqliteStore(IndexedStore):
         return None if i is None else (i, job)
 
     def _entry_at(self, i: int) -> Entry:
-        if self._legacy is not None:
-            return self._legacy[0][i]
         rid = _rid(int(self._rids[i]))
         value = self._row("i:" + rid)
         if value is None:
@@ -380,22 +362,14 @@ class SqliteStore(IndexedStore):
             conn.close()
 
     def entries(self) -> Iterator[Entry]:
-        if self._legacy is not None:
-            yield from self._legacy[0]
-            return
         for row_key, value in self._scan("i"):
             yield parse_entry(value, f"{self.path}: record {row_key}")
 
     def decisions(self) -> Iterator[Decision]:
-        if self._legacy is not None:
-            yield from self._legacy[1]
-            return
         for row_key, value in self._scan("d"):
             yield parse_decision(value, f"{self.path}: record {row_key}")
 
     def decision_count(self) -> int:
-        if self._legacy is not None:
-            return len(self._legacy[1])
         return self._state["dseq"] - self._state["dmin"]
 
     # -- durability and shutdown -----------------------------------------------------------
@@ -423,10 +397,13 @@ class SqliteStore(IndexedStore):
             self._release()
 
 
-def _open(uri: str, rule: Rule | None = None, **options: Any) -> SqliteStore:
+def _open(uri: str, rule: Rule | None = None, **options: Any) -> Store:
     options.pop("name", None)  # the file path already names the store
+    path = sqlite_path(uri)
+    if options.get("read_only") and path.is_file() and stored_format(path) == 1:
+        return read_only_view(path, uri, rule, options)  # reads never write: not migrated
     try:
-        return SqliteStore(sqlite_path(uri), rule, uri=uri, **options)
+        return SqliteStore(path, rule, uri=uri, **options)
     except TypeError as e:
         raise StoreError(f"sqlite store {uri!r}: {e}") from e
 

@@ -15,13 +15,14 @@ import logging
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 from ..rule import Rule
-from .base import StoreError
-from .sqlite_files import FORMAT_VERSION, TABLE, decode, encode
+from .base import Store, StoreError
+from .sqlite_files import FORMAT_VERSION, TABLE, decode, encode, read_connection
 from .sqlite_records import entry_record, read_v1
 
-__all__ = ["migrate_v1", "rule_of"]
+__all__ = ["migrate_v1", "read_only_view", "rule_of"]
 
 logger = logging.getLogger("nearduppipe")
 
@@ -90,3 +91,21 @@ def migrate_v1(path: Path, rule: Rule | None) -> None:
         n_decisions,
         time.monotonic() - started,
     )
+
+
+def read_only_view(path: Path, uri: str, rule: Rule | None, options: dict[str, Any]) -> Store:
+    """A format-1 store opened read-only: converted in memory (the newest entry per key, no
+    wide fingerprints), never written. Its ``format_version`` says 1."""
+    from .memory import MemoryStore
+
+    conn = read_connection(path)
+    try:
+        entries, decisions = read_v1(conn, path)
+        held = list(decisions)
+    finally:
+        conn.close()
+    store = MemoryStore(uri, rule, ttl=options.get("ttl"), max_decisions=None)
+    store.import_records(entries, held)
+    store.read_only = True
+    store.format_version = 1
+    return store
