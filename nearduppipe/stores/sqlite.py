@@ -50,6 +50,7 @@ from .sqlite_files import (
     encode,
     prepare_path,
     read_connection,
+    scan_rows,
     sqlite_path,
     stored_format,
 )
@@ -349,17 +350,7 @@ class SqliteStore(IndexedStore):
         with self._lock:
             if self._writer is not None:
                 self.flush()
-        if not self.path.exists():
-            return
-        conn = read_connection(self.path)
-        try:
-            rows = conn.execute(
-                f'SELECT key, value FROM "{TABLE}" WHERE key >= ? AND key < ? ORDER BY key',
-                (f"{prefix}:", f"{prefix};"),
-            )
-            yield from rows
-        finally:
-            conn.close()
+        yield from scan_rows(self.path, prefix)
 
     def entries(self) -> Iterator[Entry]:
         for row_key, value in self._scan("i"):

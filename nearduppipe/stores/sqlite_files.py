@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,6 +29,7 @@ __all__ = [
     "encode",
     "prepare_path",
     "read_connection",
+    "scan_rows",
     "sqlite_path",
     "stored_format",
 ]
@@ -84,6 +86,21 @@ def read_connection(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(f"file:{target}?immutable=1", uri=True, check_same_thread=False)
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         return conn
+
+
+def scan_rows(path: Path, prefix: str) -> Iterator[tuple[str, Any]]:
+    """Every committed row of one kind (``prefix``: ``i``, ``d``…) in key order, through a
+    read-only connection of its own."""
+    if not path.exists():
+        return
+    conn = read_connection(path)
+    try:
+        yield from conn.execute(
+            f'SELECT key, value FROM "{TABLE}" WHERE key >= ? AND key < ? ORDER BY key',
+            (f"{prefix}:", f"{prefix};"),
+        )
+    finally:
+        conn.close()
 
 
 def stored_format(path: Path) -> int | None:
