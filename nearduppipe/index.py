@@ -12,34 +12,44 @@ full scan returns.
 
 The default is 3 blocks of 21-22 bits: key width near ``log2`` of the store's size between
 1 M and 100 M entries, where each probed bucket holds a few entries. Radius 8 then probes
-232 keys per table.
+about 200 keys per table.
 
 Layout in memory, for ``n`` fingerprints and ``T`` tables:
 
 * ``fps``: every fingerprint, ``uint64``, in insertion order; its position is its id. ``alive``
-  marks ids not removed (removal leaves a tombstone; rebuilds drop it from the tables).
-* per table: ``ids`` (``uint32``), the live ids grouped by the top ``d`` bits of the table key,
-  and a directory ``offsets`` (``2**d + 1`` entries) giving each group's slice. ``d`` grows with
-  ``n`` (about 8 ids per group) up to the key's width.
-* a tail of recent ids not yet in the tables, scanned directly until it reaches the tail
-  capacity and is merged in one vectorised step.
+  marks ids not removed (removal leaves a tombstone, dropped when its run is rebuilt).
+* *runs* (a log-structured merge): each run files a contiguous range of ids in every table:
+  per table the ids and their fingerprints grouped by the top ``d`` bits of the table key, and
+  a directory of ``2**d + 1`` offsets, ``d`` growing with the run's size (about 2 ids per
+  group). Runs are immutable; adjacent runs of similar size are merged into one (a binary
+  counter), so each id is rebuilt ``O(log n)`` times and an add costs the same amortised time
+  at 1 M and 30 M. Merges larger than :data:`SYNC_MERGE` ids are built on a worker thread
+  (the compiled kernels release the GIL) while the old runs keep answering; the next add
+  swaps the result in. So no add waits for more than a small merge.
+* a tail of the newest ids not yet in a run, scanned directly (a few microseconds).
 
-Queries never modify the index.
+The loops are compiled (:mod:`nearduppipe._kernels`). Queries never modify the index.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
+import threading
 from itertools import combinations
 
 import numpy as np
 
-from .layout import Layout, Parts, table_key, table_keys
+from . import _kernels as K
+from ._columns import Column
+from .layout import Layout, table_key, table_keys
 
-__all__ = ["BlockIndex", "Layout", "table_key", "table_keys"]
+__all__ = ["SYNC_MERGE", "BlockIndex", "Layout", "table_key", "table_keys"]
 
 _U64 = np.uint64
+SYNC_MERGE = 1 << 15  # ids a merge may rebuild on the caller's thread (~10 ms, measured)
+MERGE_FACTOR = 4  # a run is merged with the newer ones once they reach 1/4 of its span
 
 
 @functools.cache
@@ -57,127 +67,122 @@ def _probe_masks(width: int, radius: int) -> np.ndarray:
     return out
 
 
-class _Tables:
-    """Every table's ids grouped by the top ``dir_bits`` bits of its key, as one 2-D array.
+class _Geometry:
+    """The layout's table keys as arrays the kernels read."""
 
-    Every table indexes the same live ids, so ``ids`` is ``(T, m)`` and ``offsets`` is
-    ``(T, 2**dir_bits + 1)``; a query probes all tables in one vectorised pass (a handful of
-    numpy calls instead of a handful per table)."""
-
-    def __init__(self, tables: list[Parts], probe: int) -> None:
-        self.parts = tables
-        self.probe = probe
+    def __init__(self, layout: Layout) -> None:
+        tables = layout.tables()
+        width = max(len(parts) for parts in tables)
+        self.shifts = np.zeros((len(tables), width), dtype=np.int64)
+        self.widths = np.zeros((len(tables), width), dtype=np.int64)
+        for t, parts in enumerate(tables):
+            for p, (shift, w) in enumerate(parts):
+                self.shifts[t, p], self.widths[t, p] = shift, w
         self.key_bits = [sum(w for _, w in parts) for parts in tables]
-        self.dir_bits = 0
-        self.ids = np.zeros((len(tables), 0), dtype=np.uint32)
-        self.fps = np.zeros((len(tables), 0), dtype=_U64)
-        self.offsets = np.zeros((len(tables), 2), dtype=np.int64)
-        self._flat_offsets = self.offsets.ravel()
-        self._row = 2
-        self.masks = _probe_masks(0, probe)
+        self.probe = layout.probe
 
-    def _buckets(self, fps: np.ndarray) -> np.ndarray:
-        """(T, len(fps)) bucket of every fingerprint in every table."""
-        out = np.empty((len(self.parts), len(fps)), dtype=np.int64)
-        for t, parts in enumerate(self.parts):
-            drop = self.key_bits[t] - self.dir_bits
-            out[t] = (table_keys(fps, parts) >> _U64(drop)).astype(np.int64)
-        return out
+    def dir_bits(self, n: int) -> int:
+        # About 1 id per group (measured with the compiled search: at 1 M and 10 M, each bit
+        # less doubles the candidates and costs more than the smaller directory saves); at
+        # most 24 bits (a 64 MiB directory per table).
+        want = max(4, min(24, math.ceil(math.log2(max(n, 1) + 1))))
+        return min(want, *self.key_bits)
 
-    def _bucket(self, fp: int) -> np.ndarray:
-        return np.array(
-            [
-                table_key(fp, p) >> (kb - self.dir_bits)
-                for p, kb in zip(self.parts, self.key_bits, strict=True)
-            ],
-            dtype=np.int64,
+    def drops(self, dir_bits: int) -> np.ndarray:
+        return np.array([kb - dir_bits for kb in self.key_bits], dtype=np.int64)
+
+
+class _Run:
+    """The live ids of ``lo .. hi - 1`` filed in every table (immutable)."""
+
+    __slots__ = (
+        "dead",
+        "dir_bits",
+        "drops",
+        "hi",
+        "lo",
+        "masks",
+        "offsets",
+        "size",
+        "tfps",
+        "tids",
+    )
+
+    def __init__(self, geo: _Geometry, fps: np.ndarray, alive: np.ndarray, lo: int, hi: int):
+        ids = K.live_ids(alive, lo, hi)
+        if len(ids) >= 1 << 31:
+            raise ValueError("a run holds fewer than 2**31 ids")
+        self.lo, self.hi, self.size, self.dead = lo, hi, len(ids), 0
+        self.dir_bits = geo.dir_bits(len(ids))
+        self.drops = geo.drops(self.dir_bits)
+        self.masks = _probe_masks(self.dir_bits, geo.probe)
+        self.offsets, self.tfps, self.tids = K.build_run(
+            fps, ids, geo.shifts, geo.widths, self.drops, self.dir_bits
         )
-
-    def _refresh(self) -> None:
-        m = self.ids.shape[1]
-        base = (np.arange(len(self.parts), dtype=np.int64) * m)[:, None]
-        self._flat_offsets = (self.offsets + base).ravel()
-        self._row = self.offsets.shape[1]
-
-    def rebuild(self, fps: np.ndarray, live: np.ndarray, dir_bits: int) -> None:
-        """Index the ids ``live`` (ascending) whose fingerprints are ``fps[live]``."""
-        self.dir_bits = min(dir_bits, *self.key_bits)
-        self.masks = _probe_masks(self.dir_bits, self.probe)
-        bk = self._buckets(fps[live])
-        order = np.argsort(bk, axis=1, kind="stable")
-        self.ids = live[order].astype(np.uint32)
-        self.fps = fps[self.ids]
-        self.offsets = np.zeros((len(self.parts), (1 << self.dir_bits) + 1), dtype=np.int64)
-        for t in range(len(self.parts)):
-            np.cumsum(np.bincount(bk[t], minlength=1 << self.dir_bits), out=self.offsets[t, 1:])
-        self._refresh()
-
-    def merge(self, fps: np.ndarray, new_ids: np.ndarray) -> None:
-        """Add ids ``new_ids`` (ascending) whose fingerprints are ``fps``."""
-        bk = self._buckets(fps)
-        rows, fp_rows = [], []
-        for t in range(len(self.parts)):
-            order = np.argsort(bk[t], kind="stable")
-            # Insert each id at the end of its group; groups stay contiguous and in id order.
-            positions = self.offsets[t, bk[t][order] + 1]
-            rows.append(np.insert(self.ids[t], positions, new_ids[order].astype(np.uint32)))
-            fp_rows.append(np.insert(self.fps[t], positions, fps[order]))
-            counts = np.bincount(bk[t], minlength=1 << self.dir_bits)
-            self.offsets[t, 1:] += np.cumsum(counts)
-        self.ids = np.stack(rows)
-        self.fps = np.stack(fp_rows)
-        self._refresh()
-
-    def candidates(self, fp: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(ids, distances)`` within ``radius`` in every probed group of every table (an id
-        may appear more than once). Fingerprints are kept in table order too, so verifying
-        reads a few contiguous runs instead of one random read per candidate."""
-        probes = (self._bucket(fp)[:, None] ^ self.masks[None, :]) + (
-            np.arange(len(self.parts), dtype=np.int64)[:, None] * self._row
-        )
-        probes = probes.ravel()
-        lo = self._flat_offsets[probes]
-        counts = self._flat_offsets[probes + 1] - lo
-        total = int(counts.sum())
-        flat_ids, flat_fps = self.ids.ravel(), self.fps.ravel()
-        if total == 0:
-            return flat_ids[:0], flat_ids[:0]
-        # positions lo[i] .. lo[i] + counts[i] of every probed group, in one gather
-        pos = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
-        d = np.bitwise_count(flat_fps[pos] ^ _U64(fp))
-        sel = np.flatnonzero(d <= radius)
-        return flat_ids[pos[sel]], d[sel]
 
     @property
     def nbytes(self) -> int:
-        return int(self.ids.nbytes + self.fps.nbytes + self.offsets.nbytes)
+        return int(self.offsets.nbytes + self.tfps.nbytes + self.tids.nbytes)
 
 
-def _dir_bits_for(n: int) -> int:
-    # About 2 ids per group (measured: fewer, larger groups cost more in verification than the
-    # directory saves); at least 8 bits, at most 24 (a 128 MiB directory per table).
-    return max(8, min(24, math.ceil(math.log2(max(n, 1) / 2 + 1))))
+class _Merge:
+    """One run being built on a worker thread from the runs ``sources`` (adjacent)."""
+
+    def __init__(self, geo: _Geometry, fps: np.ndarray, alive: np.ndarray, sources: list[_Run]):
+        self.sources = sources
+        self.result: _Run | None = None
+        self.error: BaseException | None = None
+        lo, hi = sources[0].lo, sources[-1].hi
+        self._thread = threading.Thread(
+            target=self._build, args=(geo, fps, alive, lo, hi), name="neardup-merge", daemon=True
+        )
+        self._thread.start()
+
+    def _build(self, geo: _Geometry, fps: np.ndarray, alive: np.ndarray, lo: int, hi: int) -> None:
+        try:
+            self.result = _Run(geo, fps, alive, lo, hi)
+        except BaseException as exc:  # re-raised on the caller's thread by take()
+            self.error = exc
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def take(self) -> _Run:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
 
 
 class BlockIndex:
     """Exact search of all fingerprints within ``layout.distance`` of a query. Not thread-safe:
     callers that share one index across threads hold a lock around calls (the stores do)."""
 
-    def __init__(self, layout: Layout | None = None, tail_capacity: int = 2048) -> None:
+    def __init__(
+        self,
+        layout: Layout | None = None,
+        tail_capacity: int = 4096,
+        sync_merge: int = SYNC_MERGE,
+    ) -> None:
         self.layout = layout or Layout()
-        if tail_capacity < 1:
-            raise ValueError("tail_capacity must be positive")
+        if tail_capacity < 1 or sync_merge < 1:
+            raise ValueError("tail_capacity and sync_merge must be positive")
         self.tail_capacity = tail_capacity
-        self._tables = _Tables(self.layout.tables(), self.layout.probe)
-        self._fps = np.zeros(1024, dtype=_U64)
-        self._alive = np.zeros(1024, dtype=bool)
+        self.sync_merge = sync_merge
+        self._geo = _Geometry(self.layout)
+        # growing these copies nothing (see _columns): no pause at tens of millions of ids
+        self._fps_column, self._alive_column = Column(_U64), Column(np.bool_)
+        self._fps, self._alive = self._fps_column.array, self._alive_column.array
         self._n = 0
         self._live = 0
-        self._merged = 0
-        self._dead_in_tables = 0
-        self._dir_bits = 0
+        self._runs: list[_Run] = []
+        self._tail = 0  # first id not yet in a run
+        self._pending: _Merge | None = None
+        self._out_ids = np.empty(1024, dtype=np.int64)
+        self._out_d = np.empty(1024, dtype=np.int64)
         self._mask = (1 << self.layout.bits) - 1
-        self._rebuild()
 
     @property
     def distance(self) -> int:
@@ -193,10 +198,15 @@ class BlockIndex:
         return self._n
 
     @property
+    def runs(self) -> int:
+        """Runs searched per query (besides the tail): about ``log2`` of the size."""
+        return len(self._runs)
+
+    @property
     def nbytes(self) -> int:
         """Bytes held by the index arrays (fingerprints, flags, ids, directories)."""
         own = self._fps[: self._n].nbytes + self._alive[: self._n].nbytes
-        return int(own) + self._tables.nbytes
+        return int(own) + sum(r.nbytes for r in self._runs)
 
     def fingerprint(self, i: int) -> int:
         if not 0 <= i < self._n:
@@ -223,6 +233,7 @@ class BlockIndex:
             raise ValueError(f"fingerprint must be an integer in [0, 2**{self.layout.bits})")
         return int(fp)
 
+    # -- writes ------------------------------------------------------------------------------
     def add(self, fp: int) -> int:
         """Store ``fp``; returns its id (ids count from 0 in insertion order)."""
         fp = self._check(fp)
@@ -232,12 +243,12 @@ class BlockIndex:
         self._alive[self._n] = True
         self._n += 1
         self._live += 1
-        if self._n - self._merged >= self._tail_limit():
-            self._merge()
+        if self._n - self._tail >= self.tail_capacity:
+            self._seal()
         return self._n - 1
 
     def add_many(self, fps: np.ndarray | list[int], alive: np.ndarray | None = None) -> None:
-        """Store many fingerprints at once (one rebuild, not one merge per item). ``alive``
+        """Store many fingerprints at once (one run, not one per ``tail_capacity``). ``alive``
         (same length, bool) marks which of them are live: the others take ids as tombstones."""
         arr = np.asarray(fps, dtype=_U64)
         if len(arr) == 0:
@@ -252,7 +263,7 @@ class BlockIndex:
         self._alive[self._n : self._n + len(arr)] = flags
         self._n += len(arr)
         self._live += int(flags.sum())
-        self._rebuild()
+        self._seal()
 
     def remove(self, i: int) -> None:
         """Remove id ``i`` from every table (its id is never reused)."""
@@ -260,69 +271,117 @@ class BlockIndex:
             raise KeyError(i)
         self._alive[i] = False
         self._live -= 1
-        if i < self._merged:
-            self._dead_in_tables += 1
-            # Tombstones cost a filter per candidate; rebuild once they are a quarter of it.
-            if self._dead_in_tables > max(1024, self._merged // 4):
-                self._rebuild()
-
-    def _tail_limit(self) -> int:
-        # Each merge copies the tables (O(n)); a tail that grows with n keeps the amortised
-        # cost of an add flat, at the price of a longer direct scan per query.
-        return max(self.tail_capacity, min(self._n // 1024, 16384))
+        if i >= self._tail:
+            return
+        run = self._runs[bisect.bisect_right([r.lo for r in self._runs], i) - 1]
+        run.dead += 1
+        # Tombstones cost a filter per candidate: rebuild a run once half of it is dead.
+        if run.dead > max(1024, run.size // 2) and self._pending is None:
+            self._rebuild([run])
 
     def _grow(self, need: int) -> None:
-        if need <= len(self._fps):
-            return
-        cap = max(need, len(self._fps) + len(self._fps) // 2)
-        fps = np.zeros(cap, dtype=_U64)
-        fps[: self._n] = self._fps[: self._n]
-        alive = np.zeros(cap, dtype=bool)
-        alive[: self._n] = self._alive[: self._n]
-        self._fps, self._alive = fps, alive
+        # a merge on a worker thread keeps reading the arrays it was given: growth maps the
+        # same pages anew, and ids below its range's end only ever change by removals, which
+        # queries filter anyway
+        self._fps = self._fps_column.reserve(need)
+        self._alive = self._alive_column.reserve(need)
 
-    def _rebuild(self) -> None:
-        self._dir_bits = _dir_bits_for(self._live)
-        fps = self._fps[: self._n]
-        live = np.flatnonzero(self._alive[: self._n]).astype(np.int64)
-        self._tables.rebuild(fps, live, self._dir_bits)
-        self._merged = self._n
-        self._dead_in_tables = 0
+    def _seal(self) -> None:
+        """Turn the tail into a run, then merge runs of similar size."""
+        self._collect()
+        if self._tail < self._n:
+            self._runs.append(_Run(self._geo, self._fps, self._alive, self._tail, self._n))
+            self._tail = self._n
+        busy = self._runs.index(self._pending.sources[-1]) + 1 if self._pending else 0
+        while len(self._runs) - busy >= 2:
+            # merge the newest runs while the one before is at most MERGE_FACTOR times their
+            # total span: runs shrink geometrically from oldest to newest, so a query searches
+            # about log4(n / tail) of them and each id is rebuilt about 4 * log4(n / tail) times
+            take, span = 1, self._runs[-1].hi - self._runs[-1].lo
+            while len(self._runs) - busy > take:
+                before = self._runs[-take - 1]
+                if before.hi - before.lo > MERGE_FACTOR * span:
+                    break
+                take, span = take + 1, span + before.hi - before.lo
+            if take == 1:
+                break
+            before_pending = self._pending
+            if self._rebuild(self._runs[-take:]):
+                continue
+            if self._pending is not before_pending:  # started on the worker thread
+                busy = len(self._runs)
+                continue
+            # too big to merge here and the worker thread is busy: merge the newest runs that
+            # fit under sync_merge, so small runs do not pile up meanwhile
+            take, span = 0, 0
+            while len(self._runs) - busy > take:
+                nxt = self._runs[-take - 1]
+                if span + nxt.hi - nxt.lo > self.sync_merge:
+                    break
+                take, span = take + 1, span + nxt.hi - nxt.lo
+            if take < 2 or not self._rebuild(self._runs[-take:]):
+                break
 
-    def _merge(self) -> None:
-        if _dir_bits_for(self._live) > self._dir_bits + 1:
-            self._rebuild()
+    def _rebuild(self, sources: list[_Run]) -> bool:
+        """Replace adjacent runs ``sources`` by one run of their live ids: here when small,
+        else on a worker thread (False: started there, or another merge is still running)."""
+        if sum(r.hi - r.lo for r in sources) <= self.sync_merge:
+            at = self._runs.index(sources[0])
+            merged = _Run(self._geo, self._fps, self._alive, sources[0].lo, sources[-1].hi)
+            self._runs[at : at + len(sources)] = [merged]
+            return True
+        if self._pending is None:
+            self._pending = _Merge(self._geo, self._fps, self._alive, sources)
+        return False
+
+    def _collect(self) -> None:
+        """Swap in a merge the worker thread has finished."""
+        if self._pending is None or not self._pending.done:
             return
-        new_ids = self._merged + np.flatnonzero(self._alive[self._merged : self._n])
-        new = self._fps[new_ids]
-        self._tables.merge(new, new_ids)
-        self._merged = self._n
+        merge, self._pending = self._pending, None
+        merged = merge.take()
+        at = self._runs.index(merge.sources[0])
+        merged.dead = int(merged.size - self._alive[merged.lo : merged.hi].sum())
+        self._runs[at : at + len(merge.sources)] = [merged]
+
+    def wait(self) -> None:
+        """Finish a merge running on the worker thread (tests and benchmarks)."""
+        if self._pending is not None:
+            self._pending.take()
+            self._collect()
+
+    # -- reads -------------------------------------------------------------------------------
+    def search(self, fp: int, radius: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, distances)`` of every live fingerprint within the distance (or a smaller
+        ``radius``), unordered: what the stores verify further."""
+        q = _U64(self._check(fp))
+        k = self.layout.distance if radius is None else min(radius, self.layout.distance)
+        geo = self._geo
+        while True:
+            out_ids, out_d = self._out_ids, self._out_d
+            count = 0
+            for run in self._runs:
+                count = K.query_run(
+                    run.offsets, run.tfps, run.tids, geo.shifts, geo.widths, run.drops,
+                    run.masks, geo.probe, q, k, self._alive, out_ids, out_d, count,
+                )  # fmt: skip
+            count = K.scan_range(
+                self._fps, self._alive, self._tail, self._n, q, k, out_ids, out_d, count
+            )
+            if count <= len(out_ids):
+                return out_ids[:count].copy(), out_d[:count].copy()
+            # more hits than the buffers hold: grow them (scratch space, not index state)
+            self._out_ids = np.empty(2 * count, dtype=np.int64)
+            self._out_d = np.empty(2 * count, dtype=np.int64)
 
     def query(self, fp: int, radius: int | None = None) -> list[tuple[int, int]]:
         """``(id, distance)`` of every live fingerprint within the distance (or a smaller
         ``radius``), nearest first (ties: oldest first)."""
-        fp = self._check(fp)
-        k = self.layout.distance if radius is None else min(radius, self.layout.distance)
-        if self._live == 0:
+        ids, d = self.search(fp, radius)
+        if not len(ids):
             return []
-        q = _U64(fp)
-        hits: list[tuple[int, int]] = []
-        if self._merged:
-            cand, d = self._tables.candidates(fp, k)
-            if len(cand):
-                if self._dead_in_tables:
-                    live = self._alive[cand]
-                    cand, d = cand[live], d[live]
-                hits.extend(zip(cand.tolist(), d.tolist(), strict=True))
-        if self._merged < self._n:
-            tail = self._fps[self._merged : self._n]
-            d = np.bitwise_count(tail ^ q)
-            sel = (d <= k) & self._alive[self._merged : self._n]
-            for i in np.flatnonzero(sel).tolist():
-                hits.append((self._merged + i, int(d[i])))
-        if not hits:
-            return []
-        return sorted(set(hits), key=lambda h: (h[1], h[0]))
+        order = np.lexsort((ids, d))
+        return list(zip(ids[order].tolist(), d[order].tolist(), strict=True))
 
     def nearest(self, fp: int) -> tuple[int, int] | None:
         """The nearest stored fingerprint within the distance as ``(id, distance)``, or None."""

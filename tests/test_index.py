@@ -158,3 +158,40 @@ def test_query_radius_is_a_smaller_ball() -> None:
     for i in range(0, 3000, 30):
         q = flip(int(stored[i]), i % 9, rng)
         assert idx.query(q, radius=3) == brute(stored, q, 3)
+
+
+@pytest.mark.parametrize("sync_merge", [1, 700, 1 << 20])
+def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(sync_merge: int) -> None:
+    """Queries between adds, removals and merges (some still running on the worker thread)
+    return exactly the brute-force answer: clustered data, radius 8."""
+    rng = np.random.default_rng(sync_merge)
+    layout = Layout(distance=8)
+    centres = random_fps(rng, 60).tolist()
+    stored: list[int] = []
+    idx = BlockIndex(layout, tail_capacity=64, sync_merge=sync_merge)
+    alive: list[bool] = []
+    for step in range(6000):
+        fp = (
+            flip(centres[step % 60], int(rng.integers(0, 11)), rng)
+            if step % 3
+            else int(random_fps(rng, 1)[0])
+        )
+        assert idx.add(fp) == len(stored)
+        stored.append(fp)
+        alive.append(True)
+        if step % 7 == 0 and step:
+            i = int(rng.integers(0, len(stored)))
+            if alive[i]:
+                idx.remove(i)
+                alive[i] = False
+        if step % 50 == 0:
+            arr = np.array(stored, dtype=U64)
+            q = flip(centres[int(rng.integers(0, 60))], int(rng.integers(0, 10)), rng)
+            want = [h for h in brute(arr, q, 8) if alive[h[0]]]
+            assert idx.query(q) == want, step
+    if sync_merge > 1:  # runs shrink geometrically: about log4(6000 / 64), plus merges pending
+        assert idx.runs <= 16
+    idx.wait()
+    arr = np.array(stored, dtype=U64)
+    for q in [flip(c, 4, rng) for c in centres]:
+        assert idx.query(q) == [h for h in brute(arr, q, 8) if alive[h[0]]]

@@ -8,6 +8,7 @@ map keys to ids; a lock makes :meth:`check` atomic across threads.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from abc import abstractmethod
@@ -16,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import _kernels as K
+from .._columns import Column
 from ..index import BlockIndex, Layout
 from ..rule import Fingerprints, Rule
 from .base import (
@@ -66,10 +69,18 @@ class IndexedStore(Store):
         self.ttl = check_ttl(ttl, uri)
         self.max_decisions = check_max_decisions(max_decisions, uri)
         self.clock = clock
+        self._threshold = -1 if rule.wide_threshold is None else rule.wide_threshold
+        self._last_wide: tuple[int | None, np.ndarray] = (None, wide_words(None))
         self._index = BlockIndex(Layout(distance=rule.radius, blocks=blocks))
-        self._wide = np.zeros((1024, WIDE_WORDS), dtype=np.uint64)
-        self._has_wide = np.zeros(1024, dtype=bool)
-        self._times = np.zeros(1024, dtype=np.float64)
+        # one row per index id; growing them copies nothing (see _columns)
+        self._columns = {
+            "_wide": Column(np.uint64, (WIDE_WORDS,)),
+            "_has_wide": Column(np.bool_),
+            "_times": Column(np.float64),
+        }
+        self._wide: np.ndarray = self._columns["_wide"].array
+        self._has_wide: np.ndarray = self._columns["_has_wide"].array
+        self._times: np.ndarray = self._columns["_times"].array
         self._counters = dict.fromkeys(COUNTERS, 0)
         self._lock = threading.RLock()
         self._closed = False
@@ -111,12 +122,8 @@ class IndexedStore(Store):
     def _grow(self, need: int) -> None:
         if need <= len(self._times):
             return
-        cap = max(need, len(self._times) + len(self._times) // 2)
-        for name in ("_wide", "_has_wide", "_times"):
-            old = getattr(self, name)
-            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
-            new[: len(old)] = old
-            setattr(self, name, new)
+        for name, column in self._columns.items():
+            setattr(self, name, column.reserve(need))
 
     def _load_arrays(
         self,
@@ -137,10 +144,18 @@ class IndexedStore(Store):
     def _index_add(self, fps: Fingerprints, t: float) -> int:
         i = self._index.add(fps.fp)
         self._grow(i + 1)
-        self._wide[i] = wide_words(fps.wide)
+        self._wide[i] = self._words(fps.wide)
         self._has_wide[i] = fps.wide is not None
         self._times[i] = t
         return i
+
+    def _words(self, wide: int | None) -> np.ndarray:
+        # a check converts the same wide fingerprint to verify and then to store it
+        if wide is not None and self._last_wide[0] is wide:
+            return self._last_wide[1]
+        words = wide_words(wide)
+        self._last_wide = (wide, words)
+        return words
 
     def _fingerprints_of(self, i: int) -> Fingerprints:
         wide = words_to_int(self._wide[i]) if self._has_wide[i] else None
@@ -163,23 +178,20 @@ class IndexedStore(Store):
         before anything changes, so a refused call leaves the store as it was."""
 
     def _near(self, fps: Fingerprints, now: float, exclude: int | None) -> list[Match]:
-        hits = self._index.query(fps.fp)
-        if not hits:
+        ids, d64 = self._index.search(fps.fp)
+        if not len(ids):
             return []
-        ids = np.fromiter((i for i, _ in hits), dtype=np.int64, count=len(hits))
-        d64 = np.fromiter((d for _, d in hits), dtype=np.int64, count=len(hits))
-        keep = np.ones(len(ids), dtype=bool)
-        if exclude is not None:
-            keep &= ids != exclude
-        if self.ttl is not None:
-            keep &= self._times[ids] >= now - self.ttl
-        has = self._has_wide[ids] & (fps.wide is not None)
-        dw = np.bitwise_count(self._wide[ids] ^ wide_words(fps.wide)).sum(axis=1)
-        found = []
-        for j in np.flatnonzero(keep).tolist():
-            wide_d = int(dw[j]) if has[j] else None
-            if self.rule.is_near(int(d64[j]), wide_d):
-                found.append((int(ids[j]), int(d64[j]), wide_d))
+        dw = np.empty(len(ids), dtype=np.int64)
+        keep = K.verdicts(
+            ids, d64, self._wide, self._has_wide, self._times, self._words(fps.wide),
+            fps.wide is not None, -math.inf if self.ttl is None else now - self.ttl,
+            -1 if exclude is None else exclude, self.rule.radius, self._threshold,
+            self.rule.legacy_distance, dw,
+        )  # fmt: skip
+        sel = np.flatnonzero(keep).tolist()
+        if not sel:
+            return []
+        found = [(int(ids[j]), int(d64[j]), int(dw[j]) if dw[j] >= 0 else None) for j in sel]
         # nearest first: by the wide distance where both sides have one (scaled 64-bit
         # distance otherwise), then the 64-bit distance, then the oldest
         scale = WIDE_WORDS

@@ -1,0 +1,214 @@
+"""The index's inner loops, compiled by numba.
+
+A radius-8 search probes ~760 buckets and verifies a few hundred to a few thousand candidates;
+as numpy calls that is ~20 vectorised steps with a temporary array each (~65 us at 1 M stored),
+as one compiled loop it is a few microseconds. numba (a JIT for exactly this kind of numeric
+loop, with wheels for every supported Python) replaces hand-written C here.
+
+Every function takes plain arrays, allocates nothing per candidate and releases the GIL
+(``nogil``), so a large merge can run on a worker thread while the crawl's thread queries.
+Compiled code is cached on disk beside this file (``cache=True``); a process that finds no
+cache compiles once, in about a second.
+
+Table keys follow :func:`nearduppipe.layout.table_key`: a table's key is its blocks
+``(shift, width)`` concatenated, most significant first; a run files each fingerprint in the
+bucket given by the top ``dir_bits`` bits of that key (``key >> drop``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit, types
+from numba.extending import intrinsic
+
+__all__ = ["build_run", "live_ids", "query_run", "scan_range", "verdicts"]
+
+_U64 = np.uint64
+
+
+@intrinsic
+def _ctpop(typingctx: Any, x: Any) -> Any:
+    """The CPU's population count of a uint64 (LLVM ``ctpop``)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
+_popcount: Any = _ctpop  # called with one argument inside compiled code
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bucket(fp: Any, shifts: Any, widths: Any, t: int, drop: int) -> Any:
+    key = _U64(0)
+    for p in range(shifts.shape[1]):
+        w = widths[t, p]
+        if w == 0:
+            break
+        key = (key << _U64(w)) | ((fp >> _U64(shifts[t, p])) & ((_U64(1) << _U64(w)) - _U64(1)))
+    return np.int64(key >> _U64(drop))
+
+
+@njit(cache=True, nogil=True)
+def live_ids(alive: Any, lo: int, hi: int) -> Any:
+    """The ids ``lo .. hi - 1`` still alive, ascending (``np.flatnonzero`` without the GIL)."""
+    out = np.empty(hi - lo, dtype=np.int64)
+    m = 0
+    for i in range(lo, hi):
+        if alive[i]:
+            out[m] = i
+            m += 1
+    return out[:m]
+
+
+@njit(cache=True, nogil=True)
+def build_run(
+    fps: Any, ids: Any, shifts: Any, widths: Any, drops: Any, dir_bits: int
+) -> tuple[Any, Any, Any]:
+    """``(offsets, table_fps, table_ids)`` of the ids ``ids`` (ascending) in every table: a
+    counting sort by bucket, stable, so each bucket lists its ids oldest first. Offsets are
+    ``int32`` (a run holds fewer than 2**31 ids): half the directory's cache footprint."""
+    n_tables = shifts.shape[0]
+    m = len(ids)
+    nb = 1 << dir_bits
+    offsets = np.zeros((n_tables, nb + 1), dtype=np.int32)
+    tfps = np.empty((n_tables, m), dtype=np.uint64)
+    tids = np.empty((n_tables, m), dtype=np.uint32)
+    buckets = np.empty(m, dtype=np.int64)
+    for t in range(n_tables):
+        row = offsets[t]
+        for j in range(m):
+            b = _bucket(fps[ids[j]], shifts, widths, t, drops[t])
+            buckets[j] = b
+            row[b + 1] += 1
+        for b in range(nb):
+            row[b + 1] += row[b]
+        fill = row[:nb].astype(np.int64)
+        for j in range(m):
+            i = ids[j]
+            pos = fill[buckets[j]]
+            fill[buckets[j]] = pos + 1
+            tfps[t, pos] = fps[i]
+            tids[t, pos] = i
+    return offsets, tfps, tids
+
+
+@njit(cache=True, nogil=True)
+def query_run(
+    offsets: Any,
+    tfps: Any,
+    tids: Any,
+    shifts: Any,
+    widths: Any,
+    drops: Any,
+    masks: Any,
+    probe: int,
+    q: Any,
+    radius: int,
+    alive: Any,
+    out_ids: Any,
+    out_d: Any,
+    k: int,
+) -> int:
+    """Append ``(id, distance)`` of every live fingerprint of one run within ``radius`` of
+    ``q`` to ``out_*`` from position ``k``; returns the new count (which may exceed the
+    buffers: the caller retries with larger ones). Each id is reported once: from the first
+    table whose probed buckets hold it."""
+    n_tables = offsets.shape[0]
+    qb = np.empty(n_tables, dtype=np.int64)
+    for t in range(n_tables):
+        qb[t] = _bucket(q, shifts, widths, t, drops[t])
+    # Two passes: the directory reads of every probe first (independent loads the CPU
+    # overlaps; measured 20-30 % faster than scanning each bucket as it is found).
+    n_masks = len(masks)
+    lo = np.empty(n_tables * n_masks, dtype=np.int64)
+    hi = np.empty(n_tables * n_masks, dtype=np.int64)
+    for t in range(n_tables):
+        for mi in range(n_masks):
+            b = qb[t] ^ masks[mi]
+            lo[t * n_masks + mi] = offsets[t, b]
+            hi[t * n_masks + mi] = offsets[t, b + 1]
+    cap = len(out_ids)
+    for t in range(n_tables):
+        for mi in range(n_masks):
+            for j in range(lo[t * n_masks + mi], hi[t * n_masks + mi]):
+                f = tfps[t, j]
+                d = _popcount(f ^ q)
+                if d > radius:
+                    continue
+                seen = False
+                for t2 in range(t):
+                    if _popcount(_U64(_bucket(f, shifts, widths, t2, drops[t2]) ^ qb[t2])) <= probe:
+                        seen = True
+                        break
+                if seen:
+                    continue
+                i = tids[t, j]
+                if not alive[i]:
+                    continue
+                if k < cap:
+                    out_ids[k] = i
+                    out_d[k] = d
+                k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def scan_range(
+    fps: Any, alive: Any, lo: int, hi: int, q: Any, radius: int, out_ids: Any, out_d: Any, k: int
+) -> int:
+    """:func:`query_run` for the ids ``lo .. hi - 1`` not yet in a run (a direct scan)."""
+    cap = len(out_ids)
+    for i in range(lo, hi):
+        d = _popcount(fps[i] ^ q)
+        if d <= radius and alive[i]:
+            if k < cap:
+                out_ids[k] = i
+                out_d[k] = d
+            k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def verdicts(
+    ids: Any,
+    d64: Any,
+    wide: Any,
+    has_wide: Any,
+    times: Any,
+    qwide: Any,
+    q_has_wide: bool,
+    cutoff: float,
+    exclude: int,
+    radius: int,
+    threshold: int,
+    legacy: int,
+    out_wide: Any,
+) -> Any:
+    """Which candidates the two-stage rule calls near (:meth:`nearduppipe.rule.Rule.is_near`),
+    skipping id ``exclude`` and entries stored before ``cutoff``. ``threshold < 0`` is the
+    paper's rule (64-bit only). ``out_wide`` receives each candidate's wide distance, or -1
+    where either side has none."""
+    n = len(ids)
+    keep = np.zeros(n, dtype=np.bool_)
+    for j in range(n):
+        i = ids[j]
+        out_wide[j] = -1
+        if i == exclude or times[i] < cutoff or d64[j] > radius:
+            continue
+        if threshold < 0:
+            keep[j] = True
+            continue
+        if q_has_wide and has_wide[i]:
+            dw = 0
+            for w in range(wide.shape[1]):
+                dw += _popcount(wide[i, w] ^ qwide[w])
+            out_wide[j] = dw
+            keep[j] = dw <= threshold
+        else:
+            keep[j] = d64[j] <= min(radius, legacy)
+    return keep
