@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["build_run", "live_ids", "query_run", "scan_range", "verdicts"]
+__all__ = ["build_run", "live_ids", "query_run", "scan_range", "verdicts", "warm"]
 
 _U64 = np.uint64
 
@@ -212,3 +212,43 @@ def verdicts(
         else:
             keep[j] = d64[j] <= min(radius, legacy)
     return keep
+
+
+_warm = False
+
+
+def warm() -> None:
+    """Compile (or load from the disk cache) every kernel with the argument types the index
+    uses, so the first add or query of a crawl does not pay for it (up to seconds)."""
+    global _warm
+    if _warm:
+        return
+    fps = np.arange(8, dtype=np.uint64)
+    alive = np.ones(8, dtype=np.bool_)
+    shifts = np.zeros((1, 1), dtype=np.int64)
+    widths = np.full((1, 1), 2, dtype=np.int64)
+    drops = np.zeros(1, dtype=np.int64)
+    ids = live_ids(alive, 0, 8)
+    offsets, tfps, tids = build_run(fps, ids, shifts, widths, drops, 2)
+    out_ids, out_d = np.empty(8, dtype=np.int64), np.empty(8, dtype=np.int64)
+    masks = np.zeros(1, dtype=np.int64)
+    query_run(
+        offsets,
+        tfps,
+        tids,
+        shifts,
+        widths,
+        drops,
+        masks,
+        0,
+        np.uint64(1),
+        1,
+        alive,
+        out_ids,
+        out_d,
+        0,
+    )
+    scan_range(fps, alive, 0, 8, np.uint64(1), 1, out_ids, out_d, 0)
+    wide = np.zeros((8, 8), dtype=np.uint64)
+    verdicts(ids, out_d, wide, alive, np.zeros(8), wide[0], True, 0.0, -1, 8, 61, 3, out_d.copy())
+    _warm = True

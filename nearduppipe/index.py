@@ -38,18 +38,29 @@ import functools
 import math
 import threading
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
-from . import _kernels as K
 from ._columns import Column
 from .layout import Layout, table_key, table_keys
 
-__all__ = ["SYNC_MERGE", "BlockIndex", "Layout", "table_key", "table_keys"]
+__all__ = ["SYNC_MERGE", "BlockIndex", "Layout", "kernels", "table_key", "table_keys"]
 
 _U64 = np.uint64
 SYNC_MERGE = 1 << 15  # ids a merge may rebuild on the caller's thread (~10 ms, measured)
 MERGE_FACTOR = 4  # a run is merged with the newer ones once they reach 1/4 of its span
+MERGE_THREADS = (
+    2  # merges building at once, on disjoint runs (a big one need not hold up small ones)
+)
+
+
+def kernels() -> Any:
+    """The compiled kernels, imported on first use: importing numba costs about a second,
+    which processes that never search (extraction workers, most CLI commands) do not pay."""
+    from . import _kernels
+
+    return _kernels
 
 
 @functools.cache
@@ -109,6 +120,7 @@ class _Run:
     )
 
     def __init__(self, geo: _Geometry, fps: np.ndarray, alive: np.ndarray, lo: int, hi: int):
+        K = kernels()
         ids = K.live_ids(alive, lo, hi)
         if len(ids) >= 1 << 31:
             raise ValueError("a run holds fewer than 2**31 ids")
@@ -179,10 +191,11 @@ class BlockIndex:
         self._live = 0
         self._runs: list[_Run] = []
         self._tail = 0  # first id not yet in a run
-        self._pending: _Merge | None = None
+        self._pending: list[_Merge] = []  # merges on worker threads, on disjoint runs
         self._out_ids = np.empty(1024, dtype=np.int64)
         self._out_d = np.empty(1024, dtype=np.int64)
         self._mask = (1 << self.layout.bits) - 1
+        kernels().warm()
 
     @property
     def distance(self) -> int:
@@ -276,7 +289,7 @@ class BlockIndex:
         run = self._runs[bisect.bisect_right([r.lo for r in self._runs], i) - 1]
         run.dead += 1
         # Tombstones cost a filter per candidate: rebuild a run once half of it is dead.
-        if run.dead > max(1024, run.size // 2) and self._pending is None:
+        if run.dead > max(1024, run.size // 2) and not self._busy(run):
             self._rebuild([run])
 
     def _grow(self, need: int) -> None:
@@ -292,7 +305,8 @@ class BlockIndex:
         if self._tail < self._n:
             self._runs.append(_Run(self._geo, self._fps, self._alive, self._tail, self._n))
             self._tail = self._n
-        busy = self._runs.index(self._pending.sources[-1]) + 1 if self._pending else 0
+        # runs up to the last one a worker thread is merging are not merged again here
+        busy = max((self._runs.index(m.sources[-1]) + 1 for m in self._pending), default=0)
         while len(self._runs) - busy >= 2:
             # merge the newest runs while the one before is at most MERGE_FACTOR times their
             # total span: runs shrink geometrically from oldest to newest, so a query searches
@@ -305,10 +319,10 @@ class BlockIndex:
                 take, span = take + 1, span + before.hi - before.lo
             if take == 1:
                 break
-            before_pending = self._pending
+            started = len(self._pending)
             if self._rebuild(self._runs[-take:]):
                 continue
-            if self._pending is not before_pending:  # started on the worker thread
+            if len(self._pending) > started:  # started on a worker thread
                 busy = len(self._runs)
                 continue
             # too big to merge here and the worker thread is busy: merge the newest runs that
@@ -330,25 +344,27 @@ class BlockIndex:
             merged = _Run(self._geo, self._fps, self._alive, sources[0].lo, sources[-1].hi)
             self._runs[at : at + len(sources)] = [merged]
             return True
-        if self._pending is None:
-            self._pending = _Merge(self._geo, self._fps, self._alive, sources)
+        if len(self._pending) < MERGE_THREADS:
+            self._pending.append(_Merge(self._geo, self._fps, self._alive, sources))
         return False
 
+    def _busy(self, run: _Run) -> bool:
+        return any(run in m.sources for m in self._pending)
+
     def _collect(self) -> None:
-        """Swap in a merge the worker thread has finished."""
-        if self._pending is None or not self._pending.done:
-            return
-        merge, self._pending = self._pending, None
-        merged = merge.take()
-        at = self._runs.index(merge.sources[0])
-        merged.dead = int(merged.size - self._alive[merged.lo : merged.hi].sum())
-        self._runs[at : at + len(merge.sources)] = [merged]
+        """Swap in the merges worker threads have finished."""
+        for merge in [m for m in self._pending if m.done]:
+            self._pending.remove(merge)
+            merged = merge.take()
+            at = self._runs.index(merge.sources[0])
+            merged.dead = int(merged.size - self._alive[merged.lo : merged.hi].sum())
+            self._runs[at : at + len(merge.sources)] = [merged]
 
     def wait(self) -> None:
-        """Finish a merge running on the worker thread (tests and benchmarks)."""
-        if self._pending is not None:
-            self._pending.take()
-            self._collect()
+        """Finish the merges running on worker threads (tests and benchmarks)."""
+        for merge in self._pending:
+            merge.take()
+        self._collect()
 
     # -- reads -------------------------------------------------------------------------------
     def search(self, fp: int, radius: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -356,7 +372,7 @@ class BlockIndex:
         ``radius``), unordered: what the stores verify further."""
         q = _U64(self._check(fp))
         k = self.layout.distance if radius is None else min(radius, self.layout.distance)
-        geo = self._geo
+        geo, K = self._geo, kernels()
         while True:
             out_ids, out_d = self._out_ids, self._out_d
             count = 0

@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kernels as K
 from .._columns import Column
-from ..index import BlockIndex, Layout
+from ..index import BlockIndex, Layout, kernels
 from ..rule import Fingerprints, Rule
 from .base import (
     DEFAULT_MAX_DECISIONS,
@@ -182,7 +181,7 @@ class IndexedStore(Store):
         if not len(ids):
             return []
         dw = np.empty(len(ids), dtype=np.int64)
-        keep = K.verdicts(
+        keep = kernels().verdicts(
             ids, d64, self._wide, self._has_wide, self._times, self._words(fps.wide),
             fps.wide is not None, -math.inf if self.ttl is None else now - self.ttl,
             -1 if exclude is None else exclude, self.rule.radius, self._threshold,

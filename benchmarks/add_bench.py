@@ -1,0 +1,75 @@
+"""What an add costs as the in-memory index grows from empty to 30 M fingerprints.
+
+    python benchmarks/add_bench.py [--size 30000000] [--kinds uniform,skewed] [--window 1000000]
+
+Every fingerprint is added one call at a time, as a crawl adds them, under the crawl's rule
+(radius 8: 3 tables probed at radius 2). At 1 M, 10 M and 30 M the script prints the amortised
+cost of the last ``window`` adds, as wall time on the calling thread and as CPU time of the
+whole process (merges run on a worker thread, so wall time alone would hide them), the slowest
+single add so far, the runs a query searches, and bytes per fingerprint. The floor, measured in
+the same run, is storing the same fingerprints into a preallocated numpy array one call at a
+time: the interpreter's cost of the loop with no index at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from _common import random_fps, skewed_fps
+
+from nearduppipe.index import BlockIndex, Layout
+
+CHECKPOINTS = (1_000_000, 10_000_000, 30_000_000)
+
+
+def floor_per_add(fps: np.ndarray) -> float:
+    sink = np.zeros(len(fps), dtype=np.uint64)
+    values = fps.tolist()
+    t0 = time.perf_counter()
+    for i, fp in enumerate(values):
+        sink[i] = fp
+    return (time.perf_counter() - t0) / len(values)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", type=int, default=30_000_000)
+    ap.add_argument("--kinds", default="uniform,skewed")
+    ap.add_argument("--window", type=int, default=1_000_000)
+    args = ap.parse_args()
+    for kind in args.kinds.split(","):
+        rng = np.random.default_rng(7)
+        fps = (random_fps if kind == "uniform" else skewed_fps)(rng, args.size)
+        floor = floor_per_add(fps[: args.window])
+        idx = BlockIndex(Layout(distance=8))
+        worst, worst_at = 0.0, 0
+        marks = {c for c in CHECKPOINTS if c <= args.size}
+        w0 = c0 = 0.0
+        for start in range(0, args.size, args.window):
+            chunk = fps[start : start + args.window].tolist()
+            if start + args.window in marks:
+                w0, c0 = time.perf_counter(), time.process_time()
+            for j, fp in enumerate(chunk):
+                t = time.perf_counter()
+                idx.add(fp)
+                dt = time.perf_counter() - t
+                if dt > worst:
+                    worst, worst_at = dt, start + j
+            end = start + len(chunk)
+            if end in marks:
+                wall = (time.perf_counter() - w0) / len(chunk) * 1e6
+                cpu = (time.process_time() - c0) / len(chunk) * 1e6
+                print(
+                    f"{kind:8s} n={end:>11,}: amortised add {wall:5.2f} us wall, {cpu:5.2f} us "
+                    f"CPU (floor {floor * 1e6:4.2f} us -> {wall / (floor * 1e6):4.1f}x); slowest "
+                    f"add so far {worst * 1e3:5.1f} ms (at {worst_at:,}); {idx.runs} runs; "
+                    f"{idx.nbytes / len(idx):.0f} B/fingerprint",
+                    flush=True,
+                )
+        del idx
+
+
+if __name__ == "__main__":
+    main()
