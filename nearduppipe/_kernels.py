@@ -23,7 +23,16 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["build_run", "live_ids", "query_run", "scan_range", "verdicts", "warm"]
+__all__ = [
+    "build_run",
+    "components",
+    "live_ids",
+    "query_run",
+    "scan_range",
+    "self_join",
+    "verdicts",
+    "warm",
+]
 
 _U64 = np.uint64
 
@@ -158,6 +167,61 @@ def query_run(
 
 
 @njit(cache=True, nogil=True)
+def self_join(
+    offsets: Any,
+    tfps: Any,
+    tids: Any,
+    shifts: Any,
+    widths: Any,
+    drops: Any,
+    masks: Any,
+    probe: int,
+    fps: Any,
+    radius: int,
+    alive: Any,
+) -> tuple[Any, Any, Any]:
+    """Every pair ``(i, j, d)``, ``i < j``, of live ids of one run holding all of ``fps``
+    within ``radius``: :func:`query_run` for each id, in one compiled loop (batch dedup)."""
+    cap = 1 << 16
+    out_i = np.empty(cap, dtype=np.int64)
+    out_j = np.empty(cap, dtype=np.int64)
+    out_d = np.empty(cap, dtype=np.int64)
+    buf_ids = np.empty(4096, dtype=np.int64)
+    buf_d = np.empty(4096, dtype=np.int64)
+    m = 0
+    for i in range(len(fps)):
+        if not alive[i]:
+            continue
+        args = (offsets, tfps, tids, shifts, widths, drops, masks, probe, fps[i], radius, alive)
+        k = query_run(*args, buf_ids, buf_d, 0)
+        if k > len(buf_ids):
+            buf_ids = np.empty(2 * k, dtype=np.int64)
+            buf_d = np.empty(2 * k, dtype=np.int64)
+            k = query_run(*args, buf_ids, buf_d, 0)
+        for x in range(k):
+            j = buf_ids[x]
+            if j <= i:
+                continue
+            if m == cap:
+                cap *= 2
+                out_i = _grown(out_i, cap)
+                out_j = _grown(out_j, cap)
+                out_d = _grown(out_d, cap)
+            out_i[m] = i
+            out_j[m] = j
+            out_d[m] = buf_d[x]
+            m += 1
+    return out_i[:m], out_j[:m], out_d[:m]
+
+
+@njit(cache=True, nogil=True)
+def _grown(a: Any, cap: int) -> Any:
+    out = np.empty(cap, dtype=a.dtype)
+    out[: len(a)] = a
+    return out
+
+
+@njit(cache=True, nogil=True)
 def scan_range(
     fps: Any, alive: Any, lo: int, hi: int, q: Any, radius: int, out_ids: Any, out_d: Any, k: int
 ) -> int:
@@ -212,6 +276,37 @@ def verdicts(
         else:
             keep[j] = d64[j] <= min(radius, legacy)
     return keep
+
+
+@njit(cache=True, nogil=True)
+def _root(parent: Any, x: int) -> int:
+    root = x
+    while parent[root] != root:
+        root = parent[root]
+    while parent[x] != root:  # path compression
+        nxt = parent[x]
+        parent[x] = root
+        x = nxt
+    return root
+
+
+@njit(cache=True, nogil=True)
+def components(n: int, first: Any, second: Any) -> Any:
+    """Union-find over the pairs ``(first[k], second[k])``: ``label[i]`` is the smallest index
+    of i's connected component."""
+    parent = np.arange(n)
+    for k in range(len(first)):
+        a = _root(parent, first[k])
+        b = _root(parent, second[k])
+        if a != b:
+            # the smaller index becomes the root, so a component's label is its first item
+            if a < b:
+                parent[b] = a
+            else:
+                parent[a] = b
+    for i in range(n):
+        parent[i] = _root(parent, i)
+    return parent
 
 
 _warm = False

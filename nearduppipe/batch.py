@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .index import BlockIndex, Layout, table_keys
+from .index import BlockIndex, Layout, kernels, table_keys
 from .rule import Rule
 
 __all__ = ["all_pairs", "components", "near_pairs", "verdicts"]
@@ -114,9 +114,10 @@ def near_pairs(
 ) -> np.ndarray:
     """Every near-duplicate pair ``(i, j, d, wide_d)`` (``i < j``, sorted) under ``rule``: the
     same two stages as a store's check. Candidates within the rule's 64-bit radius come from
-    the sorted tables of :func:`all_pairs` up to radius 4, and from a :class:`BlockIndex` query
-    per fingerprint beyond (pigeonhole tables for a wide radius would need hundreds of tables);
-    both are exact for the radius. ``progress(k)`` reports k more fingerprints done."""
+    the sorted tables of :func:`all_pairs` up to radius 4, and from a :class:`BlockIndex`
+    self-join beyond (a compiled query per fingerprint: pigeonhole tables for a wide radius
+    would need hundreds of tables); both are exact for the radius. ``progress(k)`` reports k
+    more fingerprints done."""
     fps = np.asarray(fingerprints, dtype=_U64)
     n = len(fps)
     if rule.radius <= 4:
@@ -126,14 +127,9 @@ def near_pairs(
     else:
         index = BlockIndex(Layout(distance=rule.radius))
         index.add_many(fps)
-        found: list[tuple[int, int, int]] = []
-        for i, fp in enumerate(fps.tolist()):
-            found.extend((i, j, d) for j, d in index.query(fp) if j > i)
-            if progress is not None and (i + 1) % 4096 == 0:
-                progress(4096)
+        pairs = index.pairs()
         if progress is not None:
-            progress(n % 4096)
-        pairs = np.array(sorted(found), dtype=np.int64).reshape(-1, 3)
+            progress(n)
     if not len(pairs):
         return np.zeros((0, 4), dtype=np.int64)
     near, dw = verdicts(pairs, np.asarray(wide), np.asarray(has_wide, dtype=bool), rule)
@@ -143,19 +139,9 @@ def near_pairs(
 
 def components(n: int, pairs: np.ndarray) -> np.ndarray:
     """Connected components of the near-duplicate graph: ``label[i]`` is the smallest index of
-    i's component, so a component's kept record (its first in input order) is ``label == i``."""
-    parent = np.arange(n, dtype=np.int64)
-
-    def find(x: int) -> int:
-        root = x
-        while parent[root] != root:
-            root = int(parent[root])
-        while parent[x] != root:  # path compression
-            parent[x], x = root, int(parent[x])
-        return root
-
-    for i, j in pairs[:, :2].tolist():
-        ri, rj = find(i), find(j)
-        if ri != rj:
-            parent[max(ri, rj)] = min(ri, rj)
-    return np.array([find(i) for i in range(n)], dtype=np.int64)
+    i's component, so a component's kept record (its first in input order) is ``label == i``.
+    A compiled union-find: 10 M items in well under a second, where a Python loop took 4 s."""
+    first = np.ascontiguousarray(pairs[:, 0], dtype=np.int64)
+    second = np.ascontiguousarray(pairs[:, 1], dtype=np.int64)
+    labels: np.ndarray = kernels().components(n, first, second)
+    return labels

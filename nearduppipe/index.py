@@ -390,6 +390,29 @@ class BlockIndex:
             self._out_ids = np.empty(2 * count, dtype=np.int64)
             self._out_d = np.empty(2 * count, dtype=np.int64)
 
+    def pairs(self) -> np.ndarray:
+        """Every pair ``(i, j, d)`` of live ids, ``i < j``, within the distance, sorted: the
+        self-join batch dedup needs, compiled when the index is one run (a bulk load)."""
+        self.wait()
+        if len(self._runs) == 1 and self._tail == self._n:
+            run, geo = self._runs[0], self._geo
+            i, j, d = kernels().self_join(
+                run.offsets, run.tfps, run.tids, geo.shifts, geo.widths, run.drops,
+                run.masks, geo.probe, self._fps[: self._n], self.distance, self._alive,
+            )  # fmt: skip
+            out = np.stack([i, j, d], axis=1)
+        else:
+            found = [
+                (i, j, d)
+                for i in np.flatnonzero(self._alive[: self._n]).tolist()
+                for j, d in self.query(int(self._fps[i]))
+                if j > i
+            ]
+            out = np.array(found, dtype=np.int64).reshape(-1, 3)
+        order = np.lexsort((out[:, 1], out[:, 0]))
+        result: np.ndarray = out[order]
+        return result
+
     def query(self, fp: int, radius: int | None = None) -> list[tuple[int, int]]:
         """``(id, distance)`` of every live fingerprint within the distance (or a smaller
         ``radius``), nearest first (ties: oldest first)."""

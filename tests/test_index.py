@@ -195,3 +195,28 @@ def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(sync_merge:
     arr = np.array(stored, dtype=U64)
     for q in [flip(c, 4, rng) for c in centres]:
         assert idx.query(q) == [h for h in brute(arr, q, 8) if alive[h[0]]]
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_pairs_are_the_brute_force_self_join(bulk: bool) -> None:
+    rng = np.random.default_rng(21)
+    centres = random_fps(rng, 50).tolist()
+    stored = np.array(
+        [flip(c, int(rng.integers(0, 11)), rng) for c in centres for _ in range(20)]
+        + random_fps(rng, 1000).tolist(),
+        dtype=U64,
+    )
+    idx = BlockIndex(Layout(distance=8), tail_capacity=128)
+    if bulk:
+        idx.add_many(stored)  # one run: the compiled self-join
+    else:
+        for fp in stored.tolist():
+            idx.add(fp)
+    idx.remove(3)
+    want = [
+        (i, j, d)
+        for i in range(len(stored))
+        for j, d in brute(stored, int(stored[i]), 8)
+        if j > i and 3 not in (i, j)
+    ]
+    assert idx.pairs().tolist() == [list(p) for p in sorted(want)]
