@@ -256,7 +256,7 @@ def verdicts(
     """Which candidates the two-stage rule calls near (:meth:`nearduppipe.rule.Rule.is_near`),
     skipping id ``exclude`` and entries stored before ``cutoff``. ``threshold < 0`` is the
     paper's rule (64-bit only). ``out_wide`` receives each candidate's wide distance, or -1
-    where either side has none."""
+    where either side has none (under the paper's rule too: it is shown, not used)."""
     n = len(ids)
     keep = np.zeros(n, dtype=np.bool_)
     for j in range(n):
@@ -264,17 +264,14 @@ def verdicts(
         out_wide[j] = -1
         if i == exclude or times[i] < cutoff or d64[j] > radius:
             continue
-        if threshold < 0:
-            keep[j] = True
-            continue
-        if q_has_wide and has_wide[i]:
+        if q_has_wide and has_wide[i]:  # reported under every rule (explain, reports)
             dw = 0
             for w in range(wide.shape[1]):
                 dw += _popcount(wide[i, w] ^ qwide[w])
             out_wide[j] = dw
-            keep[j] = dw <= threshold
+            keep[j] = threshold < 0 or dw <= threshold
         else:
-            keep[j] = d64[j] <= min(radius, legacy)
+            keep[j] = threshold < 0 or d64[j] <= min(radius, legacy)
     return keep
 
 
