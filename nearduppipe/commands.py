@@ -123,12 +123,14 @@ class NearDupCommand(ScrapyCommand):
                     continue
                 info = store.info()
                 last = max((d.decided_at for d in store.decisions()), default=None)
+            # counts summed over every crawl of the store, as the crawls' neardup/ stats are
             dropped = info.decisions_total or info.decisions
-            total = info.entries + dropped
+            total = info.entries + dropped + info.revisits_unchanged + info.revisits_changed
             rate = f"{dropped / total:.1%}" if total else "n/a"
             trimmed = f", {info.decisions_trimmed} oldest trimmed" if info.decisions_trimmed else ""
             lines = [
                 header,
+                f"  pages seen by every crawl:          {total}",
                 f"  pages stored (one per key):         {info.entries}",
                 f"  near-duplicates dropped:            {dropped} ({rate}{trimmed})",
                 f"  revisits of stored pages:           {info.revisits_unchanged} unchanged, "

@@ -121,7 +121,7 @@ def test_scrapy_neardup_uses_the_spiders_settings(
     report = scrapy("news", "--format", "json")
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout)["clusters"][0]["duplicates"] == [
-        {"key": "https://a.example/2", "distance": 3}
+        {"key": "https://a.example/2", "distance": 3, "drops": 1}
     ]
     assert "spider news:" in report.stderr
     store = redis_server.url + ("&" if "?" in redis_server.url else "?") + "prefix=neardup:news"

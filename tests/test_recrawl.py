@@ -1,11 +1,17 @@
-"""A key is one page across recrawls: the demo site crawled three times with both components on
-one store; every number the store reports equals the sum of the crawls' stats."""
+"""A key is one page across recrawls: the demo project (``scrapy crawl sample``, its add-on puts
+the middleware and the pipeline on one store) crawled three times against the demo site on a
+loopback server, on sqlite and on Redis. Every number that ``scrapy neardup``, ``nearduppipe
+info`` and ``nearduppipe report`` print equals the sum of the three crawls' ``neardup/`` stats;
+the clusters list each dropped URL once, with the number of crawls that dropped it."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,77 +20,175 @@ import pytest
 from nearduppipe import open_store
 from sample_spider.site_builder import DISTINCT, GROUPS, build_site
 
+from .support.redis_server import RedisServer
 from .support.server import serve_directory
-from .test_scrapy_e2e import crawl
 
-BOTH = {
-    "DOWNLOADER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupMiddleware": 543},
-    "ITEM_PIPELINES": {"nearduppipe.pipelines.NearDupPipeline": 300},
-    "NEARDUP_MIN_TEXT_LENGTH": 100,
-}
-ARTICLES = [p for g in GROUPS for p in g] + DISTINCT
+ROOT = Path(__file__).resolve().parents[1]
+CRAWLS = 3
+# pprint of Scrapy's closing "Dumping Scrapy stats" (one key per line)
+STAT = re.compile(r"'(neardup/[^']+)': (\d+)")
+# NEARDUP_DEBUG = True in the demo settings: every drop is logged at INFO
+DROP = re.compile(r"Dropped near-duplicate (?:page|item) (\S+): distance (\d+).* from (\S+)")
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = build_site(tmp_path_factory.mktemp("site"))
-    with serve_directory(root) as base:
+    with serve_directory(build_site(tmp_path_factory.mktemp("site"))) as base:
         yield base
 
 
-def cli(*args: str) -> dict[str, object]:
+def run(*args: str) -> str:
     proc = subprocess.run(
-        [sys.executable, "-m", "nearduppipe.cli", *args, "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=180
     )
-    assert proc.returncode == 0, proc.stderr
-    result: dict[str, object] = json.loads(proc.stdout)
-    return result
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
 
 
-def test_three_crawls_with_both_components_count_each_page_once(site: str, tmp_path: Path) -> None:
-    store = tmp_path / "demo.sqlite"
-    settings = {**BOTH, "NEARDUP_STORE": str(store)}
-    runs = [crawl(tmp_path, [site + p for p in ARTICLES], settings) for _ in range(3)]
+def demo_crawl(base: str, store: str) -> tuple[Counter[str], list[tuple[str, int, str]]]:
+    """One ``scrapy crawl sample`` of the demo project: its ``neardup/`` stats, and its drops
+    ``(key, distance, matched key)`` in the order logged."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "sample", "-a", f"start_url={base}index.html",
+         "-s", f"NEARDUP_STORE={store}", "-s", "LOG_LEVEL=INFO"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ERROR" not in proc.stderr, proc.stderr[-3000:]
+    dump = proc.stderr.split("Dumping Scrapy stats:", 1)[1]
+    stats = Counter({k: int(v) for k, v in STAT.findall(dump)})
+    drops = [(k, int(d), m) for k, d, m in DROP.findall(proc.stderr)]
+    return stats, drops
 
-    def total(*names: str) -> int:
-        return sum(int(r["stats"].get(n, 0)) for r in runs for n in names)
 
-    unique = len(GROUPS) + len(DISTINCT)
-    copies = sum(len(g) - 1 for g in GROUPS)
-    assert total("neardup/unique", "neardup/items/unique") == unique
-    assert total("neardup/dropped", "neardup/items/dropped") == 3 * copies  # dropped each crawl
-    assert total("neardup/revisit/unchanged") == 2 * unique  # crawls 2 and 3
-    assert total("neardup/items/again") == unique  # crawl 1: an item of a page just checked
-    for r in runs:
-        assert "log_count/ERROR" not in r["stats"]
-    with open_store(str(store), read_only=True) as s:
+def numbers(text: str, label: str) -> list[float]:
+    """The numbers on the one line of ``text`` that starts with ``label``."""
+    lines = [line for line in text.splitlines() if line.strip().startswith(label)]
+    assert len(lines) == 1, (label, text)
+    return [float(n) for n in NUMBER.findall(lines[0].strip()[len(label) :])]
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "demo.sqlite")
+    server: RedisServer = request.getfixturevalue("redis_server")
+    join = "&" if "?" in server.url else "?"
+    return f"{server.url}{join}prefix=test:recrawl:{uuid.uuid4().hex[:8]}"
+
+
+def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -> None:
+    stats: Counter[str] = Counter()
+    logged: list[tuple[str, int, str]] = []
+    for _ in range(CRAWLS):
+        crawl_stats, drops = demo_crawl(site, store_uri)
+        stats += crawl_stats
+        logged += drops
+
+    def both(name: str) -> int:  # pages and items: the store does not tell them apart
+        return stats[f"neardup/{name}"] + stats[f"neardup/items/{name}"]
+
+    unique, dropped = both("unique"), both("dropped")
+    unchanged, changed = both("revisit/unchanged"), both("revisit/changed")
+    # every check the store answers; a crawl job's own re-fetches ("again") write nothing
+    seen = both("checked") - both("again")
+    histogram = {
+        k.rsplit("/", 1)[1]: n
+        for k, n in sorted(stats.items())
+        if k.startswith("neardup/distance/")
+    }
+    # what the sums must be for this test to mean anything: drops and revisits in every crawl
+    assert unique == len(GROUPS) + len(DISTINCT)
+    assert dropped == CRAWLS * sum(len(g) - 1 for g in GROUPS) == len(logged)
+    assert unchanged == (CRAWLS - 1) * unique and changed == 0
+    assert seen == unique + dropped + unchanged + changed
+    rate = dropped / seen
+
+    with open_store(store_uri, read_only=True) as s:
         keys = [e.key for e in s.entries()]
         assert len(keys) == len(set(keys)) == unique  # one entry per URL
         decisions = list(s.decisions())
         assert all(d.key != d.matched_key for d in decisions)  # never a pair with itself
-        assert len(decisions) == total("neardup/dropped", "neardup/items/dropped")
-    info = cli("info", str(store))
-    assert info["entries"] == total("neardup/unique", "neardup/items/unique")
-    assert info["decisions_total"] == total("neardup/dropped", "neardup/items/dropped")
-    assert info["revisits_unchanged"] == total(
-        "neardup/revisit/unchanged", "neardup/items/revisit/unchanged"
+        assert len(decisions) == dropped
+
+    # nearduppipe info, JSON: every integer field is a sum of stats or not a count at all
+    info = json.loads(run("nearduppipe.cli", "info", store_uri, "--format", "json"))
+    expected = {
+        "pages_seen": seen,
+        "entries": unique,
+        "decisions": dropped,  # held: nothing trimmed
+        "decisions_total": dropped,
+        "decisions_trimmed": 0,
+        "revisits_unchanged": unchanged,
+        "revisits_changed": changed,
+    }
+    counts = {k: v for k, v in info.items() if isinstance(v, int)}
+    assert {k: counts[k] for k in expected} == expected
+    assert set(counts) - set(expected) <= {"format", "max_decisions", "file_bytes"}
+    assert info["duplicate_rate"] == round(rate, 6)
+
+    # nearduppipe info, text
+    text = run("nearduppipe.cli", "info", store_uri)
+    assert numbers(text, "pages seen:") == [seen]
+    assert numbers(text, "entries:") == [unique]
+    assert numbers(text, "decisions:") == [dropped]
+    assert numbers(text, "revisits:") == [unchanged, changed]
+    assert numbers(text, "dup rate:") == [round(100 * rate, 1)]
+
+    # nearduppipe report, JSON
+    report = json.loads(run("nearduppipe.cli", "report", store_uri, "--format", "json"))
+    assert report["summary"] == {
+        "pages_seen": seen,
+        "unique": unique,
+        "dropped": dropped,
+        "duplicate_rate": round(rate, 6),
+        "revisits_unchanged": unchanged,
+        "revisits_changed": changed,
+        "decisions_trimmed": 0,
+    }
+    assert report["distance_histogram"] == histogram
+    [domain] = report["domains"]  # one host: the loopback server
+    assert (domain["pages_seen"], domain["dropped"]) == (unique + dropped, dropped)
+    assert domain["duplicate_rate"] == round(dropped / (unique + dropped), 6)
+    # clusters are pages: each dropped URL once, in the cluster of its latest logged drop, with
+    # the distance of that drop and the number of drops the logs show for it
+    latest = {key: (match, d) for key, d, match in logged}
+    times = Counter(key for key, _, _ in logged)
+    listed = [(c["original"], x) for c in report["clusters"] for x in c["duplicates"]]
+    assert sorted(x["key"] for _, x in listed) == sorted(times)
+    for original, x in listed:
+        assert original != x["key"]
+        assert (original, x["distance"]) == latest[x["key"]]
+        assert x["drops"] == times[x["key"]] == CRAWLS
+    for c in report["clusters"]:
+        assert c["size"] == 1 + len(c["duplicates"])
+        assert c["drops"] == sum(x["drops"] for x in c["duplicates"])
+    assert sum(c["drops"] for c in report["clusters"]) == dropped
+
+    # nearduppipe report, text and HTML headlines
+    text = run("nearduppipe.cli", "report", store_uri)
+    assert numbers(text, "pages seen") == [seen, unique, dropped, round(100 * rate, 1)]
+    assert numbers(text, "revisits by later crawls:") == [unchanged, changed]
+    html = run("nearduppipe.cli", "report", store_uri, "--format", "html")
+    cards = dict(re.findall(r'<div class="card">([^<]+)<b>([^<]+)</b>', html))
+    assert cards == {
+        "pages seen, all crawls": str(seen),
+        "unique": str(unique),
+        "dropped": str(dropped),
+        "duplicate rate": f"{rate:.1%}",
+        "clusters": str(len(report["clusters"])),
+        "revisits unchanged": str(unchanged),
+        "revisits changed": str(changed),
+    }
+
+    # scrapy neardup, inside the demo project: the spider's store as its crawl finds it
+    text = run("scrapy", "neardup", "sample", "-s", f"NEARDUP_STORE={store_uri}")
+    assert numbers(text, "pages seen by every crawl:") == [seen]
+    assert numbers(text, "pages stored (one per key):") == [unique]
+    assert numbers(text, "near-duplicates dropped:") == [dropped, round(100 * rate, 1)]
+    assert numbers(text, "revisits of stored pages:") == [unchanged, changed]
+    as_json = run(
+        "scrapy", "neardup", "sample", "-s", f"NEARDUP_STORE={store_uri}", "--format", "json"
     )
-    assert info["revisits_changed"] == total(
-        "neardup/revisit/changed", "neardup/items/revisit/changed"
-    )
-    report = cli("report", str(store))
-    summary = report["summary"]
-    assert isinstance(summary, dict)
-    # the report counts pages: each URL once, however many crawls saw it
-    assert (summary["unique"], summary["dropped"], summary["pages_seen"]) == (
-        unique,
-        copies,
-        len(ARTICLES),
-    )
-    assert summary["revisits_unchanged"] == info["revisits_unchanged"]
-    clusters = report["clusters"]
-    assert isinstance(clusters, list)
-    assert all(c["original"] != d["key"] for c in clusters for d in c["duplicates"])
+    assert json.loads(as_json) == report

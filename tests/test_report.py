@@ -57,9 +57,10 @@ def check_numbers(report_json: dict[str, object]) -> None:
     assert clusters[0] == {  # type: ignore[index]
         "original": "https://a.example/1",
         "size": 3,
+        "drops": 2,
         "duplicates": [
-            {"key": "https://a.example/2", "distance": 1},
-            {"key": "https://b.example/9", "distance": 2},
+            {"key": "https://a.example/2", "distance": 1, "drops": 1},
+            {"key": "https://b.example/9", "distance": 2, "drops": 1},
         ],
     }
     assert [c["size"] for c in clusters] == [3, 2, 2]  # type: ignore[attr-defined]
@@ -78,12 +79,54 @@ def test_report_numbers_from_sqlite_and_redis(
     check_numbers(json.loads((tmp_path / "r.json").read_text()))
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_counts_sum_every_crawl_and_clusters_list_each_key_once(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if backend == "sqlite":
+        uri = str(tmp_path / "recrawl.sqlite")
+    else:
+        server: RedisServer = request.getfixturevalue("redis_server")
+        uri = server.url + ("&" if "?" in server.url else "?") + "prefix=test:report-recrawl"
+    with open_store(uri, reset=True) as s:
+        for job in ("crawl1", "crawl2", "crawl3"):  # three crawls of the same three pages
+            statuses = [
+                s.check(A, "https://a.example/1", job=job).status,
+                s.check(A ^ 1, "https://a.example/2", job=job).status,  # d=1
+                s.check(A ^ 3, "https://b.example/9", job=job).status,  # d=2
+            ]
+            assert statuses == ["new" if job == "crawl1" else "unchanged"] + ["duplicate"] * 2
+        # a fourth crawl finds a.example/2 rewritten: stored, no longer anyone's near-duplicate
+        assert s.check(B, "https://a.example/2", job="crawl4").status == "new"
+        report = report_from_store(s).to_dict()
+    assert report["summary"] == {
+        "pages_seen": 10,  # 2 stored + 6 drops + 2 unchanged revisits: one per check
+        "unique": 2,
+        "dropped": 6,  # three crawls each dropped two pages
+        "duplicate_rate": 0.6,
+        "revisits_unchanged": 2,
+        "revisits_changed": 0,
+        "decisions_trimmed": 0,
+    }
+    assert report["distance_histogram"] == {"1": 3, "2": 3}
+    domains = {d["host"]: (d["pages_seen"], d["dropped"]) for d in report["domains"]}  # type: ignore[attr-defined]
+    assert domains == {"a.example": (5, 3), "b.example": (3, 3)}
+    assert report["clusters"] == [  # a.example/2 is stored now: an original, not a member
+        {
+            "original": "https://a.example/1",
+            "size": 2,
+            "drops": 3,
+            "duplicates": [{"key": "https://b.example/9", "distance": 2, "drops": 3}],
+        }
+    ]
+
+
 def test_text_csv_and_html_renderings(tmp_path: Path) -> None:
     fill(str(tmp_path / "s.sqlite"))
     with open_store(str(tmp_path / "s.sqlite"), read_only=True) as s:
         report = report_from_store(s)
     text = render(report, "text")
-    assert "pages seen 7, unique 3, dropped 4 (duplicate rate 57.1%)" in text
+    assert "pages seen 7 (all crawls): unique 3, dropped 4 (duplicate rate 57.1%)" in text
     assert "d=2  https://b.example/9" in text
     rows = list(csv.DictReader(io.StringIO(render(report, "csv"))))
     assert rows[0] == {

@@ -50,12 +50,15 @@ def _sqlite_file(uri: str) -> str | None:
 
 
 def _summary(store: Store) -> dict[str, Any]:
+    """Counts summed over every crawl that wrote the store (docs/reports.md): they equal the
+    sums of the crawls' ``neardup/`` stats, pages and items together."""
     info = store.info()
     dropped = info.decisions_total or info.decisions
-    total = info.entries + dropped
+    total = info.entries + dropped + info.revisits_unchanged + info.revisits_changed
     summary: dict[str, Any] = {
         "store": redact(info.uri),
         "format": info.format,
+        "pages_seen": total,
         "entries": info.entries,
         "decisions": info.decisions,
         "decisions_total": dropped,
@@ -79,6 +82,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     trimmed = s["decisions_trimmed"]
     lines = [
         f"store:      {s['store']} (format {s['format']})",
+        f"pages seen: {s['pages_seen']} checks by every crawl (entries + decisions + revisits)",
         f"entries:    {s['entries']} (unique pages, one per key)",
         f"decisions:  {s['decisions_total']} near-duplicates dropped"
         + (f" ({trimmed} oldest trimmed, {s['decisions']} kept)" if trimmed else ""),

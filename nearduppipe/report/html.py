@@ -130,11 +130,15 @@ def render_html(report: Report) -> str:
     domains = [d for d in report.domains if d.seen][:20]
     rows = []
     for n, c in enumerate(report.clusters[:MAX_TABLE_ROWS]):
-        dups = "<br>".join(f"d={x.distance} {escape(x.key)}" for x in c.duplicates[:20])
+        dups = "<br>".join(
+            f"d={x.distance} {escape(x.key)}" + (f" ×{x.drops}" if x.drops > 1 else "")
+            for x in c.duplicates[:20]
+        )
         more = f"<br>… {len(c.duplicates) - 20} more" if len(c.duplicates) > 20 else ""
         mean = sum(x.distance for x in c.duplicates) / len(c.duplicates)
         rows.append(
             f"<tr><td data-v='{n}'>{n}</td><td>{escape(c.original)}</td><td data-v='{c.size}'>{c.size}</td>"
+            f"<td data-v='{c.drops}'>{c.drops}</td>"
             f"<td data-v='{mean:.3f}'>{mean:.1f}</td><td>{dups}{more}</td></tr>"
         )
     data = json.dumps(report.to_dict(max_clusters=0)["summary"])
@@ -145,7 +149,7 @@ def render_html(report: Report) -> str:
 <h1>nearduppipe report</h1><div class="muted">{escape(report.source)}</div>
 <script type="application/json" id="summary-data">{data}</script>
 <div class="cards" id="summary">
-<div class="card">pages seen<b>{report.seen}</b></div><div class="card">unique<b>{report.unique}</b></div>
+<div class="card">pages seen, all crawls<b>{report.seen}</b></div><div class="card">unique<b>{report.unique}</b></div>
 <div class="card">dropped<b>{report.dropped}</b></div><div class="card">duplicate rate<b>{report.rate:.1%}</b></div>
 <div class="card">clusters<b>{len(report.clusters)}</b></div>
 <div class="card">revisits unchanged<b>{report.revisits_unchanged}</b></div><div class="card">revisits changed<b>{report.revisits_changed}</b></div></div>
@@ -155,7 +159,7 @@ def render_html(report: Report) -> str:
 {_bar_chart("duplicate rate per domain", [d.host for d in domains], [d.rate * 100 for d in domains], "{:.1f}%", "chart-domains")}
 <h2>Clusters</h2>
 <p><input id="filter" placeholder="filter by URL or key" aria-label="filter clusters"></p>
-<table id="clusters"><thead><tr><th>#</th><th>original</th><th>pages</th><th>mean distance</th><th>near-duplicates</th></tr></thead>
+<table id="clusters"><thead><tr><th>#</th><th>original</th><th>pages</th><th>drops</th><th>mean distance</th><th>near-duplicates</th></tr></thead>
 <tbody>{"".join(rows)}</tbody></table>
 {"" if len(report.clusters) <= MAX_TABLE_ROWS else f'<p class="muted">first {MAX_TABLE_ROWS} of {len(report.clusters)} clusters; the JSON and CSV reports list all</p>'}
 <h2>Compare a pair</h2>

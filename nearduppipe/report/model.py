@@ -1,11 +1,18 @@
 """What a report says, independent of how it is shown.
 
-Counts come from the store's records: every stored entry is a page kept (unique, one per key),
-every decision a page dropped as a near-duplicate of another key. A key dropped in several
-crawls counts once (its latest decision), and a key that is stored now counts as kept, never as
-dropped too. Revisits (a key seen again by a later crawl) are counted apart, from the store's
-counters. A cluster is an original page with the pages dropped as its near-duplicates (a store
-only keeps originals, so clusters are stars).
+A store's report has two views that answer different questions:
+
+* **Counts are events, summed over every crawl that wrote the store**, so they equal the sums of
+  the crawls' ``neardup/`` stats: ``unique`` is the entries stored (one per key), ``dropped``
+  every near-duplicate decision ever recorded (a page dropped in three crawls counts three
+  times, as the stats did), ``revisits_*`` the store's revisit counters, and ``pages_seen`` all
+  of these together: every check the store answered and counted (a crawl job's own re-fetches,
+  ``neardup/again``, write and count nothing). The distance histogram and the per-domain drops
+  count the decisions the store still holds.
+* **Clusters are pages**: an original with the keys dropped as its near-duplicates, each key
+  once (its latest decision) with the number of times it was dropped. A key stored now is an
+  original, not a member, whatever earlier decisions said about it; a decision of a key against
+  itself (format-1 stores) is never shown. A store only keeps originals, so clusters are stars.
 """
 
 from __future__ import annotations
@@ -30,8 +37,12 @@ def host_of(key: str) -> str:
 
 @dataclass(frozen=True)
 class Duplicate:
+    """A key dropped as a near-duplicate: the distance of its latest decision, and how many
+    decisions dropped it (one per crawl that dropped it, in a store)."""
+
     key: str
     distance: int
+    drops: int = 1
 
 
 @dataclass(frozen=True)
@@ -41,13 +52,20 @@ class Cluster:
 
     @property
     def size(self) -> int:
+        """Pages (keys) in the cluster: the original and each near-duplicate key once."""
         return 1 + len(self.duplicates)
+
+    @property
+    def drops(self) -> int:
+        """Decisions that dropped the cluster's near-duplicates (a key dropped by three crawls
+        counts three times)."""
+        return sum(x.drops for x in self.duplicates)
 
 
 @dataclass(frozen=True)
 class DomainStats:
     host: str
-    seen: int
+    seen: int  # unique pages of the host plus its drops
     dropped: int
 
     @property
@@ -57,6 +75,8 @@ class DomainStats:
 
 @dataclass(frozen=True)
 class Report:
+    """Counts are events summed over crawls; clusters are pages (see the module doc)."""
+
     source: str
     unique: int
     dropped: int
@@ -70,10 +90,12 @@ class Report:
 
     @property
     def seen(self) -> int:
-        return self.unique + self.dropped
+        """Every check counted: stored, dropped, and revisits of stored keys."""
+        return self.unique + self.dropped + self.revisits_unchanged + self.revisits_changed
 
     @property
     def rate(self) -> float:
+        """The share of checks that dropped a page as a near-duplicate of another key."""
         return self.dropped / self.seen if self.seen else 0.0
 
     def to_dict(self, max_clusters: int | None = None) -> dict[str, object]:
@@ -105,31 +127,26 @@ class Report:
                 {
                     "original": c.original,
                     "size": c.size,
-                    "duplicates": [{"key": x.key, "distance": x.distance} for x in c.duplicates],
+                    "drops": c.drops,
+                    "duplicates": [
+                        {"key": x.key, "distance": x.distance, "drops": x.drops}
+                        for x in c.duplicates
+                    ],
                 }
                 for c in clusters
             ],
         }
 
 
-def build_report(
+def _assemble(
     source: str,
     unique_by_host: Counter[str],
-    decisions: list[tuple[str, str, int]],
-    texts: dict[str, str] | None = None,
+    dropped_by_host: Counter[str],
+    distances: Counter[int],
+    members: dict[str, list[Duplicate]],
+    texts: dict[str, str] | None,
 ) -> Report:
-    """From the number of kept pages per host and the ``(dropped key, original key, distance)``
-    decisions (counts, not key lists: a batch of millions of records need not hold its keys)."""
-    seen_by_host: Counter[str] = Counter(unique_by_host)
-    dropped_by_host: Counter[str] = Counter()
-    distances: Counter[int] = Counter()
-    members: dict[str, list[Duplicate]] = defaultdict(list)
-    for key, original, d in decisions:
-        host = host_of(key)
-        seen_by_host[host] += 1
-        dropped_by_host[host] += 1
-        distances[d] += 1
-        members[original].append(Duplicate(key, d))
+    seen_by_host = unique_by_host + dropped_by_host
     domains = sorted(
         (DomainStats(h, n, dropped_by_host[h]) for h, n in seen_by_host.items()),
         key=lambda s: (-s.dropped, -s.seen, s.host),
@@ -144,12 +161,31 @@ def build_report(
     return Report(
         source,
         sum(unique_by_host.values()),
-        len(decisions),
+        sum(dropped_by_host.values()),
         dict(distances),
         tuple(domains),
         tuple(clusters),
         texts or {},
     )
+
+
+def build_report(
+    source: str,
+    unique_by_host: Counter[str],
+    decisions: list[tuple[str, str, int]],
+    texts: dict[str, str] | None = None,
+) -> Report:
+    """From the number of kept pages per host and the ``(dropped key, original key, distance)``
+    decisions of one batch, each a record of its own (counts, not key lists: a batch of
+    millions of records need not hold its keys)."""
+    dropped_by_host: Counter[str] = Counter()
+    distances: Counter[int] = Counter()
+    members: dict[str, list[Duplicate]] = defaultdict(list)
+    for key, original, d in decisions:
+        dropped_by_host[host_of(key)] += 1
+        distances[d] += 1
+        members[original].append(Duplicate(key, d))
+    return _assemble(source, unique_by_host, dropped_by_host, distances, members, texts)
 
 
 def report_from_store(store: Store) -> Report:
@@ -162,17 +198,28 @@ def report_from_store(store: Store) -> Report:
         stored.add(e.key)
         if e.text is not None:
             texts[e.key] = e.text
-    latest: dict[str, tuple[str, str, int]] = {}
-    for d in store.decisions():
+    dropped_by_host: Counter[str] = Counter()
+    distances: Counter[int] = Counter()
+    latest: dict[str, tuple[str, int]] = {}  # dropped key -> (original, distance), latest wins
+    drops: Counter[str] = Counter()
+    for d in store.decisions():  # oldest first
+        dropped_by_host[host_of(d.key)] += 1
+        distances[d.distance] += 1
         if d.key in stored or d.key == d.matched_key:
             continue
-        latest.pop(d.key, None)  # the latest decision of a key, in decision order
-        latest[d.key] = (d.key, d.matched_key, d.distance)
+        latest[d.key] = (d.matched_key, d.distance)
+        drops[d.key] += 1
         if d.text is not None:
             texts[d.key] = d.text
+    members: dict[str, list[Duplicate]] = defaultdict(list)
+    for key, (original, distance) in latest.items():
+        members[original].append(Duplicate(key, distance, drops[key]))
+    report = _assemble(store.uri, hosts, dropped_by_host, distances, members, texts)
     counters = store.counters()
     return dataclasses.replace(
-        build_report(store.uri, hosts, list(latest.values()), texts),
+        report,
+        # every decision ever recorded, trimmed ones too (a store without the counter: those held)
+        dropped=counters.get("decisions_total") or report.dropped,
         revisits_unchanged=counters.get("revisits_unchanged", 0),
         revisits_changed=counters.get("revisits_changed", 0),
         decisions_trimmed=counters.get("decisions_trimmed", 0),

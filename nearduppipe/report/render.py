@@ -30,10 +30,11 @@ def render_text(report: Report, max_clusters: int = 20) -> str:
 
 
 def _render_text(report: Report, max_clusters: int) -> str:
+    members = sum(len(c.duplicates) for c in report.clusters)
     lines = [
         f"nearduppipe report: {report.source}",
-        f"pages seen {report.seen}, unique {report.unique}, dropped {report.dropped} "
-        f"(duplicate rate {report.rate:.1%})",
+        f"pages seen {report.seen} (all crawls): unique {report.unique}, dropped "
+        f"{report.dropped} (duplicate rate {report.rate:.1%})",
         f"revisits by later crawls: {report.revisits_unchanged} unchanged, "
         f"{report.revisits_changed} changed"
         + (
@@ -42,20 +43,24 @@ def _render_text(report: Report, max_clusters: int) -> str:
             else ""
         ),
         "",
-        "distance histogram:",
+        "distance histogram (decisions held):",
     ]
     peak = max(report.distances.values(), default=0)
     for d, n in sorted(report.distances.items()):
         bar = "#" * max(1, round(40 * n / peak)) if peak else ""
         lines.append(f"  {d:2d} {n:8d} {bar}")
-    lines += ["", "duplicate rate per domain:"]
+    lines += ["", "near-duplicates dropped per domain, of its stored pages plus drops:"]
     for s in report.domains[:30]:
         lines.append(f"  {s.host:40s} {s.dropped:7d} of {s.seen:7d}  {s.rate:6.1%}")
-    lines += ["", f"largest clusters (of {len(report.clusters)}):"]
+    lines += [
+        "",
+        f"largest clusters (of {len(report.clusters)}; {members} near-duplicate keys, each "
+        "once; ×n: dropped n times):",
+    ]
     for c in report.clusters[:max_clusters]:
         lines.append(f"  {c.original}  ({c.size} pages)")
         for x in c.duplicates[:10]:
-            lines.append(f"    d={x.distance}  {x.key}")
+            lines.append(f"    d={x.distance}  {x.key}" + (f"  ×{x.drops}" if x.drops > 1 else ""))
         if len(c.duplicates) > 10:
             lines.append(f"    … {len(c.duplicates) - 10} more")
     return "\n".join(lines) + "\n"

@@ -1,6 +1,10 @@
-"""A crawl killed with SIGKILL at 20 random moments, resumed each time with Scrapy's JOBDIR: the
-sqlite store always reopens and passes sqlite's integrity check, loses at most what was stored in
-the last commit interval, and the resumed crawls keep dropping pages kept before the kills."""
+"""A crawl killed with SIGKILL at 20 random moments, resumed each time with Scrapy's JOBDIR, on a
+sqlite store and on a Redis store. The sqlite store always reopens and passes sqlite's integrity
+check and loses at most what was stored in the last commit interval; Redis, whose server outlives
+the crawl, loses nothing. Every group of near-duplicates reaches the spider, the resumed crawls
+keep dropping pages kept before the kills, and no page is ever dropped against its own key (the
+resumed job is the same job: a page it stored before a kill is let through, not dropped as a
+near-duplicate or an unchanged revisit of itself)."""
 
 from __future__ import annotations
 
@@ -12,19 +16,25 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from nearduppipe import open_store
 
+from ..support.redis_server import RedisServer
 from ..support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLS = 20
 COMMIT_INTERVAL = 0.5
-# What a kill may lose: the commit interval, plus the time from the store's insert to the
-# spider's callback and the queued commit reaching sqlite.
-WINDOW = COMMIT_INTERVAL + 1.0
+GROUPS = 200
+# What a kill may lose: on sqlite the commit interval, plus the time from the store's insert to
+# the spider's callback and the queued commit reaching sqlite; on Redis nothing (every check is
+# one atomic call on a server the kill does not touch, answered before the page goes on).
+WINDOW = {"sqlite": COMMIT_INTERVAL + 1.0, "redis": 0.0}
 WORDS = (
     "harbour river council budget school library market station bridge festival museum "
     "garden railway hospital theatre election weather forecast storm harvest"
@@ -60,11 +70,25 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_sigkill_at_random_moments(tmp_path: Path) -> None:
+def group_of(url: str) -> str:
+    return url.rsplit("/", 1)[1].split("-")[0]
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "store.sqlite")
+    server: RedisServer = request.getfixturevalue("redis_server")
+    join = "&" if "?" in server.url else "?"
+    return f"{server.url}{join}prefix=test:crash:{uuid.uuid4().hex[:8]}"
+
+
+def test_sigkill_at_random_moments(tmp_path: Path, store_uri: str) -> None:
+    backend = "redis" if store_uri.startswith("redis") else "sqlite"
+    window = WINDOW[backend]
     site = tmp_path / "site"
     site.mkdir()
-    names = build_site(site, groups=200)
-    store_path = tmp_path / "store.sqlite"
+    names = build_site(site, groups=GROUPS)
     jobdir = tmp_path / "job"
     reached_log = tmp_path / "reached.txt"
     rng = random.Random(2026)
@@ -81,7 +105,7 @@ def test_sigkill_at_random_moments(tmp_path: Path) -> None:
                         "DOWNLOADER_MIDDLEWARES": {
                             "nearduppipe.middlewares.NearDupMiddleware": 543
                         },
-                        "NEARDUP_STORE": str(store_path),
+                        "NEARDUP_STORE": store_uri,
                         "NEARDUP_MIN_TEXT_LENGTH": 100,
                         "NEARDUP_COMMIT_INTERVAL": COMMIT_INTERVAL,
                         "NEARDUP_WORKERS": 1,
@@ -116,7 +140,8 @@ def test_sigkill_at_random_moments(tmp_path: Path) -> None:
                 while any(alive(w) for w in workers) and time.monotonic() < deadline:
                     time.sleep(0.1)
                 assert not any(alive(w) for w in workers), "worker processes outlived the crawl"
-                check_store(store_path, reached_log, started, kills[-1] if kills else time.time())
+                killed_at = kills[-1] if kills else time.time()
+                check_store(store_uri, window, reached_log, started, killed_at)
             else:
                 _, err = proc.communicate(timeout=300)
                 assert proc.returncode == 0, err[-2000:]
@@ -130,37 +155,54 @@ def test_sigkill_at_random_moments(tmp_path: Path) -> None:
     assert len(kills) >= KILLS
 
     # Across all runs, two *different* pages of a group reached the spider only if the first was
-    # kept in the window a kill could lose. The same page may reach it again: a resumed job
-    # fetches again what it had not finished, and the store lets its own key through ("again")
-    # rather than dropping a page as a near-duplicate of itself.
+    # kept in the window a kill could lose (never, on Redis). The same page may reach it again: a
+    # resumed job fetches again what it had not finished, and the store lets its own key through
+    # ("again") rather than dropping a page as a near-duplicate of itself.
     reached = [line.split(" ", 1) for line in reached_log.read_text().splitlines()]
     by_group: dict[str, dict[str, float]] = defaultdict(dict)
     for t, url in reached:
-        first_seen = by_group[url.rsplit("/", 1)[1].split("-")[0]]
+        first_seen = by_group[group_of(url)]
         first_seen[url] = min(float(t), first_seen.get(url, float(t)))
-    assert len(by_group) == 200  # every group reached the spider
+    assert len(by_group) == GROUPS  # every group reached the spider
     for group, urls in by_group.items():
         times = sorted(urls.values())
         for first, second in itertools.pairwise(times):
-            assert any(first - WINDOW <= k <= second for k in kills), (group, urls, kills)
-    with open_store(str(store_path)) as store:
-        assert len(store) == 200  # one page per group in the end
+            assert any(first - window <= k <= second for k in kills), (group, urls, kills)
+    with open_store(store_uri, read_only=True) as store:
+        stored = {e.key: e for e in store.entries()}
+        decisions = list(store.decisions())
+        counters = store.counters()
+    assert len(stored) == GROUPS  # one page per group in the end
+    assert len({group_of(k) for k in stored}) == GROUPS
+    assert len({e.job for e in stored.values()}) == 1  # one job, however many resumes
+    # No page was dropped against its own key: no decision pairs a key with itself or with a
+    # page of another group, no dropped key is a stored one, and the resumed job never took a
+    # page it had stored itself for a revisit (unchanged: dropped against its own entry).
+    for d in decisions:
+        assert d.key != d.matched_key, d
+        assert group_of(d.key) == group_of(d.matched_key), d
+        assert d.key not in stored, d
+    assert counters.get("revisits_unchanged", 0) == counters.get("revisits_changed", 0) == 0
 
 
-def check_store(path: Path, reached_log: Path, started: float, killed_at: float) -> None:
+def check_store(
+    uri: str, window: float, reached_log: Path, started: float, killed_at: float
+) -> None:
     """After a kill: integrity, reopen, and every page this run kept before the loss window is
     still there (pages an earlier kill lost stay lost: JOBDIR does not fetch them again)."""
-    if not path.exists():
-        return  # killed before the store was first created
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    conn.close()
-    with open_store(str(path)) as store:  # reopens (and takes the lock: the process is gone)
+    if not uri.startswith("redis"):
+        path = Path(uri)
+        if not path.exists():
+            return  # killed before the store was first created
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
+    with open_store(uri) as store:  # reopens (and takes the lock: the process is gone)
         keys = {e.key for e in store.entries()}
     if reached_log.exists():
         for line in reached_log.read_text().splitlines():
             t, url = line.split(" ", 1)
-            if started <= float(t) < killed_at - WINDOW:
+            if started <= float(t) < killed_at - window:
                 assert url in keys, (
                     f"{url} reached the spider {killed_at - float(t):.1f}s before the kill but is not in the store"
                 )
