@@ -51,40 +51,79 @@ def skewed_fps(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def text_fps(
-    rng: np.random.Generator, n: int, vocabulary: int = 50_000, words: int = 200
+    rng: np.random.Generator,
+    n: int,
+    vocabulary: int = 50_000,
+    words: int = 300,
+    topics: int = 300,
 ) -> np.ndarray:
-    """64-bit SimHashes of synthetic pages: ``words`` tokens drawn from a Zipf-distributed
-    vocabulary (exponent 1.1, as word frequencies in real text), each word's bits from xxh3 of
-    the word as the project hashes features, each occurrence weighted by the word's inverse
-    document frequency ``-log p``. Frequent words are shared by most pages, which clusters the
-    fingerprints the way real text does."""
+    """64-bit SimHashes of synthetic pages, weighted as the project weights features: ``words``
+    tokens drawn from a Zipf-distributed vocabulary (exponent 1.1, as word frequencies in real
+    text) and from the page's topic (one of ``topics``), the 100 most frequent dropped as stop
+    words, each remaining word weighted ``1 + log tf`` with its bits from xxh3 of the word.
+    Pages of a topic share words, which clusters their fingerprints as real crawls do."""
     import xxhash
 
     hashes = np.array(
         [xxhash.xxh3_64_intdigest(f"w{i}".encode()) for i in range(vocabulary)], dtype=np.uint64
     )
     signs = ((hashes[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).astype(np.int8)
-    signs = signs * 2 - 1  # +1 where the bit is set, -1 where not, then times the weight
+    signs = (signs * 2 - 1).astype(np.float64)  # +1 where the bit is set, -1 where not
     weights = 1.0 / np.arange(1, vocabulary + 1) ** 1.1
-    p = weights / weights.sum()
-    cdf = np.cumsum(p)
-    signs = (signs * np.round(-np.log(p) * 8)[:, None]).astype(np.int32)
-    return _text_sums(signs, cdf, n, words, int(rng.integers(1 << 62)))
+    cdf = np.cumsum(weights / weights.sum())
+    # topics: half of a page's words come from its topic's own Zipf list of 2,000 words, so
+    # pages on one topic share vocabulary (what clusters real crawls: sections, templates)
+    topic_words = rng.integers(100, vocabulary, (topics, 2_000))
+    tw = 1.0 / np.arange(1, 2_001) ** 1.1
+    topic_cdf = np.cumsum(tw / tw.sum())
+    return _text_sums(signs, cdf, topic_words, topic_cdf, n, words, 100, int(rng.integers(1 << 62)))
 
 
-def _text_sums(signs: np.ndarray, cdf: np.ndarray, n: int, words: int, seed: int) -> np.ndarray:
+def _text_sums(
+    signs: np.ndarray,
+    cdf: np.ndarray,
+    topic_words: np.ndarray,
+    topic_cdf: np.ndarray,
+    n: int,
+    words: int,
+    stop: int,
+    seed: int,
+) -> np.ndarray:
     from numba import njit
 
     @njit(cache=True)  # type: ignore[misc]
-    def run(signs: np.ndarray, cdf: np.ndarray, n: int, words: int, seed: int) -> np.ndarray:
+    def run(
+        signs: np.ndarray,
+        cdf: np.ndarray,
+        topic_words: np.ndarray,
+        topic_cdf: np.ndarray,
+        n: int,
+        words: int,
+        stop: int,
+        seed: int,
+    ) -> np.ndarray:
         np.random.seed(seed)
         out = np.zeros(n, dtype=np.uint64)
-        sums = np.zeros(64, dtype=np.int64)
+        sums = np.zeros(64, dtype=np.float64)
+        tokens = np.empty(words, dtype=np.int64)
         for d in range(n):
-            sums[:] = 0
-            for _ in range(words):
-                w = min(np.searchsorted(cdf, np.random.random()), len(cdf) - 1)
-                sums += signs[w]
+            topic = np.random.randint(0, len(topic_words))
+            for t in range(words):
+                if t % 2:
+                    r = min(np.searchsorted(topic_cdf, np.random.random()), len(topic_cdf) - 1)
+                    tokens[t] = topic_words[topic, r]
+                else:
+                    tokens[t] = min(np.searchsorted(cdf, np.random.random()), len(cdf) - 1)
+            tokens.sort()
+            sums[:] = 0.0
+            t = 0
+            while t < words:
+                u = t
+                while u < words and tokens[u] == tokens[t]:
+                    u += 1
+                if tokens[t] >= stop:
+                    sums += signs[tokens[t]] * (1.0 + np.log(u - t))
+                t = u
             fp = np.uint64(0)
             for b in range(64):
                 if sums[b] > 0:
@@ -92,4 +131,4 @@ def _text_sums(signs: np.ndarray, cdf: np.ndarray, n: int, words: int, seed: int
             out[d] = fp
         return out
 
-    return run(signs, cdf, n, words, seed)
+    return run(signs, cdf, topic_words, topic_cdf, n, words, stop, seed)
