@@ -6,14 +6,13 @@ fingerprints.
         [--kinds uniform,skewed,text] [--text-file FILE.npy]
 
 The store is preloaded in bulk (the way a sqlite store loads at open), then timed per call:
-half the calls are new random pages, half near-duplicates of stored ones (5 bits on 64, 40 on
+half the calls are new pages, half near-duplicates of stored ones (5 bits on 64, 40 on
 512). Skewed fingerprints draw each bit with its own probability in 0.15-0.85, which crowds the
 index's buckets about 7x more than uniform ones. Text-derived fingerprints are SimHashes of
-synthetic pages (:func:`_common.text_fps`: Zipf-distributed words, xxh3 bits, idf weights);
-they crowd the buckets 10-130x (by table), more than the real texts the issue measured (13x).
-Generating them costs ~45 s per million, so ``--text-file`` reuses a saved array (``np.save``
-of ``text_fps``; the first ``n`` are used, generated when the file is absent). The floor in
-the same run is a numpy scan of the stored 64-bit fingerprints (what a store without an index
+synthetic pages (:func:`_common.text_fps`: Zipf-distributed words and topics, weighted as the
+project weights features). Generating them costs ~45 s per million, so ``--text-file`` reuses
+a saved array (``np.save`` of ``text_fps``; the first ``n`` are used; generated and saved
+when the file is absent). New pages come from the same distribution. The floor in the same run is a numpy scan of the stored 64-bit fingerprints (what a store without an index
 pays per call before any verdict).
 """
 
