@@ -124,8 +124,7 @@ class NearDupCommand(ScrapyCommand):
                 info = store.info()
                 last = max((d.decided_at for d in store.decisions()), default=None)
             # counts summed over every crawl of the store, as the crawls' neardup/ stats are
-            dropped = info.decisions_total or info.decisions
-            total = info.entries + dropped + info.revisits_unchanged + info.revisits_changed
+            dropped, total = info.dropped, info.pages_seen
             rate = f"{dropped / total:.1%}" if total else "n/a"
             trimmed = f", {info.decisions_trimmed} oldest trimmed" if info.decisions_trimmed else ""
             lines = [

@@ -53,8 +53,7 @@ def _summary(store: Store) -> dict[str, Any]:
     """Counts summed over every crawl that wrote the store (docs/reports.md): they equal the
     sums of the crawls' ``neardup/`` stats, pages and items together."""
     info = store.info()
-    dropped = info.decisions_total or info.decisions
-    total = info.entries + dropped + info.revisits_unchanged + info.revisits_changed
+    dropped, total = info.dropped, info.pages_seen
     summary: dict[str, Any] = {
         "store": redact(info.uri),
         "format": info.format,
@@ -65,6 +64,7 @@ def _summary(store: Store) -> dict[str, Any]:
         "decisions_trimmed": info.decisions_trimmed,
         "revisits_unchanged": info.revisits_unchanged,
         "revisits_changed": info.revisits_changed,
+        "again": info.again,
         "duplicate_rate": round(dropped / total, 6) if total else None,
         "rule": info.rule.as_dict(),
         "rule_text": info.rule.describe(),
@@ -82,7 +82,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     trimmed = s["decisions_trimmed"]
     lines = [
         f"store:      {s['store']} (format {s['format']})",
-        f"pages seen: {s['pages_seen']} checks by every crawl (entries + decisions + revisits)",
+        f"pages seen: {s['pages_seen']} checks by every crawl (stored, dropped, revisits, again)",
         f"entries:    {s['entries']} (unique pages, one per key)",
         f"decisions:  {s['decisions_total']} near-duplicates dropped"
         + (f" ({trimmed} oldest trimmed, {s['decisions']} kept)" if trimmed else ""),

@@ -87,11 +87,19 @@ class Report:
     revisits_unchanged: int = 0
     revisits_changed: int = 0
     decisions_trimmed: int = 0  # oldest decisions the store no longer holds (max_decisions)
+    again: int = 0  # checks of a key by the crawl job that stored it (let through)
 
     @property
     def seen(self) -> int:
-        """Every check counted: stored, dropped, and revisits of stored keys."""
-        return self.unique + self.dropped + self.revisits_unchanged + self.revisits_changed
+        """Every check counted: stored, dropped, revisits of stored keys, and a job's own
+        re-fetches."""
+        return (
+            self.unique
+            + self.dropped
+            + self.revisits_unchanged
+            + self.revisits_changed
+            + self.again
+        )
 
     @property
     def rate(self) -> float:
@@ -111,6 +119,7 @@ class Report:
                 "duplicate_rate": round(self.rate, 6),
                 "revisits_unchanged": self.revisits_unchanged,
                 "revisits_changed": self.revisits_changed,
+                "again": self.again,
                 "decisions_trimmed": self.decisions_trimmed,
             },
             "distance_histogram": {str(d): n for d, n in sorted(self.distances.items())},
@@ -223,4 +232,5 @@ def report_from_store(store: Store) -> Report:
         revisits_unchanged=counters.get("revisits_unchanged", 0),
         revisits_changed=counters.get("revisits_changed", 0),
         decisions_trimmed=counters.get("decisions_trimmed", 0),
+        again=counters.get("again", 0),
     )

@@ -130,6 +130,24 @@ class StoreInfo:
     decisions_trimmed: int = 0
     ttl: float | None = None
     max_decisions: int | None = None
+    again: int = 0  # a crawl job's own re-fetches (JOBDIR resume, retry): let through, not stored
+
+    @property
+    def dropped(self) -> int:
+        """Every near-duplicate decision ever recorded (trimmed ones too)."""
+        return self.decisions_total or self.decisions
+
+    @property
+    def pages_seen(self) -> int:
+        """Every check the store answered, summed over every crawl: it equals the sum of the
+        crawls' ``neardup/checked`` stats (pages and items) while no key was forgotten."""
+        return (
+            self.entries
+            + self.dropped
+            + self.revisits_unchanged
+            + self.revisits_changed
+            + self.again
+        )
 
 
 def check_key(key: object) -> str:
@@ -258,8 +276,8 @@ class Store(ABC):
 
     @abstractmethod
     def counters(self) -> dict[str, int]:
-        """``revisits_unchanged``, ``revisits_changed``, ``decisions_total`` (ever recorded)
-        and ``decisions_trimmed``."""
+        """``revisits_unchanged``, ``revisits_changed``, ``decisions_total`` (ever recorded),
+        ``decisions_trimmed`` and ``again`` (checks of a key by the job that stored it)."""
 
     @abstractmethod
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
@@ -301,6 +319,7 @@ class Store(ABC):
             c.get("decisions_trimmed", 0),
             self.ttl,
             self.max_decisions,
+            c.get("again", 0),
         )
 
     def __enter__(self) -> Store:

@@ -38,7 +38,13 @@ from .base import (
 __all__ = ["COUNTERS", "IndexedStore", "wide_words", "words_to_int"]
 
 WIDE_WORDS = 8  # 512 bits
-COUNTERS = ("revisits_unchanged", "revisits_changed", "decisions_total", "decisions_trimmed")
+COUNTERS = (
+    "revisits_unchanged",
+    "revisits_changed",
+    "decisions_total",
+    "decisions_trimmed",
+    "again",
+)
 
 
 def wide_words(wide: int | None) -> np.ndarray:
@@ -224,6 +230,7 @@ class IndexedStore(Store):
                 own_id, own_job = own
                 if not self._expired(own_id, now):
                     if job is not None and own_job == job:
+                        self._counters["again"] += 1
                         return Verdict("again")
                     mine = self._fingerprints_of(own_id)
                     d = (mine.fp ^ fps.fp).bit_count()
