@@ -6,7 +6,8 @@ per check (~1 us each, cache and TLB misses: ~1 ms of server time per check, the
 at 1 M entries) plus the bucket rewrites on every insert. Here Redis keeps only what must be
 shared: the records, the key index and an append-only log ``{P}:n`` of 16-byte members
 (fingerprint, entry id), one per entry ever stored. Each client reads the log once at open
-into a :class:`~nearduppipe.index.BlockIndex` and then follows it: every check sends the
+into a :class:`~nearduppipe.index.BlockIndex` (at its first search: commands that only read
+records never pay for it) and then follows it: every check sends the
 position its index has read up to, the script scans the members logged since (so the verdict
 is exact whatever the other clients did meanwhile) and returns them, so the index stays
 current without another round trip.
@@ -47,6 +48,7 @@ class LogIndex:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self._lock = threading.Lock()
+        self.loaded = False
         self._reset("", 0)
 
     def _reset(self, epoch: str, pos: int) -> None:
@@ -72,6 +74,7 @@ class LogIndex:
             with self._lock:
                 self._reset(epoch, 0)
                 self._append(b"".join(blobs), bulk=True)
+                self.loaded = True
             return
 
     def _append(self, blob: bytes, bulk: bool = False) -> None:

@@ -85,6 +85,9 @@ class RedisBase(Store):
         catches up with the log when the script says it is too far behind or stale (a
         compaction or reset). Returns the script's result; the index takes the members the
         reply carries."""
+        if not self._log.loaded:  # on the first search: copy, info and get never need it
+            with self._errors("load"):
+                self._log.load(self._client, self._k("meta"), self._k("n"))
         for _ in range(8):
             pos, epoch, cand = self._log.candidates(fp, self.rule.radius)
             head = self._head_args(what, float(args[0]), token, pos, epoch)
@@ -179,7 +182,6 @@ class RedisBase(Store):
             pipe.execute()
         if not self.read_only:
             self._compact_if_needed(meta)
-        self._log.load(self._client, self._k("meta"), self._k("n"))
 
     def _compact_if_needed(self, meta: dict[str, str]) -> None:
         """Compact the log once the members of removed entries outnumber the live ones."""
@@ -218,7 +220,6 @@ class RedisBase(Store):
         old = format1_keys(self._client, self.prefix)
         for i in range(0, len(old), 1000):
             self._client.unlink(*old[i : i + 1000])
-        self._log.load(self._client, self._k("meta"), self._k("n"))
 
     def _reset(self, blocks: int | None, rule: Rule | None) -> None:
         meta = self._meta()
