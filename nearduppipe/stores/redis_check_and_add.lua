@@ -32,7 +32,8 @@ local function scan(b, qhi, qlo, exclude, seen, ids, ds)
 end
 
 local function log_state()
-  return redis.call('HGET', META, 'epoch') or '', redis.call('LLEN', NEW)
+  LEN = redis.call('LLEN', NEW)
+  return redis.call('HGET', META, 'epoch') or '', LEN
 end
 
 -- Why the client's index cannot serve this call: 'E' if the log it read is not this one (the
@@ -51,8 +52,10 @@ local function search(qrec, cand, exclude)
   local qhi, qlo = unpack_('>I4I4', qfp)
   local qw = qwide and words(qwide)
   local ids, ds, seen = {}, {}, {}
-  if redis.call('LLEN', NEW) > POS then
-    scan(table.concat(redis.call('LRANGE', NEW, POS, -1)), qhi, qlo, exclude, seen, ids, ds)
+  LOGGED = ''
+  if (LEN or redis.call('LLEN', NEW)) > POS then
+    LOGGED = table.concat(redis.call('LRANGE', NEW, POS, -1))
+    scan(LOGGED, qhi, qlo, exclude, seen, ids, ds)
   end
   for pos = 1, #cand, 8 do
     local id = string.sub(cand, pos, pos + 7)
@@ -87,6 +90,7 @@ end
 
 -- The members logged since the client's position: its index reads them from the reply.
 local function since()
+  if LOGGED then return LOGGED end
   if redis.call('LLEN', NEW) <= POS then return '' end
   return table.concat(redis.call('LRANGE', NEW, POS, -1))
 end
@@ -172,8 +176,10 @@ if mode == 'check' then
   local reply = check(ARGV[12], ARGV[13] == '1', ARGV[14], ARGV[15], ARGV[16])
   if reply ~= 'A' then
     if rfield ~= '' then
-      redis.call('HSET', REPLY, rfield, token .. reply)
-      redis.call('EXPIRE', REPLY, 86400)
+      -- (a day after a thread's first reply: replies only matter for a retry's seconds)
+      if redis.call('HSET', REPLY, rfield, token .. reply) == 1 then
+        redis.call('EXPIRE', REPLY, 86400)
+      end
     end
     sweep()
   end

@@ -30,6 +30,9 @@ local radius, wthr, legacy = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV
 local POS, EPOCH = tonumber(ARGV[10]), ARGV[11]
 local META, KIDX, ENT, DEC, REPLY, NEW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local MAXGAP = 4096 -- members a call scans itself; a client further behind reads the log first
+-- The log's length when this call checked the client's position, and the members logged
+-- since that position as far as this call knows them (what a check's reply carries).
+local LEN, LOGGED = nil, nil
 local band, bxor, rshift = bit.band, bit.bxor, bit.rshift
 local unpack_, pack = struct.unpack, struct.pack
 local NO_WIDE = 65535
@@ -117,7 +120,9 @@ local function store(key, rec, old_id, old_rec)
   local id = new_id(redis.call('HINCRBY', META, 'seq', 1))
   redis.call('HSET', ENT, id, rec)
   redis.call('HSET', KIDX, key, id)
-  redis.call('RPUSH', NEW, string.sub(rec, 2, 9) .. id)
+  local member = string.sub(rec, 2, 9) .. id
+  redis.call('RPUSH', NEW, member)
+  if LOGGED then LOGGED = LOGGED .. member end
 end
 
 -- Store a batch of new, distinct keys (ARGV from 12: key, record, ...) with a handful of
