@@ -21,6 +21,7 @@ from . import _redis_keys as rk
 from ._redis_codec import encode_entry
 from ._redis_format1 import format1_keys, read_format1
 from ._redis_log import LogIndex, compact, new_epoch
+from ._redis_wire import Wire
 from .base import Decision, Entry, Store, StoreError, StoreUnavailable
 from .memory import MemoryStore
 
@@ -44,6 +45,7 @@ class RedisBase(Store):
     _closed: bool
     _f1: MemoryStore | None
     _log: LogIndex
+    _wire: Wire
     _keys: list[str]
     _script: Any
     _instance: str
@@ -91,7 +93,8 @@ class RedisBase(Store):
         for _ in range(8):
             pos, epoch, cand = self._log.candidates(fp, self.rule.radius)
             head = self._head_args(what, float(args[0]), token, pos, epoch)
-            reply = self._run(what, [*head, *args[1:], cand], write=what == "check")
+            with self._errors(what, write=what == "check"):
+                reply = self._wire.call([*head, *args[1:], cand])
             status, start, members = reply
             if status == b"E":
                 with self._errors("load"):
@@ -124,6 +127,7 @@ class RedisBase(Store):
         self.rule = rule
         self._log = LogIndex(self.layout)
         self._keys = rk.store_keys(self.prefix, 0)
+        self._wire = Wire(self._client, self._script, self._keys)
 
     def _meta(self) -> dict[str, str]:
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
