@@ -1,9 +1,14 @@
 """Redis store (format 2) at scale: import rate, memory per entry, and checks per second from 1
 and 8 client processes against a loopback redis-server holding N entries, next to the floor of
 a plain ``SET`` round trip from the same kind of client in the same run (medians of --runs).
+Every worker opens its store and reads the log into its index before a barrier; the timed
+part is the checks only (the load time and the index size are printed apart).
 
     python benchmarks/redis_bench.py [--n 1000000] [--calls 4000] [--runs 3]
-        [--kind uniform|clustered] [--blocks 3]
+        [--kind uniform|clustered] [--blocks 3] [--procs 1,8] [--copy]
+
+``--copy`` also times ``nearduppipe copy`` of the whole store to another prefix (the CLI: it
+reads every record, then imports them pipelined).
 
 ``clustered`` fingerprints are text-like: every bit has its own probability of being set, drawn
 from 0.15-0.85, so buckets are uneven (the uniform case is the easy one).
@@ -14,11 +19,13 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import redis
@@ -31,6 +38,8 @@ from nearduppipe.stores.redis import RedisStore  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 PREFIX = "bench"
+CPU: list[float] = []  # per run: median client CPU seconds per call (user + system)
+LOADS: list[tuple[float, int]] = []  # per check run: median log-load seconds, index bytes
 
 
 def _bits(rng: np.random.Generator, n: int, p: np.ndarray) -> list[int]:
@@ -51,21 +60,29 @@ def pages(kind: str, seed: int, n: int, chunk: int = 50_000) -> Iterator[Fingerp
         yield from map(Fingerprints, _bits(rng, m, p64), _bits(rng, m, p512))
 
 
-def _set_worker(url: str, n: int, seed: int, kind: str, blocks: int | None, out: object) -> None:
+def _set_worker(url: str, n: int, seed: int, kind: str, barrier: Any, out: Any, info: Any) -> None:
     client = redis.Redis.from_url(url)
-    t0 = time.perf_counter()
+    client.ping()
+    barrier.wait()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(n):
         client.set(f"benchset:{seed}:{i}", "x")
-    out.put(n / (time.perf_counter() - t0))  # type: ignore[attr-defined]
+    out.put((n / (time.perf_counter() - t0), (time.process_time() - c0) / n))
 
 
-def _check_worker(url: str, n: int, seed: int, kind: str, blocks: int | None, out: object) -> None:
+def _check_worker(
+    url: str, n: int, seed: int, kind: str, barrier: Any, out: Any, info: Any
+) -> None:
     fps = list(pages(kind, seed, n))
-    store = RedisStore(url, prefix=PREFIX)
     t0 = time.perf_counter()
+    store = RedisStore(url, prefix=PREFIX)
+    store.near(fps[0])  # reads the log into this client's index
+    info.put((time.perf_counter() - t0, store._log.nbytes))
+    barrier.wait()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i, f in enumerate(fps):
         store.check(f, f"https://w{seed}.example/{i}")
-    out.put(n / (time.perf_counter() - t0))  # type: ignore[attr-defined]
+    out.put((n / (time.perf_counter() - t0), (time.process_time() - c0) / n))
     store.close()
 
 
@@ -78,18 +95,23 @@ def rate(
     seed: int,
 ) -> float:
     ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
+    out, info, barrier = ctx.Queue(), ctx.Queue(), ctx.Barrier(procs)
     ps = [
         ctx.Process(
-            target=target, args=(url, calls // procs, seed + i, args.kind, args.blocks, out)
+            target=target, args=(url, calls // procs, seed + i, args.kind, barrier, out, info)
         )
         for i in range(procs)
     ]
     for p in ps:
         p.start()
-    rates = [out.get(timeout=900) for _ in ps]
+    results = [out.get(timeout=1800) for _ in ps]
+    rates = [r for r, _ in results]
+    CPU.append(statistics.median(c for _, c in results))
     for p in ps:
         p.join()
+    if target is _check_worker:
+        loads = [info.get() for _ in ps]
+        LOADS.append((statistics.median(t for t, _ in loads), max(b for _, b in loads)))
     return float(sum(rates))
 
 
@@ -100,6 +122,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--kind", choices=("uniform", "clustered"), default="clustered")
     ap.add_argument("--blocks", type=int, default=None)
+    ap.add_argument("--procs", default="1,8")
+    ap.add_argument("--copy", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp)).start()
@@ -118,24 +142,43 @@ def main() -> None:
             took = time.perf_counter() - t0
             held = len(store)
             used = client.info("memory")["used_memory"] - base
+            # what is stored per entry, raw: fingerprint 8, wide 64, entry id 8, time 8, the
+            # page key and the job
+            raw = 8 + 64 + 8 + 8 + len("https://seed.example/") + len(str(args.n // 2)) + 4
             print(
                 f"{args.kind}, blocks={store.layout.n_blocks} ({len(store.layout.tables())} tables, "
                 f"probe radius {store.layout.probe}), rule {store.rule.describe()}"
             )
             print(
                 f"imported {held:,} entries in {took:.1f} s ({held / took:,.0f}/s); redis "
-                f"used_memory +{used / 1e6:.0f} MB = {used / held:.0f} B/entry"
+                f"used_memory +{used / 1e6:.0f} MB = {used / held:.0f} B/entry "
+                f"({used / held / raw:.1f}x the {raw} raw bytes of an entry; "
+                f"{used / held / (8 + 64 + 8):.1f}x fingerprint + wide + id)"
             )
             store.close()
-            for procs in (1, 8):
-                ours, floor, server_us = [], [], []
+            if args.copy:
+                cli = [sys.executable, "-m", "nearduppipe.cli", "copy"]
+                t0 = time.perf_counter()
+                subprocess.run(
+                    [*cli, f"{server.url}?prefix={PREFIX}", f"{server.url}?prefix=benchcopy"],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
+                took = time.perf_counter() - t0
+                print(f"nearduppipe copy of {held:,} entries to another prefix: {took:.1f} s")
+                RedisStore(server.url, prefix="benchcopy", reset=True).close()
+            for procs in map(int, args.procs.split(",")):
+                ours, floor, server_us, set_cpu, check_cpu = [], [], [], [], []
+                LOADS.clear()
                 for run in range(args.runs):
                     seed = 1000 * (run + 1) + 100 * procs
                     floor.append(rate(_set_worker, server.url, procs, args.calls, args, seed))
+                    set_cpu.append(CPU[-1])
                     client.config_resetstat()
                     ours.append(rate(_check_worker, server.url, procs, args.calls, args, seed))
-                    # server time per check (probe + check calls): what the server can sustain,
-                    # less sensitive than wall-clock rates to other load on the machine
+                    check_cpu.append(CPU[-1])
+                    # server time per check: what the server can sustain, less sensitive than
+                    # wall-clock rates to other load on the machine
                     stats = client.info("commandstats")["cmdstat_evalsha"]
                     server_us.append(stats["usec"] / (args.calls // procs * procs))
                 o, f = statistics.median(ours), statistics.median(floor)
@@ -143,7 +186,15 @@ def main() -> None:
                     f"{procs} client process(es): check {o:,.0f}/s, plain SET {f:,.0f}/s -> "
                     f"{o / f:.2f}x the SET floor (median of {args.runs}; checks "
                     f"{', '.join(f'{x:,.0f}' for x in ours)}); server "
-                    f"{statistics.median(server_us):,.0f} us per check"
+                    f"{statistics.median(server_us):,.0f} us per check; each client read the log "
+                    f"in {statistics.median(t for t, _ in LOADS):.1f} s into an index of "
+                    f"{max(b for _, b in LOADS) / 1e6:.0f} MB"
+                )
+                cc, sc = statistics.median(check_cpu) * 1e6, statistics.median(set_cpu) * 1e6
+                su = statistics.median(server_us)
+                print(
+                    f"  by CPU time (less sensitive to other load): a check costs {cc:,.0f} us in "
+                    f"its client + {su:,.0f} us in the server, a SET {sc:,.0f} us in its client"
                 )
         finally:
             client.close()

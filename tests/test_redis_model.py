@@ -117,9 +117,13 @@ def test_redis_store_behaves_like_memory_store(
     opts = {"ttl": ttl, "max_decisions": 150, "clock": clock, "blocks": blocks}
     mem = MemoryStore(rule=rule, **opts)  # type: ignore[arg-type]
     red = RedisStore(redis_server.url, rule, prefix=prefix, reset=True, **opts)  # type: ignore[arg-type]
+    # a second client of the same store: its writes reach red's index only through the log
+    # (the members logged since red's position), and its compactions make red reload it
+    other = RedisStore(redis_server.url, prefix=prefix, **opts)  # type: ignore[arg-type]
     keys = [f"https://example.com/{i}" for i in range(250)] + ["ü/例子 ?*[x]"]
     jobs = [None, None, "job-1", "job-2", "job-3"]
     statuses: dict[str, int] = {}
+    compactions = 0
     try:
         for step in range(3200):
             clock.now += rng.choice([0.0, 0.001, 0.5, 1.0, 3.0])
@@ -140,11 +144,11 @@ def test_redis_store_behaves_like_memory_store(
             elif op < 0.70:
                 fps = pages.pick()
                 at = rng.choice([None, clock.now - 5.0])
-                red.add(fps, key, job="imp", text="t", stored_at=at)
+                rng.choice([red, other]).add(fps, key, job="imp", text="t", stored_at=at)
                 mem.add(fps, key, job="imp", text="t", stored_at=at)
             elif op < 0.76:
                 old = mem.get(key)
-                got_removed, want_removed = red.remove(key), mem.remove(key)
+                got_removed, want_removed = rng.choice([red, other]).remove(key), mem.remove(key)
                 if old is None or ttl is None or old.stored_at >= clock.now - 2 * ttl:
                     assert got_removed == want_removed
             elif op < 0.82:
@@ -159,6 +163,8 @@ def test_redis_store_behaves_like_memory_store(
                 red.close()
                 red = RedisStore(redis_server.url, prefix=prefix, **opts)  # type: ignore[arg-type]
                 assert red.rule == rule
+            if step % 800 == 500:
+                compactions += other.compact()
             if step % 400 == 399 or step == 3199:
                 assert _young(list(red.entries()), clock.now, ttl) == _young(
                     list(mem.entries()), clock.now, ttl
@@ -173,9 +179,11 @@ def test_redis_store_behaves_like_memory_store(
             assert len(red) == len(mem)
     finally:
         red.close()
+        other.close()
     # the sequence exercised every outcome
     assert set(statuses) == {"new", "duplicate", "unchanged", "changed", "again"}, statuses
     assert statuses["duplicate"] > 30
+    assert compactions >= 3  # the log lost its removed members while red searched it
 
 
 def test_import_matches_memory_store(redis_server: RedisServer) -> None:

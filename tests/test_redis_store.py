@@ -33,6 +33,8 @@ from .support.redis_server import RedisServer, free_port
 
 A = 0xFEDC_BA98_7654_3210
 WA = (1 << 511) | 0x1234_5678_9ABC
+B = A ^ 0xFFFF_FFFF_0000_0000
+WB = ((1 << 512) - 1) ^ WA
 
 
 def _client(server: RedisServer) -> redis.Redis:
@@ -401,40 +403,46 @@ def test_server_killed_and_restarted(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_a_check_sees_what_changed_after_its_snapshot(
-    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+def test_a_check_sees_what_other_clients_did_since_its_index_read_the_log(
+    redis_server: RedisServer,
 ) -> None:
-    """The client scans a snapshot of the buckets; the script adds what was stored since and
-    drops what was removed, or scans the tables itself when the recent list cannot cover it."""
-    url, prefix = redis_server.url, "test:snapshot"
+    """Each client's index holds the log up to a position; the script adds what was logged
+    since, drops what was removed, sends a client far behind to read the log first, and a
+    client whose log was compacted or reset meanwhile reloads it."""
+    url, prefix = redis_server.url, "test:log"
     with RedisStore(url, prefix=prefix, reset=True) as a, RedisStore(url, prefix=prefix) as b:
-        real = a._snapshot
-
-        def then_store(fp: int, probes: list[bytes]) -> tuple[str, bytes]:
-            snap = real(fp, probes)
-            b.add(Fingerprints(A ^ 1, WA), "raced")
-            return snap
-
-        monkeypatch.setattr(a, "_snapshot", then_store)
+        b.add(Fingerprints(A ^ 1, WA), "raced")  # logged after a read the log
+        assert a._log.pos == 0
         assert a.check(Fingerprints(A, WA), "mine") == Verdict(
             "duplicate", Match("raced", A ^ 1, 1, 0)
         )
-
-        def then_remove(fp: int, probes: list[bytes]) -> tuple[str, bytes]:
-            snap = real(fp, probes)
-            assert snap[1]  # "raced" was in it
-            b.remove("raced")
-            return snap
-
-        monkeypatch.setattr(a, "_snapshot", then_remove)
+        assert a._log.pos == 1  # the reply carried the member
+        b.remove("raced")  # a's index still has it: the script skips it
         assert a.check(Fingerprints(A ^ 2, WA), "mine").status == "new"
-
-        def too_old(fp: int, probes: list[bytes]) -> tuple[str, bytes]:
-            seq, _ = real(fp, probes)
-            return str(int(seq) - 100_000), b""  # a gap the recent list cannot cover
-
-        monkeypatch.setattr(a, "_snapshot", too_old)
-        assert a.check(Fingerprints(A ^ 3, WA), "other") == Verdict(
-            "duplicate", Match("mine", A ^ 2, 1, 0)
+        # far behind: 5,000 entries logged by b, one of them near the query
+        rng = random.Random(5)
+        far = [
+            Entry(f"far{i}", rng.getrandbits(64), 1.0, None, rng.getrandbits(512))
+            for i in range(5000)
+        ]
+        far[4321] = Entry("near-far", B, 1.0, None, WB ^ 7)
+        b.import_records(far, [])
+        assert a.check(Fingerprints(B ^ 1, WB), "q1") == Verdict(
+            "duplicate", Match("near-far", B, 1, 3)
         )
-        assert a.near(Fingerprints(A ^ 3, WA)) == [Match("mine", A ^ 2, 1, 0)]
+        assert a._log.pos == 5002 and b._log.pos == 0  # a read the log, then called
+        # compaction by b (dead members: "raced" and the 4,999 removed now)
+        for e in far:
+            if e.key != "near-far":
+                b.remove(e.key)
+        epoch = a._log.epoch
+        assert b.compact()
+        assert b._log.pos == 2  # the live entries: mine and near-far (q1 was a duplicate)
+        assert a.near(Fingerprints(B ^ 3, WB)) == [Match("near-far", B, 2, 3)]
+        assert a._log.epoch != epoch and a._log.pos == 2
+        # reset and rebuilt under the same prefix by another client: a reloads
+        with RedisStore(url, prefix=prefix, reset=True) as c:
+            c.add(Fingerprints(A ^ 4, WA), "after-reset")
+        assert a.check(Fingerprints(A ^ 6, WA), "q2") == Verdict(
+            "duplicate", Match("after-reset", A ^ 4, 1, 0)
+        )

@@ -23,8 +23,9 @@ __all__ = [
 
 # meta: format, rule, blocks, counters, sequence; k: page key -> entry id; e: entry id ->
 # record; d: decisions list; r: the last reply per client thread (retries are idempotent);
-# n: the members stored most recently, in order (a check's snapshot plus these is complete).
-FIXED_NAMES = ("meta", "k", "e", "d", "r", "n")
+# n: the log of every member stored, in order (each client's index reads it); c: the log
+# being compacted.
+FIXED_NAMES = ("meta", "k", "e", "d", "r", "n", "c")
 _GLOB_SPECIAL = set("\\?*[]^-")
 
 
@@ -32,8 +33,9 @@ def key(prefix: str, name: str) -> str:
     return "{" + prefix + "}:" + name
 
 
-def store_keys(prefix: str, tables: int) -> list[str]:
-    """Every key a format-2 store with ``tables`` block tables can hold, fixed names first."""
+def store_keys(prefix: str, tables: int = 0) -> list[str]:
+    """Every key a format-2 store holds (fixed names), then ``tables`` block-table names that
+    development versions of format 2 wrote (reset deletes them too)."""
     return [key(prefix, n) for n in FIXED_NAMES] + [key(prefix, f"t{t}") for t in range(tables)]
 
 

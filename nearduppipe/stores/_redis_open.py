@@ -9,22 +9,19 @@ to do, while ``similarity`` and ``legacy_distance`` (thresholds, not layout) may
 
 from __future__ import annotations
 
-import functools
-import itertools
 import json
-import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
-import numpy as np
-
-from ..index import Layout, table_key
+from ..layout import Layout
 from ..rule import Fingerprints, Rule
 from . import _redis_keys as rk
 from ._redis_codec import encode_entry
 from ._redis_format1 import format1_keys, read_format1
+from ._redis_log import LogIndex, compact, new_epoch
+from ._redis_wire import Wire
 from .base import Decision, Entry, Store, StoreError, StoreUnavailable
 from .memory import MemoryStore
 
@@ -36,46 +33,19 @@ return redis.call('HGETALL', KEYS[1])"""
 _UNAVAILABLE = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
 
-def probe_radii(layout: Layout) -> list[int]:
-    """The radius each table is probed at: exact while the radii plus one add up to more than
-    the distance (if every block differed by more than its radius, the fingerprints would
-    differ in more bits than the distance). The layout probes every table alike; lowering the
-    largest radii first to that bound drops ~700 bucket reads per check to 188 with 4 blocks
-    at distance 8 (2, 1, 1, 1), the server's main cost per check."""
-    if layout.n_blocks > layout.distance:  # Manku's tables: exact lookups
-        return [0] * len(layout.tables())
-    radii = [layout.probe] * layout.n_blocks
-    while sum(r + 1 for r in radii) > layout.distance + 1:
-        top = max(radii)
-        i = len(radii) - 1 - radii[::-1].index(top)
-        radii[i] -= 1
-    return radii
-
-
-@functools.cache
-def _masks(width: int, radius: int) -> np.ndarray:
-    """Every ``width``-bit mask of at most ``radius`` set bits, 0 first."""
-    masks = [0]
-    for r in range(1, min(radius, width) + 1):
-        for bits in itertools.combinations(range(width), r):
-            masks.append(sum(1 << b for b in bits))
-    return np.array(masks, dtype=np.uint32)
-
-
 class RedisBase(Store):
     """State and opening logic shared by the Redis store (see ``redis.py`` for the keys)."""
 
     prefix: str
     layout: Layout
-    probe_radii: list[int]
     clock: Callable[[], float]
     _client: Any
     _redis: Any
     _raw_uri: str
     _closed: bool
     _f1: MemoryStore | None
-    _tables: list[tuple[tuple[int, int], ...]]
-    _probe_masks: list[np.ndarray]
+    _log: LogIndex
+    _wire: Wire
     _keys: list[str]
     _script: Any
     _instance: str
@@ -85,7 +55,9 @@ class RedisBase(Store):
         raise NotImplementedError
 
     # -- script arguments --------------------------------------------------------------------
-    def _head_args(self, mode: str, now: float, token: bytes = b"") -> list[Any]:
+    def _head_args(
+        self, mode: str, now: float, token: bytes = b"", pos: int = 0, epoch: str = ""
+    ) -> list[Any]:
         w = self.rule.wide_threshold
         field = ""
         if token:
@@ -101,34 +73,40 @@ class RedisBase(Store):
             min(self.rule.radius, self.rule.legacy_distance),
             field,
             token,
-            len(self._tables),
+            pos,
+            epoch,
         ]
-
-    def _probes(self, fp: int) -> list[bytes]:
-        """Per table, the 4-byte keys of every bucket to read (the query's own first)."""
-        return [
-            (np.uint32(table_key(fp, parts)) ^ masks).astype(">u4").tobytes()
-            for parts, masks in zip(self._tables, self._probe_masks, strict=True)
-        ]
-
-    def _snapshot(self, fp: int, probes: list[bytes]) -> tuple[str, bytes]:
-        """Read every probed bucket (one read-only call) and scan it here, vectorised: the
-        sequence number it was read at and the ids within the radius. The check script adds
-        what was stored since, so the server never scans buckets member by member in Lua."""
-        raw: bytes = self._run("probe", [*self._head_args("probe", 0.0), *probes], write=False)
-        members = np.frombuffer(raw, dtype=">u8", offset=8).reshape(-1, 2)
-        near = np.bitwise_count(members[:, 0] ^ np.uint64(fp)) <= self.rule.radius
-        return str(int.from_bytes(raw[:8], "big")), np.unique(members[near, 1]).astype(
-            ">u8"
-        ).tobytes()
-
-    def _fields(self, fp: int) -> bytes:
-        return b"".join(struct.pack(">I", table_key(fp, parts)) for parts in self._tables)
 
     def _record(
         self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None
     ) -> bytes:
-        return encode_entry(fps.fp, fps.wide, t, self._fields(fps.fp), job, key, text)
+        return encode_entry(fps.fp, fps.wide, t, b"", job, key, text)
+
+    def _search_call(self, what: str, fp: int, args: list[Any], token: bytes = b"") -> Any:
+        """A check or near call with the candidates of this client's index, which first
+        catches up with the log when the script says it is too far behind or stale (a
+        compaction or reset). Returns the script's result; the index takes the members the
+        reply carries."""
+        if not self._log.loaded:  # on the first search: copy, info and get never need it
+            with self._errors("load"):
+                self._log.load(self._client, self._k("meta"), self._k("n"))
+        for _ in range(8):
+            pos, epoch, cand = self._log.candidates(fp, self.rule.radius)
+            head = self._head_args(what, float(args[0]), token, pos, epoch)
+            with self._errors(what, write=what == "check"):
+                reply = self._wire.call([*head, *args[1:], cand])
+            status, start, members = reply
+            if status == b"E":
+                with self._errors("load"):
+                    self._log.load(self._client, self._k("meta"), self._k("n"))
+                continue
+            if status == b"R":
+                with self._errors("load"):
+                    self._log.catch_up(self._client, self._k("meta"), self._k("n"))
+                continue
+            self._log.apply(int(start), members, epoch)
+            return status
+        raise StoreUnavailable(f"{self._where()}: {what}: the log kept changing under this client")
 
     def _run(self, what: str, args: list[Any], write: bool = True) -> Any:
         with self._errors(what, write=write):
@@ -146,14 +124,10 @@ class RedisBase(Store):
             self.layout = Layout(distance=rule.radius, blocks=blocks)
         except ValueError as e:
             raise StoreError(f"{self._where()}: {e}") from None
-        self._tables = self.layout.tables()
-        widths = [sum(w for _, w in parts) for parts in self._tables]
-        if max(widths) > 32:
-            raise StoreError(f"{self._where()}: table keys over 32 bits; use more blocks")
-        self.probe_radii = probe_radii(self.layout)
-        self._probe_masks = [_masks(w, r) for w, r in zip(widths, self.probe_radii, strict=True)]
         self.rule = rule
-        self._keys = rk.store_keys(self.prefix, len(self._tables))
+        self._log = LogIndex(self.layout)
+        self._keys = rk.store_keys(self.prefix, 0)
+        self._wire = Wire(self._client, self._script, self._keys)
 
     def _meta(self) -> dict[str, str]:
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
@@ -178,10 +152,16 @@ class RedisBase(Store):
                 "format": "2",
                 "rule": json.dumps(self.rule.as_dict()),
                 "blocks": str(self.layout.n_blocks),
+                "epoch": new_epoch(),
             }
             init = self._client.register_script(_INIT_LUA)
             flat = init(keys=[self._k("meta")], args=[x for kv in fields.items() for x in kv])
             meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+        if "epoch" not in meta:
+            raise StoreError(
+                f"{self._where()}: a format-2 store without a log (written by an unreleased "
+                "development version); reset it"
+            )
         stored = Rule(**json.loads(meta["rule"]))
         stored_blocks = int(meta["blocks"])
         asked = rule or stored
@@ -201,9 +181,17 @@ class RedisBase(Store):
             self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
         if self.ttl is None and not self.read_only:  # undo the expiry of an earlier TTL run
             pipe = self._client.pipeline(transaction=False)
-            for k in [*self._keys[1:3], self._keys[5], *self._keys[len(rk.FIXED_NAMES) :]]:
-                pipe.persist(k)
+            for name in ("k", "e", "n"):
+                pipe.persist(self._k(name))
             pipe.execute()
+        if not self.read_only:
+            self._compact_if_needed(meta)
+
+    def _compact_if_needed(self, meta: dict[str, str]) -> None:
+        """Compact the log once the members of removed entries outnumber the live ones."""
+        dead = int(meta.get("dead", "0"))
+        if dead > max(10_000, int(self._client.hlen(self._k("e")))):
+            compact(self)
 
     def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:
         entries = read_format1(self._client, self.prefix)
@@ -229,6 +217,7 @@ class RedisBase(Store):
                 "rule": json.dumps(self.rule.as_dict()),
                 "blocks": str(self.layout.n_blocks),
                 "decisions_total": str(n_decisions),
+                "epoch": new_epoch(),
             },
         )
         pipe.execute()

@@ -1,39 +1,40 @@
 """``redis://host:port/db``, ``rediss://…``, ``unix:///path/redis.sock?db=0``: one store shared by
 many crawler processes and machines (store format 2).
 
-A check is two calls: a read-only ``probe`` returns every bucket the search needs and the entry
-sequence number it read them at; the client scans them with numpy (the server never loops over
-members in Lua, which cost ~1 µs each and dominated with text-like fingerprints); then one
-atomic ``check`` call of ``redis_check_and_add.lua`` takes the client's candidates, adds every
-entry stored since the probe (the recent-inserts list ``{P}:n``: one member per sequence
-number) or scans the tables itself if that gap is not covered, drops candidates removed since,
-judges by the rule and records the verdict. Two workers can never both keep two near-duplicates
-sent at the same moment (tests/test_redis_store.py races eight processes).
+A check is one atomic call of ``redis_check_and_add.lua``: the own entry, the candidate
+search, the verdict by the rule, the insert or the decision. The candidate search is split:
+each client keeps the store's fingerprint index in memory (:mod:`._redis_log`, read from the
+log ``{P}:n`` at open) and sends the candidates it finds with the log position its index is
+at; the script adds every entry logged since that position, drops candidates removed since,
+and returns the members logged since, which the client's index takes in. So the verdict is
+exactly what a search of the whole store at that moment would give, and two workers can
+never both keep two near-duplicates sent at the same moment (tests/test_redis_store.py races
+eight processes). A client more than 4,096 members behind (idle while others wrote) first
+reads the log; one whose log was compacted or reset meanwhile reloads it.
 
 Keys (``P`` is the prefix, default ``neardup:<name>``; in braces, so all keys share a Redis
 Cluster slot; the names are fixed, so resetting a store never needs a pattern):
 
-* ``{P}:meta`` hash: ``format`` (2), ``rule`` (JSON of :meth:`Rule.as_dict`), ``blocks``, the
-  counters, the entry sequence and the TTL sweep cursor. The layout lives here: opening a store
-  with a rule of another radius is an error, ``rule=None`` takes the stored one.
+* ``{P}:meta`` hash: ``format`` (2), ``rule`` (JSON of :meth:`Rule.as_dict`), ``blocks`` (the
+  clients' index layout), ``epoch`` (of the log), the counters, the entry sequence, the count
+  of dead log members and the TTL sweep cursor. Opening a store with a rule of another
+  radius is an error, ``rule=None`` takes the stored one.
 * ``{P}:k`` hash: page key -> entry id (8 bytes); ``{P}:e`` hash: entry id -> record
   (:mod:`._redis_codec`); one entry per key.
-* ``{P}:t<T>`` hash per block table: 4-byte table key -> bucket, members of 16 bytes (the
-  fingerprint and the entry id) end to end. Buckets hold a few members (keys of 21-22 bits),
-  so an insert rewrites a few dozen bytes; a removal takes the member out of every table.
+* ``{P}:n`` list: the log, one 16-byte member (fingerprint, entry id) per entry stored, in
+  order. An insert appends; a removal leaves its member, skipped by searches, until the log
+  is compacted (at open or :meth:`prune`, once dead members outnumber live entries).
 * ``{P}:d`` list of decisions, trimmed to ``max_decisions`` in the same script call.
 * ``{P}:r`` hash: the last reply per client thread, so a retried check is not applied twice.
-* ``{P}:n`` list: the last 8192+ members stored, in sequence order.
+* ``{P}:c``: the log being compacted (exists only during a compaction).
 
-**Layout** (measured at 1M entries on a 2-core loopback: ``benchmarks/redis_bench.py``).
-Multi-index hashing over 3 blocks (keys of 21-22 bits) probed at radius 2: ~718 bucket reads
-per check (one ``HMGET`` per table), each bucket holding ~n / 2**21 members: ~1.0 ms of server
-time per check with uniform fingerprints, ~1.45 ms with text-like (biased-bit) ones; 518 / 452
-bytes per entry. 4 blocks (``blocks=4``: 16-bit keys probed at radii 2, 1, 1, 1, 188 reads) is
-28% faster and 25% smaller with uniform fingerprints but 50% slower with biased ones, whose
-16-bit buckets fill up, and falls behind beyond a few million entries. Manku-style exact
-lookups need 10 blocks at radius 8: 45 tables of 12-13-bit keys, 1,356 bytes per entry and
-4x slower already at 200k entries.
+**Cost** (``benchmarks/redis_bench.py``, docs/operations.md): one round trip per check, and
+the server reads only the records of the candidates and the members logged since the
+client's last call. Keeping the index in Redis instead (hash fields per block-table bucket)
+cost ~740 random hash lookups per check at radius 8, ~1 ms of server time at 1 M entries,
+and rewrote buckets on every insert; the script now takes ~60 us per check from 20 k to 10 M
+entries. The price is client memory and start-up: each process holds the index (66 MB at 1 M
+entries, 581 MB at 10 M) and reads the log at its first search (4-8 s at 1 M, ~60 s at 10 M).
 
 **TTL.** Entries older than ``ttl`` never match and an expired own entry counts as none. Each
 write looks at 16 records (a cursor over ``{P}:e``) and deletes those older than ``2 * ttl``;
@@ -54,9 +55,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
-import numpy as np
-
-from ..index import table_keys
 from ..rule import Fingerprints, Rule
 from . import _redis_keys as rk
 from ._redis_codec import (
@@ -69,6 +67,7 @@ from ._redis_codec import (
     encode_job,
     entry_head,
 )
+from ._redis_log import compact
 from ._redis_open import RedisBase
 from .base import (
     DEFAULT_MAX_DECISIONS,
@@ -169,16 +168,14 @@ class RedisStore(RedisBase):
             raise StoreError(f"store {self.uri} was opened read-only")
         now = float(self.clock())
         args = [
-            *self._head_args("check", now, os.urandom(8)),
+            now,
             key,
             "0" if job is None else "1",
             encode_job(job),
             self._record(fps, key, now, job, text),
             decision_head(fps.fp, now, key, text),
-            *self._snapshot(fps.fp, probes := self._probes(fps.fp)),
-            *probes,
         ]
-        reply: bytes = self._run("check", args)
+        reply: bytes = self._search_call("check", fps.fp, args, os.urandom(8))
         status = {
             b"N": "new",
             b"C": "changed",
@@ -197,15 +194,8 @@ class RedisStore(RedisBase):
         if self._f1 is not None:
             return self._f1.near(fps, exclude=exclude)
         now = float(self.clock())
-        probes = self._probes(fps.fp)
-        args = [
-            *self._head_args("near", now),
-            exclude or "",
-            self._record(fps, "", now, None, None),
-            *self._snapshot(fps.fp, probes),
-            *probes,
-        ]
-        reply: bytes = self._run("near", args, write=False)
+        args = [now, exclude or "", self._record(fps, "", now, None, None)]
+        reply: bytes = self._search_call("near", fps.fp, args)
         out, pos = [], 0
         while pos < len(reply):
             m, pos = decode_match(reply, pos)
@@ -301,15 +291,9 @@ class RedisStore(RedisBase):
             chunk: list[tuple[Entry, Fingerprints]] = []
 
             def encode() -> None:
-                # the table fields of a whole chunk at once (numpy), then each record
-                fps = np.fromiter((f.fp for _, f in chunk), dtype=np.uint64, count=len(chunk))
-                cols = [table_keys(fps, parts) for parts in self._tables]
-                fields = np.stack(cols, axis=1).astype(">u4").tobytes()
-                w = 4 * len(self._tables)
-                for i, (e, f) in enumerate(chunk):
-                    text = clean_text(e.text)
+                for e, f in chunk:
                     rec = encode_entry(
-                        f.fp, f.wide, e.stored_at, fields[i * w : i * w + w], e.job, e.key, text
+                        f.fp, f.wide, e.stored_at, b"", e.job, e.key, clean_text(e.text)
                     )
                     batch.extend((e.key, rec))
                 chunk.clear()
@@ -345,7 +329,18 @@ class RedisStore(RedisBase):
         removed = 0
         for i in range(0, len(old), _BATCH):
             removed += int(self._run("prune", self._head_args("prune", now) + old[i : i + _BATCH]))
+        self.compact(min_dead=1)
         return removed
+
+    def compact(self, min_dead: int = 1) -> bool:
+        """Rewrite the log without the members of removed entries when there are at least
+        ``min_dead`` of them; the other clients' indexes reload it on their next call."""
+        with self._errors("compact", write=True):
+            dead = int(self._client.hget(self._k("meta"), "dead") or 0)
+            if dead < min_dead or not compact(self):
+                return False
+            self._log.load(self._client, self._k("meta"), self._k("n"))
+        return True
 
     def close(self) -> None:
         if self._closed:

@@ -31,55 +31,46 @@ local function scan(b, qhi, qlo, exclude, seen, ids, ds)
   end
 end
 
--- Every probed bucket (the blobs hold each table's 4-byte keys to read).
-local function buckets(probes_at)
-  local out = {}
-  for i = 1, T do
-    local blob = ARGV[probes_at + i - 1]
-    local fields = {unpack_(string.rep('c4', #blob / 4), blob)}
-    fields[#fields] = nil -- struct.unpack's last value is the next position
-    for _, b in ipairs(redis.call('HMGET', KEYS[6 + i], unpack(fields))) do
-      if b then out[#out + 1] = b end
-    end
-  end
-  return out
+local function log_state()
+  LEN = redis.call('LLEN', NEW)
+  return redis.call('HGET', META, 'epoch') or '', LEN
 end
 
-local function sequence()
-  return tonumber(redis.call('HGET', META, 'seq') or '0')
+-- Why the client's index cannot serve this call: 'E' if the log it read is not this one (the
+-- store was compacted or reset since), 'R' if it is more than MAXGAP members behind.
+local function behind()
+  local epoch, len = log_state()
+  if epoch ~= EPOCH or POS > len then return 'E' end
+  if len - POS > MAXGAP then return 'R' end
+  return nil
 end
 
--- Entries near the query record, nearest first. The candidates are the ids the client found
--- within the radius in its snapshot (mode 'probe' at sequence `snap`; the client scans the
--- buckets, so this script does not) plus every entry inserted since (the recent-inserts list,
--- one member per sequence number): together, every entry a search now would find. When the
--- list cannot cover the gap, the buckets are scanned here. Then judged by the rule.
-local function search(qrec, snap, cand, probes_at, exclude)
+-- Entries near the query record, nearest first: the ids the client's index found (all
+-- entries logged before its position) plus every member logged since, judged by the rule.
+local function search(qrec, cand, exclude)
   local qfp, _, qwide = head(qrec)
   local qhi, qlo = unpack_('>I4I4', qfp)
   local qw = qwide and words(qwide)
   local ids, ds, seen = {}, {}, {}
-  local since = tonumber(snap)
-  if since then since = sequence() - since end
-  if since and since >= 0 and since <= redis.call('LLEN', NEW) then
-    if since > 0 then scan(table.concat(redis.call('LRANGE', NEW, -since, -1)), qhi, qlo, exclude, seen, ids, ds) end
-    for pos = 1, #cand, 8 do
-      local id = string.sub(cand, pos, pos + 7)
-      if not seen[id] and id ~= exclude then
-        seen[id] = true
-        ids[#ids + 1] = id
-        ds[#ds + 1] = false -- from the record below
-      end
+  LOGGED = ''
+  if (LEN or redis.call('LLEN', NEW)) > POS then
+    LOGGED = table.concat(redis.call('LRANGE', NEW, POS, -1))
+    scan(LOGGED, qhi, qlo, exclude, seen, ids, ds)
+  end
+  for pos = 1, #cand, 8 do
+    local id = string.sub(cand, pos, pos + 7)
+    if not seen[id] and id ~= exclude then
+      seen[id] = true
+      ids[#ids + 1] = id
+      ds[#ids] = false -- from the record below
     end
-  else
-    for _, b in ipairs(buckets(probes_at)) do scan(b, qhi, qlo, exclude, seen, ids, ds) end
   end
   local hits = {}
   if #ids == 0 then return hits end
   local recs = redis.call('HMGET', ENT, unpack(ids))
   for j = 1, #ids do
     local rec = recs[j]
-    if rec then -- (gone if removed or replaced since the snapshot)
+    if rec then -- (gone if removed or replaced)
       local fp, t, w = head(rec)
       local d = ds[j] or distance(fp, qfp)
       if d <= radius and not (ttl and t < now - ttl) then
@@ -95,6 +86,13 @@ local function search(qrec, snap, cand, probes_at, exclude)
     return a[3] < b[3]
   end)
   return hits
+end
+
+-- The members logged since the client's position: its index reads them from the reply.
+local function since()
+  if LOGGED then return LOGGED end
+  if redis.call('LLEN', NEW) <= POS then return '' end
+  return table.concat(redis.call('LRANGE', NEW, POS, -1))
 end
 
 local function match_reply(d, dw, rec)
@@ -125,9 +123,7 @@ local function sweep()
     if t < now - 2 * ttl then drop(items[i], items[i + 1]) end
   end
   local ms = math.ceil(2000 * ttl)
-  for i = 2, 6 + T do
-    if i ~= 4 and i ~= 5 then redis.call('PEXPIRE', KEYS[i], ms) end
-  end
+  for _, i in ipairs({2, 3, 6}) do redis.call('PEXPIRE', KEYS[i], ms) end
 end
 
 local function check(key, job_given, job, rec, dhead)
@@ -150,7 +146,7 @@ local function check(key, job_given, job, rec, dhead)
       end
     end
   end
-  local hits = search(rec, ARGV[16], ARGV[17], 18, own_id)
+  local hits = search(rec, ARGV[17], own_id)
   if #hits > 0 then
     local h = hits[1]
     local mkey = key_of(h[4])
@@ -167,35 +163,40 @@ local function check(key, job_given, job, rec, dhead)
 end
 
 if mode == 'check' then
+  local late = behind()
+  if late then return {late, POS, ''} end
   -- A retried call (the connection dropped after the server ran it) gets the first reply.
   local rfield, token = ARGV[8], ARGV[9]
   if rfield ~= '' then
     local last = redis.call('HGET', REPLY, rfield)
-    if last and string.sub(last, 1, #token) == token then return string.sub(last, #token + 1) end
+    if last and string.sub(last, 1, #token) == token then
+      return {string.sub(last, #token + 1), POS, since()}
+    end
   end
-  local reply = check(ARGV[11], ARGV[12] == '1', ARGV[13], ARGV[14], ARGV[15])
+  local reply = check(ARGV[12], ARGV[13] == '1', ARGV[14], ARGV[15], ARGV[16])
   if reply ~= 'A' then
     if rfield ~= '' then
-      redis.call('HSET', REPLY, rfield, token .. reply)
-      redis.call('EXPIRE', REPLY, 86400)
+      -- (a day after a thread's first reply: replies only matter for a retry's seconds)
+      if redis.call('HSET', REPLY, rfield, token .. reply) == 1 then
+        redis.call('EXPIRE', REPLY, 86400)
+      end
     end
     sweep()
   end
-  return reply
+  return {reply, POS, since()}
 elseif mode == 'near' then
+  local late = behind()
+  if late then return {late, POS, ''} end
   local exclude = nil
-  if ARGV[11] ~= '' then exclude = redis.call('HGET', KIDX, ARGV[11]) or nil end
+  if ARGV[12] ~= '' then exclude = redis.call('HGET', KIDX, ARGV[12]) or nil end
   local out = {}
-  for _, h in ipairs(search(ARGV[12], ARGV[13], ARGV[14], 15, exclude)) do out[#out + 1] = match_reply(h[2], h[5], h[4]) end
-  return table.concat(out)
-elseif mode == 'probe' then -- read-only: the sequence number, then every probed bucket
-  local n = sequence()
-  return pack('>I4I4', math.floor(n / 4294967296), n % 4294967296) .. table.concat(buckets(11))
+  for _, h in ipairs(search(ARGV[13], ARGV[14], exclude)) do out[#out + 1] = match_reply(h[2], h[5], h[4]) end
+  return {table.concat(out), POS, since()}
 elseif mode == 'add' then
   local keys = {}
-  for i = 11, #ARGV, 2 do keys[#keys + 1] = ARGV[i] end
+  for i = 12, #ARGV, 2 do keys[#keys + 1] = ARGV[i] end
   if not add_new(keys) then -- some key is stored or repeated: one by one, replacing
-    for i = 11, #ARGV, 2 do
+    for i = 12, #ARGV, 2 do
       local id, rec = own(ARGV[i])
       store(ARGV[i], ARGV[i + 1], id, rec)
     end
@@ -203,19 +204,19 @@ elseif mode == 'add' then
   sweep()
   return #keys
 elseif mode == 'remove' then
-  local id, rec = own(ARGV[11])
+  local id, rec = own(ARGV[12])
   if not id then return 0 end
   drop(id, rec)
   return 1
 elseif mode == 'get' then
-  local _, rec = own(ARGV[11])
+  local _, rec = own(ARGV[12])
   return rec or false
 elseif mode == 'decide' then
-  record_decisions(ARGV, 11, #ARGV)
-  return #ARGV - 10
+  record_decisions(ARGV, 12, #ARGV)
+  return #ARGV - 11
 elseif mode == 'prune' then
   local n = 0
-  for i = 11, #ARGV do
+  for i = 12, #ARGV do
     local rec = redis.call('HGET', ENT, ARGV[i])
     if rec then
       local _, t = head(rec)
@@ -226,5 +227,32 @@ elseif mode == 'prune' then
     end
   end
   return n
+elseif mode == 'live' then -- compaction: the members of a log chunk whose entry is stored
+  local blob, out = ARGV[12], {}
+  for pos = 1, #blob, 16 do
+    local id = string.sub(blob, pos + 8, pos + 15)
+    if redis.call('HEXISTS', ENT, id) == 1 then out[#out + 1] = string.sub(blob, pos, pos + 15) end
+  end
+  return table.concat(out)
+elseif mode == 'switch' then
+  -- compaction, last step: the compacted copy (KEYS[7]) of the log's first ARGV[12] members
+  -- gets the members logged since and replaces the log under a new epoch; clients reload.
+  local epoch = redis.call('HGET', META, 'epoch') or ''
+  local from = tonumber(ARGV[12])
+  if epoch ~= EPOCH or redis.call('LLEN', NEW) < from then
+    redis.call('DEL', KEYS[7])
+    return 0
+  end
+  local len = redis.call('LLEN', NEW)
+  for i = from, len - 1, 1000 do
+    redis.call('RPUSH', KEYS[7], unpack(redis.call('LRANGE', NEW, i, math.min(i + 999, len - 1))))
+  end
+  if redis.call('EXISTS', KEYS[7]) == 1 then
+    redis.call('RENAME', KEYS[7], NEW)
+  else
+    redis.call('DEL', NEW)
+  end
+  redis.call('HSET', META, 'epoch', ARGV[13], 'dead', 0)
+  return 1
 end
 return redis.error_reply('unknown mode ' .. tostring(mode))

@@ -1,31 +1,38 @@
 -- The format-2 Redis store's server side: every operation that reads and writes entries is one
 -- call of this script, so a check (own entry, candidate search, verdict, insert or decision)
 -- is atomic: two workers can never both keep two near-duplicates sent at the same moment.
--- A check is preceded by a read-only 'probe' call whose buckets the client scans with numpy;
--- the 'check' call completes that snapshot with what was stored since (see search), so its
--- verdict sees every entry, exactly as a scan of the tables inside this call would.
+-- The fingerprint index lives in each client (nearduppipe/stores/_redis_log.py), built from
+-- the log {P}:n of every member stored (fingerprint and entry id, appended on insert). A
+-- client sends the log position its index has read up to and the candidates its index found;
+-- this script adds every member logged since that position, so the verdict sees every entry,
+-- exactly as a search of an index of the whole store would. Entries removed since are gone
+-- from {P}:e and drop out. The reply carries the members logged since, so the client's index
+-- follows the store without another round trip.
 -- Record layouts: nearduppipe/stores/_redis_codec.py. Keys and layout: redis.py.
--- The script is this file (arguments, records, table writes) followed by
+-- The script is this file (arguments, records, log writes) followed by
 -- redis_check_and_add.lua (search, verdict and the modes), sent as one script.
 --
 -- KEYS: meta, k (page key -> entry id), e (entry id -> record), d (decisions), r (replies),
---       n (recent inserts: the last members stored, in sequence order), then the T block
---       tables (hash: 4-byte table key -> members of 16 bytes: fingerprint, entry id).
+--       n (the log: members of 16 bytes, fingerprint and entry id, in insertion order),
+--       c (the log being compacted)
 -- ARGV: mode, now, ttl ("" = none), max_decisions ("" = none), radius, wide threshold
---       (-1 = the paper's rule), legacy distance, reply field ("" = none), call token, T,
---       then per mode:
---   probe:  T probe blobs (4-byte table keys)             -> sequence (8 bytes) .. buckets
---   check:  key, job given ("1"/"0"), job part, new record, decision head, snapshot sequence,
---           candidate ids (8 bytes each), T probe blobs
---   near:   exclude key ("" = none), query record, snapshot sequence, candidate ids, blobs
---   add:    key, record, key, record, ...        (a record carries its own table fields)
+--       (-1 = the paper's rule), legacy distance, reply field ("" = none), call token,
+--       the client's log position, the client's log epoch, then per mode:
+--   check:  key, job given ("1"/"0"), job part, new record, decision head, candidate ids
+--   near:   exclude key ("" = none), query record, candidate ids
+--   add:    key, record, key, record, ...
 --   remove: key          get: key          decide: decisions...        prune: entry ids...
+--   live:   members (16 bytes each, one blob) -> those whose entry is still stored
+--   switch: the log length when compaction started -> 1 if the compacted log replaced it
 local mode, now = ARGV[1], tonumber(ARGV[2])
 local ttl, maxd = tonumber(ARGV[3]), tonumber(ARGV[4])
 local radius, wthr, legacy = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local T = tonumber(ARGV[10])
+local POS, EPOCH = tonumber(ARGV[10]), ARGV[11]
 local META, KIDX, ENT, DEC, REPLY, NEW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local RECENT = 8192 -- members kept in the recent-inserts list
+local MAXGAP = 4096 -- members a call scans itself; a client further behind reads the log first
+-- The log's length when this call checked the client's position, and the members logged
+-- since that position as far as this call knows them (what a check's reply carries).
+local LEN, LOGGED = nil, nil
 local band, bxor, rshift = bit.band, bit.bxor, bit.rshift
 local unpack_, pack = struct.unpack, struct.pack
 local NO_WIDE = 65535
@@ -89,45 +96,13 @@ local function is_near(d, dw)
   return dw <= wthr
 end
 
-local function field(rec, fpos, i)
-  local at = fpos + 2 + 4 * (i - 1)
-  return string.sub(rec, at, at + 3)
-end
-
--- Insert into a bucket: the bucket is a few members with 21-bit table keys (read and
--- rewritten in one step; Redis has no append for hash fields).
-local function link(tkey, f, member)
-  local b = redis.call('HGET', tkey, f)
-  if b then redis.call('HSET', tkey, f, b .. member) else redis.call('HSET', tkey, f, member) end
-end
-
-local function unlink(tkey, f, member)
-  local b = redis.call('HGET', tkey, f)
-  if not b then return end
-  local pos = 1
-  while true do
-    local i = string.find(b, member, pos, true)
-    if not i then return end
-    if (i - 1) % 16 == 0 then
-      if #b == 16 then
-        redis.call('HDEL', tkey, f)
-      else
-        redis.call('HSET', tkey, f, string.sub(b, 1, i - 1) .. string.sub(b, i + 16))
-      end
-      return
-    end
-    pos = i + 1
-  end
-end
-
--- Remove an entry from every table, the records and the key index.
+-- Remove an entry from the records and the key index; its log member stays until the log
+-- is compacted (a search skips ids that are no longer in {P}:e).
 local function drop(id, rec)
-  local fp, _, _, fpos = head(rec)
-  local member = fp .. id
-  for i = 1, unpack_('>I2', rec, fpos) do unlink(KEYS[6 + i], field(rec, fpos, i), member) end
   redis.call('HDEL', ENT, id)
   local key = key_of(rec)
   if redis.call('HGET', KIDX, key) == id then redis.call('HDEL', KIDX, key) end
+  redis.call('HINCRBY', META, 'dead', 1)
 end
 
 local function own(key)
@@ -136,21 +111,22 @@ local function own(key)
   return id, redis.call('HGET', ENT, id)
 end
 
-local function store(key, rec, old_id, old_rec)
-  if old_id then drop(old_id, old_rec) end
-  local n = redis.call('HINCRBY', META, 'seq', 1)
-  local id = pack('>I4I4', math.floor(n / 4294967296), n % 4294967296)
-  local fp, _, _, fpos = head(rec)
-  local member = fp .. id
-  for i = 1, unpack_('>I2', rec, fpos) do link(KEYS[6 + i], field(rec, fpos, i), member) end
-  redis.call('HSET', ENT, id, rec)
-  redis.call('HSET', KIDX, key, id)
-  redis.call('RPUSH', NEW, member)
-  if n % 64 == 0 then redis.call('LTRIM', NEW, -RECENT, -1) end
+local function new_id(n)
+  return pack('>I4I4', math.floor(n / 4294967296), n % 4294967296)
 end
 
--- Store a batch of new, distinct keys (ARGV from 11: key, record, ...) with a handful of
--- calls in all rather than ~10 per entry (import speed); false if the batch does not qualify.
+local function store(key, rec, old_id, old_rec)
+  if old_id then drop(old_id, old_rec) end
+  local id = new_id(redis.call('HINCRBY', META, 'seq', 1))
+  redis.call('HSET', ENT, id, rec)
+  redis.call('HSET', KIDX, key, id)
+  local member = string.sub(rec, 2, 9) .. id
+  redis.call('RPUSH', NEW, member)
+  if LOGGED then LOGGED = LOGGED .. member end
+end
+
+-- Store a batch of new, distinct keys (ARGV from 12: key, record, ...) with a handful of
+-- calls in all rather than a few per entry (import speed); false if the batch does not qualify.
 local function add_new(keys)
   local stored = redis.call('HMGET', KIDX, unpack(keys))
   local seen = {}
@@ -159,42 +135,19 @@ local function add_new(keys)
     seen[k] = true
   end
   local first = redis.call('HINCRBY', META, 'seq', #keys) - #keys
-  local ent, kid, new, tables = {}, {}, {}, {}
-  for t = 1, T do tables[t] = {fields = {}, add = {}} end
+  local ent, kid, new = {}, {}, {}
   for j, k in ipairs(keys) do
-    local n = first + j
-    local id = pack('>I4I4', math.floor(n / 4294967296), n % 4294967296)
-    local rec = ARGV[10 + 2 * j]
-    local fp, _, _, fpos = head(rec)
-    local member = fp .. id
-    for t = 1, unpack_('>I2', rec, fpos) do
-      local f, tab = field(rec, fpos, t), tables[t]
-      if tab.add[f] then
-        tab.add[f] = tab.add[f] .. member
-      else
-        tab.add[f] = member
-        tab.fields[#tab.fields + 1] = f
-      end
-    end
+    local id = new_id(first + j)
+    local rec = ARGV[11 + 2 * j]
     ent[2 * j - 1] = id
     ent[2 * j] = rec
     kid[2 * j - 1] = k
     kid[2 * j] = id
-    new[#new + 1] = member
-  end
-  for t = 1, T do
-    local tab, kv = tables[t], {}
-    local old = redis.call('HMGET', KEYS[6 + t], unpack(tab.fields))
-    for j, f in ipairs(tab.fields) do
-      kv[2 * j - 1] = f
-      kv[2 * j] = (old[j] or '') .. tab.add[f]
-    end
-    redis.call('HSET', KEYS[6 + t], unpack(kv))
+    new[j] = string.sub(rec, 2, 9) .. id
   end
   redis.call('HSET', ENT, unpack(ent))
   redis.call('HSET', KIDX, unpack(kid))
   redis.call('RPUSH', NEW, unpack(new))
-  redis.call('LTRIM', NEW, -RECENT, -1)
   return true
 end
 

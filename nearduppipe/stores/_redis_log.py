@@ -1,0 +1,155 @@
+"""The Redis store's fingerprint index, kept in each client and fed by the store's log.
+
+Why in the client: an exact search within radius 8 reads ~740 buckets of the 3-block layout.
+Kept in Redis, as hash fields, that was ~740 random lookups in hashes of millions of fields
+per check (~1 us each, cache and TLB misses: ~1 ms of server time per check, the whole cost
+at 1 M entries) plus the bucket rewrites on every insert. Here Redis keeps only what must be
+shared: the records, the key index and an append-only log ``{P}:n`` of 16-byte members
+(fingerprint, entry id), one per entry ever stored. Each client reads the log once at open
+into a :class:`~nearduppipe.index.BlockIndex` (at its first search: commands that only read
+records never pay for it) and then follows it: every check sends the
+position its index has read up to, the script scans the members logged since (so the verdict
+is exact whatever the other clients did meanwhile) and returns them, so the index stays
+current without another round trip.
+
+Removed and replaced entries leave their member in the log (an insert appends, nothing is
+rewritten); the script skips ids no longer in ``{P}:e``. :func:`compact` rewrites the log
+without them under a new *epoch* when they outnumber the live entries; a client whose epoch
+is stale reloads. The epoch is random per store and per compaction, so a store reset and
+rebuilt under the same prefix is never mistaken for the log a client read.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..index import BlockIndex
+from ..layout import Layout
+
+__all__ = ["LogIndex", "compact", "new_epoch"]
+
+_CHUNK = 100_000  # log members per LRANGE while loading (1.6 MB)
+_U64 = np.uint64
+
+
+def new_epoch() -> str:
+    return os.urandom(8).hex()
+
+
+class LogIndex:
+    """A client's copy of the store's fingerprint index, at log position ``pos`` of ``epoch``.
+
+    Thread-safe: the stores are shared by the threads of a crawl."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self._lock = threading.Lock()
+        self.loaded = False
+        self._reset("", 0)
+
+    def _reset(self, epoch: str, pos: int) -> None:
+        self.epoch = epoch
+        self.pos = pos
+        self._index = BlockIndex(self.layout)
+        self._ids = np.zeros(1024, dtype=_U64)  # local id -> entry id
+
+    def load(self, client: Any, meta_key: str, log_key: str) -> None:
+        """Read the whole log (one epoch: retried if a compaction switches it meanwhile)."""
+        while True:
+            pipe = client.pipeline(transaction=True)
+            pipe.hget(meta_key, "epoch")
+            pipe.llen(log_key)
+            raw_epoch, length = pipe.execute()
+            epoch = (raw_epoch or b"").decode()
+            blobs = []
+            for start in range(0, int(length), _CHUNK):
+                stop = min(start + _CHUNK, int(length)) - 1
+                blobs.append(b"".join(client.lrange(log_key, start, stop)))
+            if (client.hget(meta_key, "epoch") or b"").decode() != epoch:
+                continue
+            with self._lock:
+                self._reset(epoch, 0)
+                self._append(b"".join(blobs), bulk=True)
+                self.loaded = True
+            return
+
+    def _append(self, blob: bytes, bulk: bool = False) -> None:
+        if not blob:
+            return
+        members = np.frombuffer(blob, dtype=">u8").reshape(-1, 2)
+        n0, n = self._index.id_count, len(members)
+        if n0 + n > len(self._ids):
+            grown = np.zeros(max(n0 + n, 2 * len(self._ids)), dtype=_U64)
+            grown[:n0] = self._ids[:n0]
+            self._ids = grown
+        self._ids[n0 : n0 + n] = members[:, 1]
+        if bulk or n > 64:
+            self._index.add_many(members[:, 0].astype(_U64))
+        else:
+            for fp in members[:, 0].tolist():
+                self._index.add(fp)
+        self.pos += n
+
+    def apply(self, start: int, blob: bytes, epoch: str) -> None:
+        """Members logged from position ``start`` of ``epoch`` on (a reply's): append what
+        is new here (another thread may have read some of them already)."""
+        with self._lock:
+            skip = self.pos - start
+            if epoch != self.epoch or skip < 0:  # reloaded meanwhile: nothing to add
+                return
+            self._append(blob[16 * skip :])
+
+    def catch_up(self, client: Any, meta_key: str, log_key: str) -> None:
+        """Read the members logged since ``pos`` (native LRANGEs, each in a transaction with
+        the epoch so that a compaction in between cannot shift them), or reload."""
+        while True:
+            with self._lock:
+                pos, epoch = self.pos, self.epoch
+            pipe = client.pipeline(transaction=True)
+            pipe.hget(meta_key, "epoch")
+            pipe.lrange(log_key, pos, pos + _CHUNK - 1)
+            raw_epoch, members = pipe.execute()
+            if (raw_epoch or b"").decode() != epoch:
+                self.load(client, meta_key, log_key)
+                return
+            self.apply(pos, b"".join(members), epoch)
+            if len(members) < _CHUNK:
+                return
+
+    def candidates(self, fp: int, radius: int) -> tuple[int, str, bytes]:
+        """The position and epoch the index is at, and the entry ids (8 bytes each) of every
+        member within ``radius`` of ``fp`` logged before that position."""
+        with self._lock:
+            hits = self._index.query(fp, radius)
+            ids = self._ids[[i for i, _ in hits]] if hits else self._ids[:0]
+            return self.pos, self.epoch, ids.astype(">u8").tobytes()
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._index.nbytes + self._ids.nbytes)
+
+
+def compact(store: Any) -> bool:
+    """Rewrite the log without the members of removed entries, a chunk at a time (each
+    chunk filtered by one short script call), then switch it in atomically with the members
+    logged meanwhile. False if another client compacted or reset the store first."""
+    client, meta, log, tmp = store._client, store._k("meta"), store._k("n"), store._k("c")
+    pipe = client.pipeline(transaction=True)
+    pipe.hget(meta, "epoch")
+    pipe.llen(log)
+    raw_epoch, length = pipe.execute()
+    epoch = (raw_epoch or b"").decode()
+    client.delete(tmp)
+    for start in range(0, int(length), 10_000):
+        chunk = b"".join(client.lrange(log, start, min(start + 10_000, int(length)) - 1))
+        live = store._run("compact", [*store._head_args("live", 0.0, epoch=epoch), chunk])
+        if live:
+            client.rpush(tmp, *[live[i : i + 16] for i in range(0, len(live), 16)])
+    done = store._run(
+        "compact", [*store._head_args("switch", 0.0, epoch=epoch), int(length), new_epoch()]
+    )
+    return bool(done)
