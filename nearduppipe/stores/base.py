@@ -29,6 +29,7 @@ from typing import Any, Literal, NamedTuple
 from ..rule import Fingerprints, Rule
 
 __all__ = [
+    "COUNTERS",
     "BadKey",
     "Decision",
     "Entry",
@@ -110,6 +111,16 @@ class StoreUnavailable(StoreError):
     """The store could not be reached or could not write (a server down, a disk full, a lock
     held too long): a passing condition that the failure policy (``NEARDUP_ON_STORE_ERROR``)
     decides about. Nothing acknowledged before it is lost."""
+
+
+# What every backend counts over its life (Store.counters): the report's totals.
+COUNTERS = (
+    "revisits_unchanged",
+    "revisits_changed",
+    "decisions_total",
+    "decisions_trimmed",
+    "again",
+)
 
 
 class BadKey(ValueError):

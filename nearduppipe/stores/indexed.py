@@ -21,6 +21,7 @@ from .._columns import Column
 from ..index import BlockIndex, Layout, kernels
 from ..rule import Fingerprints, Rule
 from .base import (
+    COUNTERS,
     DEFAULT_MAX_DECISIONS,
     Decision,
     Entry,
@@ -38,13 +39,6 @@ from .base import (
 __all__ = ["COUNTERS", "IndexedStore", "wide_words", "words_to_int"]
 
 WIDE_WORDS = 8  # 512 bits
-COUNTERS = (
-    "revisits_unchanged",
-    "revisits_changed",
-    "decisions_total",
-    "decisions_trimmed",
-    "again",
-)
 
 
 def wide_words(wide: int | None) -> np.ndarray:

@@ -70,6 +70,7 @@ from ._redis_codec import (
 from ._redis_log import compact
 from ._redis_open import RedisBase
 from .base import (
+    COUNTERS,
     DEFAULT_MAX_DECISIONS,
     Decision,
     Entry,
@@ -262,7 +263,7 @@ class RedisStore(RedisBase):
             return int(self._client.llen(self._k("d")))
 
     def counters(self) -> dict[str, int]:
-        names = ["revisits_unchanged", "revisits_changed", "decisions_total", "decisions_trimmed"]
+        names = list(COUNTERS)
         with self._errors("count"):
             values = self._client.hmget(self._k("meta"), names)
         return {n: int(v or 0) for n, v in zip(names, values, strict=True)}

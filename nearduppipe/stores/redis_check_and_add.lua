@@ -134,7 +134,10 @@ local function check(key, job_given, job, rec, dhead)
     if not (ttl and ot < now - ttl) then
       live_own = true
       local jpos, kpos = job_span(own_rec, ofpos)
-      if job_given and string.sub(own_rec, jpos, kpos - 1) == job then return 'A' end
+      if job_given and string.sub(own_rec, jpos, kpos - 1) == job then
+        redis.call('HINCRBY', META, 'again', 1)
+        return 'A'
+      end
       local qfp, _, qw = head(rec)
       local d, dw = distance(ofp, qfp), nil
       if ow and qw then dw = wide_distance(words(qw), ow) end
