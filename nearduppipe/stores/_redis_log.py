@@ -124,8 +124,8 @@ class LogIndex:
         """The position and epoch the index is at, and the entry ids (8 bytes each) of every
         member within ``radius`` of ``fp`` logged before that position."""
         with self._lock:
-            hits = self._index.query(fp, radius)
-            ids = self._ids[[i for i, _ in hits]] if hits else self._ids[:0]
+            hits, _ = self._index.search(fp, radius)
+            ids = self._ids[hits]
             return self.pos, self.epoch, ids.astype(">u8").tobytes()
 
     @property
