@@ -344,7 +344,7 @@ class SqliteStore(IndexedStore):
         rid = self._state["rseq"]
         self._state["rseq"] = rid + 1
         self._set_rid(i, rid)
-        self._keys.add(i, self._hash(key), self._index.alive())
+        self._keys.add(i, self._hash(key), self._index.alive)
         if replaces is not None:
             self._buf["i:" + _rid(int(self._rids[replaces]))] = None
         self._buf["k:" + key] = key_record(rid, job)

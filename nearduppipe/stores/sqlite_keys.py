@@ -11,6 +11,7 @@ the store grows, and saved with the index snapshot.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import numpy as np
 
@@ -58,8 +59,9 @@ class KeyFilter:
         a, b = h & mask, (h >> 32) & mask
         return bool(bits[a >> 3] >> (a & 7) & 1) and bool(bits[b >> 3] >> (b & 7) & 1)
 
-    def add(self, i: int, h: int, alive: np.ndarray) -> None:
-        """Id ``i`` now holds the key of hash ``h`` (``alive``: the index's live flags)."""
+    def add(self, i: int, h: int, alive: Callable[[], np.ndarray]) -> None:
+        """Id ``i`` now holds the key of hash ``h`` (``alive``: the index's live flags, asked
+        for only when the filter is rebuilt larger)."""
         if i >= len(self.hashes):
             grown = np.zeros(max(i + 1, len(self.hashes) * 3 // 2), dtype=np.uint64)
             grown[: len(self.hashes)] = self.hashes
@@ -67,7 +69,7 @@ class KeyFilter:
         self.hashes[i] = h
         self._count += 1
         if self._count * _BITS_PER_KEY > self._mask + 1:
-            self._rebuild(np.asarray(alive, dtype=bool))
+            self._rebuild(np.asarray(alive(), dtype=bool))
             return
         bits, mask = self._bits, self._mask
         a, b = h & mask, (h >> 32) & mask
