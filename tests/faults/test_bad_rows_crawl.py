@@ -62,9 +62,7 @@ print("released", time.time(), flush=True)
 """
 
 
-def test_bad_keys_and_texts_while_another_process_holds_the_lock(
-    feed: str, tmp_path: Path
-) -> None:
+def test_bad_keys_and_texts_while_another_process_holds_the_lock(feed: str, tmp_path: Path) -> None:
     store = tmp_path / "feed.sqlite"
     reached = tmp_path / "reached.log"
     config = tmp_path / "crawl.json"
@@ -103,7 +101,7 @@ def test_bad_keys_and_texts_while_another_process_holds_the_lock(
             [sys.executable, "-c", LOCKER, str(store), str(HOLD)],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
-        out, err = crawl.communicate(timeout=300)
+        _, err = crawl.communicate(timeout=300)
     finally:
         crawl.kill()
     assert crawl.returncode == 0, err[-3000:]
@@ -169,6 +167,7 @@ def main(config_path: str) -> None:
     }
     process = AsyncCrawlerProcess(settings) if NO_REACTOR else CrawlerProcess(settings)
     crawler = process.create_crawler(FeedSpider)
+
     def collect(item: Any) -> None:  # a named function: signals hold weak references
         items.append(dict(item))
 
