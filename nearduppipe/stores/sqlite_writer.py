@@ -12,8 +12,8 @@ caller goes on; :meth:`poll` (one queue check per write) learns how it ended. On
 flight at a time, so batches commit in order and a failed one is merged back *under* the rows
 written since (newer values win) and retried. A batch is sent in two phases: the rows follow
 ``BEGIN IMMEDIATE`` only once it holds the write lock, so a lock held by another process costs
-one busy timeout per attempt, never one per statement. Each batch is at most three statements
-whatever its size (rows travel as one JSON array through ``json_each``).
+one busy timeout per attempt, never one per statement (the statements after it run inside
+the transaction that already holds the lock).
 
 Failures are of two kinds:
 
@@ -31,7 +31,6 @@ Rows leave the buffer only once their commit succeeded; every statement is an id
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import queue
@@ -50,8 +49,11 @@ __all__ = ["Writer"]
 
 logger = logging.getLogger("nearduppipe")
 _NO_MORE = "--no more--"  # sqlitedict's end-of-reply marker
-_PUT = f'REPLACE INTO "{TABLE}" (key, value) SELECT value->>0, value->>1 FROM json_each(?)'
-_DELETE = f'DELETE FROM "{TABLE}" WHERE key IN (SELECT value FROM json_each(?))'
+_PUT = f'REPLACE INTO "{TABLE}" (key, value) VALUES '
+_DELETE = f'DELETE FROM "{TABLE}" WHERE key IN '
+# Multi-row statements: 2,000 rows bind 4,000 parameters (sqlite allows 32,766). Measured
+# against executemany (+15 % CPU) and one JSON array through json_each (+75 %).
+_ROWS_PER_STATEMENT = 2000
 _TRIM = f"DELETE FROM \"{TABLE}\" WHERE key >= 'd:' AND key < ?"
 _TRANSIENT = ("locked", "busy")  # sqlite's messages for SQLITE_BUSY / SQLITE_LOCKED
 
@@ -188,10 +190,13 @@ class Writer:
         b.writing = True
         puts = [(k, v) for k, v in b.rows.items() if v is not None]
         gone = [k for k, v in b.rows.items() if v is None]
-        if puts:
-            self._send(_PUT, (json.dumps(puts),))
-        if gone:
-            self._send(_DELETE, (json.dumps(gone),))
+        for start in range(0, len(puts), _ROWS_PER_STATEMENT):
+            chunk = puts[start : start + _ROWS_PER_STATEMENT]
+            values = ",".join(["(?,?)"] * len(chunk))
+            self._send(_PUT + values, [x for row in chunk for x in row])
+        for start in range(0, len(gone), _ROWS_PER_STATEMENT):
+            keys = gone[start : start + _ROWS_PER_STATEMENT]
+            self._send(_DELETE + "(" + ",".join("?" * len(keys)) + ")", keys)
         if b.trim_below is not None:
             self._send(_TRIM, (b.trim_below,))
         for sql, args in b.extra:
