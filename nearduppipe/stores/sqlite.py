@@ -1,16 +1,18 @@
 """``sqlite:///relative.sqlite``, ``sqlite:////absolute.sqlite`` or a bare path: the default store.
 
 One sqlitedict table in one file (records: :mod:`.sqlite_records`; files and locks:
-:mod:`.sqlite_files`). The in-memory index is rebuilt from the ``i:`` rows at open.
+:mod:`.sqlite_files`). The in-memory index is loaded from the snapshot written at close
+(:mod:`.sqlite_snapshot`), or rebuilt from the ``i:`` rows when there is none or it is stale.
 
 Durability: writes are buffered and committed every ``commit_every`` writes or
-``commit_interval`` seconds, and at :meth:`flush` / :meth:`close`. A buffered row leaves the
-buffer only once its commit succeeded, so a failed commit (disk full, I/O error, another
-process holding the lock past ``busy_timeout``) loses nothing: the rows are retried, the failure
-is raised as :class:`StoreUnavailable` on that call or the next write, and :meth:`close` raises
-(after a bounded wait) if they still cannot be written. Commits go through sqlitedict's writer
-thread as ordinary statements with a reply queue, so a failure can never kill the thread and no
-call waits forever. A killed process loses at most what came after the last commit.
+``commit_interval`` seconds, and at :meth:`flush` / :meth:`close`. Commits are pipelined
+(:mod:`.sqlite_writer`): the crawl does not wait for them, and a buffered row leaves the buffer
+only once its commit succeeded. A failed commit loses nothing: the rows are retried. Another
+process holding the write lock past ``busy_timeout`` is waited out (writes are still accepted)
+until ``max_pending`` rows wait or ``retry_deadline`` seconds pass; any other failure (disk
+full, I/O error) is raised as :class:`StoreUnavailable` at once. :meth:`flush` and :meth:`close`
+return within about 10 s, and raise if rows could not be written. A killed process loses at
+most what came after the last commit.
 
 The file runs in WAL mode with ``synchronous=NORMAL`` and a busy timeout. One process writes a
 store (:class:`~.sqlite_files.FileLock`); ``read_only=True`` opens without the lock or a writer
@@ -28,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlitedict import SqliteDict
 
 from ..rule import Fingerprints, Rule
 from .base import (
@@ -60,35 +61,15 @@ from .sqlite_records import (
     entry_record,
     key_hashes_v2,
     key_record,
-    load_v2,
     parse_decision,
     parse_entry,
 )
-from .sqlite_snapshot import (
-    SNAPSHOT_TABLE,
-    create_sql,
-    load_snapshot,
-    new_token,
-    snapshot_statements,
-)
-from .sqlite_writer import Statement, Writer
+from .sqlite_snapshot import SNAPSHOT_TABLE, create_sql, load_index, new_token, snapshot_statements
+from .sqlite_writer import Statement, Writer, open_db
 
 __all__ = ["FORMAT_VERSION", "SqliteStore", "sqlite_path"]
 
 logger = logging.getLogger("nearduppipe")
-CACHE_KIB = 64 * 1024  # the writer's page cache: the key index's inner pages stay in memory
-
-
-class _Quiet(logging.Filter):
-    """sqlitedict logs every failed statement of its writer thread as a multi-line ERROR dump;
-    this store reports each failure itself (StoreUnavailable, retried), so those are noise."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return False
-
-
-for _name in ("sqlitedict", "sqlitedict.SqliteMultithread"):
-    logging.getLogger(_name).addFilter(_Quiet())
 
 
 def _rid(i: int) -> str:
@@ -108,7 +89,7 @@ class SqliteStore(IndexedStore):
         commit_every: int = 1000,
         commit_interval: float = 1.0,
         busy_timeout: float = 5.0,
-        max_pending: int = 1_000_000,
+        max_pending: int = 200_000,
         retry_deadline: float = 300.0,
         read_only: bool = False,
         ttl: float | None = None,
@@ -194,19 +175,7 @@ class SqliteStore(IndexedStore):
                 self.flush()
 
     def _open_writer(self, reset: bool, stored_rule: Rule | None) -> None:
-        try:
-            db = SqliteDict(
-                str(self.path),
-                tablename=TABLE,
-                flag="w" if reset else "c",
-                autocommit=False,
-                journal_mode="WAL",
-                encode=encode,
-                decode=decode,
-                outer_stack=False,
-            )
-        except Exception as e:
-            raise StoreError(f"{self.path}: cannot open: {e}") from e
+        db = open_db(self.path, reset)
         st = self._lock_file.acquire_file()
         w = self._writer = Writer(
             self.path,
@@ -219,9 +188,8 @@ class SqliteStore(IndexedStore):
             max_pending=self.max_pending,
             retry_deadline=self.retry_deadline,
         )
-        w.statement("PRAGMA synchronous=NORMAL")
-        w.statement(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
-        w.statement(f"PRAGMA cache_size={-CACHE_KIB}")
+        for pragma in w.pragmas():
+            w.statement(pragma)
         w.statement(create_sql())
         if self._reader is None:
             self._reader = read_connection(self.path)
@@ -253,14 +221,9 @@ class SqliteStore(IndexedStore):
             for name in COUNTERS:
                 self._counters[name] = int(state.get(name, 0))
             self._snapshot = state.get("snapshot")
-        loaded = load_snapshot(self._reader, self._snapshot, self.path)
-        if loaded is None:
+        loaded = load_index(self._reader, self._snapshot, self.path)
+        if loaded.keys is None:  # from the rows: the snapshot is stale or absent
             self._snapshot = None
-            try:
-                loaded = load_v2(self._reader, self.path)
-            except sqlite3.DatabaseError as e:
-                raise StoreError(f"{self.path}: damaged store ({e}); nothing was changed") from e
-        if loaded.keys is None:
             loaded.keys = key_hashes_v2(self._reader, self.path, loaded.rids)
         self._load_arrays(loaded.fps, loaded.wide, loaded.has_wide, loaded.times)
         self._keys.load(loaded.keys, np.ones(len(loaded.rids), dtype=bool))

@@ -21,10 +21,18 @@ from typing import Any
 
 import numpy as np
 
+from .base import StoreError
 from .sqlite_files import TABLE
-from .sqlite_records import Loaded
+from .sqlite_records import Loaded, load_v2
 
-__all__ = ["SNAPSHOT_TABLE", "create_sql", "load_snapshot", "new_token", "snapshot_statements"]
+__all__ = [
+    "SNAPSHOT_TABLE",
+    "create_sql",
+    "load_index",
+    "load_snapshot",
+    "new_token",
+    "snapshot_statements",
+]
 
 SNAPSHOT_TABLE = "neardup_index"
 _CHUNK = 1 << 20  # entries per blob: 64 MB of wide fingerprints, far below sqlite's 1 GB limit
@@ -115,3 +123,15 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
         columns["times"].astype(np.float64, copy=False),
         columns["keys"].astype(np.uint64, copy=False),
     )
+
+
+def load_index(conn: sqlite3.Connection, token: str | None, path: Path) -> Loaded:
+    """The index columns: from the snapshot if it is current, else from the rows (then
+    ``keys`` is ``None``)."""
+    loaded = load_snapshot(conn, token, path)
+    if loaded is not None:
+        return loaded
+    try:
+        return load_v2(conn, path)
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path}: damaged store ({e}); nothing was changed") from e

@@ -42,12 +42,44 @@ from typing import Any
 
 from sqlitedict import SqliteDict
 
-from .base import StoreUnavailable
-from .sqlite_files import TABLE
+from .base import StoreError, StoreUnavailable
+from .sqlite_files import TABLE, decode, encode
 
-__all__ = ["Writer"]
+__all__ = ["Statement", "Writer", "open_db"]
 
 logger = logging.getLogger("nearduppipe")
+CACHE_KIB = 64 * 1024  # the writer's page cache: the key index's inner pages stay in memory
+
+
+class _Quiet(logging.Filter):
+    """sqlitedict logs every failed statement of its writer thread as a multi-line ERROR dump;
+    this store reports each failure itself (StoreUnavailable, retried), so those are noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+for _name in ("sqlitedict", "sqlitedict.SqliteMultithread"):
+    logging.getLogger(_name).addFilter(_Quiet())
+
+
+def open_db(path: Path, reset: bool) -> SqliteDict:
+    """The sqlitedict table (created if new, emptied with ``reset``) and its writer thread."""
+    try:
+        return SqliteDict(
+            str(path),
+            tablename=TABLE,
+            flag="w" if reset else "c",
+            autocommit=False,
+            journal_mode="WAL",
+            encode=encode,
+            decode=decode,
+            outer_stack=False,
+        )
+    except Exception as e:
+        raise StoreError(f"{path}: cannot open: {e}") from e
+
+
 _NO_MORE = "--no more--"  # sqlitedict's end-of-reply marker
 _PUT = f'REPLACE INTO "{TABLE}" (key, value) VALUES '
 _DELETE = f'DELETE FROM "{TABLE}" WHERE key IN '
@@ -86,6 +118,7 @@ class Writer:
     ) -> None:
         self.path = path
         self.db = db
+        self.busy_timeout = busy_timeout
         self.state = state  # the m:state row, written with every batch
         self.wait = busy_timeout + 10.0  # the longest one reply may take
         self.commit_every = commit_every
@@ -100,6 +133,13 @@ class Writer:
         self.retry_at = 0.0
         self.last_commit = time.monotonic()
         self.identity: tuple[int, int] | None = identity
+
+    def pragmas(self) -> list[str]:
+        return [
+            "PRAGMA synchronous=NORMAL",
+            f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}",
+            f"PRAGMA cache_size={-CACHE_KIB}",
+        ]
 
     # -- statements --------------------------------------------------------------------------
     def statement(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> None:
