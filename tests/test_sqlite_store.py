@@ -21,6 +21,7 @@ from nearduppipe.rule import Fingerprints, Rule
 from nearduppipe.stores.sqlite import FORMAT_VERSION, sqlite_path
 
 A = 0x0123_4567_89AB_CDEF
+B = 0xFEDC_BA98_7654_3210
 W = (1 << 500) | 12345
 
 
@@ -289,3 +290,52 @@ def test_ttl_prunes_at_open_and_vacuum_shrinks_the_file(tmp_path: Path) -> None:
     conn.execute("VACUUM")
     conn.close()
     assert path.stat().st_size < size / 4
+
+
+def test_the_index_snapshot_is_used_only_while_it_matches_the_rows(tmp_path: Path) -> None:
+    """A reopen loads the index from the snapshot written at close; a write by anything else
+    (rows changed without the snapshot's token, or a row gone) makes it fall back to the rows."""
+    path = tmp_path / "snap.sqlite"
+    fps = [Fingerprints(A ^ (0xFFFF << (16 * (i % 3))) ^ i << 50, W ^ i) for i in range(3)]
+    with open_store(str(path)) as s:
+        for i, f in enumerate(fps):
+            s.add(f, f"k{i}", text=f"t{i}")
+        s.remove("k1")
+    conn = sqlite3.connect(path)
+    (header,) = conn.execute("SELECT value FROM neardup_index WHERE name = 'header'").fetchone()
+    state = json.loads(
+        conn.execute("SELECT value FROM neardup WHERE key = 'm:state'").fetchone()[0]
+    )
+    assert json.loads(header)["token"] == state["snapshot"] and json.loads(header)["n"] == 2
+    conn.close()
+    with open_store(str(path)) as s:  # from the snapshot
+        assert len(s) == 2 and s.get("k1") is None
+        assert [m.key for m in s.near(fps[2])] == ["k2"]
+        assert s.check(fps[0], "k0").status == "unchanged"  # the key filter knows k0
+    # an older nearduppipe adds a page: rows and m:state, knowing nothing of the snapshot
+    with open_store(str(path)):
+        pass
+    conn = sqlite3.connect(path)
+    state = json.loads(
+        conn.execute("SELECT value FROM neardup WHERE key = 'm:state'").fetchone()[0]
+    )
+    rid = state.pop("snapshot") and state["rseq"]
+    state["rseq"] = rid + 1
+    conn.execute("REPLACE INTO neardup VALUES (?, ?)", ("k:new", f"[{rid},null]"))
+    conn.execute(
+        "REPLACE INTO neardup VALUES (?, ?)",
+        (f"i:{rid:012x}", f'["{B:016x}","",1.5,null,"new"]'),
+    )
+    conn.execute("REPLACE INTO neardup VALUES ('m:state', ?)", (json.dumps(state),))
+    conn.commit()
+    conn.close()
+    with open_store(str(path)) as s:  # the token is gone: from the rows
+        assert len(s) == 3 and s.get("new") is not None
+        assert s.check(B, "new").status == "unchanged"
+    # a row lost behind the store's back, the token intact: the count no longer matches
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM neardup WHERE key = 'i:000000000000'")
+    conn.commit()
+    conn.close()
+    with open_store(str(path), read_only=True) as r:
+        assert len(r) == 2 and {e.key for e in r.entries()} == {"k2", "new"}

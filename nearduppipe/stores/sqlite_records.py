@@ -66,17 +66,21 @@ def key_record(rid: int, job: str | None) -> str:
 
 def key_hashes_v2(conn: sqlite3.Connection, path: Path, rids: np.ndarray) -> np.ndarray:
     """The key hash of each entry (in ``rids`` order), from the ``k:`` rows."""
-    hashes = np.zeros(len(rids), dtype=np.uint64)
+    found: list[int] = []
+    hashes: list[int] = []
     rows = conn.execute(f"SELECT key, value FROM \"{TABLE}\" WHERE key >= 'k:' AND key < 'k;'")
     for row_key, value in rows:
         try:
-            rid = int(value[1 : value.index(",")])
+            found.append(int(value[1 : value.index(",")]))
         except (TypeError, ValueError):
             raise StoreError(f"{path}: record {row_key!r:.90} is damaged") from None
-        at = int(np.searchsorted(rids, rid))
-        if at < len(rids) and rids[at] == rid:
-            hashes[at] = key_hash(row_key[2:])
-    return hashes
+        hashes.append(key_hash(row_key[2:]))
+    out = np.zeros(len(rids), dtype=np.uint64)
+    if len(rids) and found:
+        at = np.minimum(np.searchsorted(rids, np.array(found, dtype=np.int64)), len(rids) - 1)
+        hit = rids[at] == np.array(found, dtype=np.int64)
+        out[at[hit]] = np.array(hashes, dtype=np.uint64)[hit]
+    return out
 
 
 def parse_entry(value: Any, where: str) -> Entry:
