@@ -19,6 +19,7 @@ __all__ = ["KeyFilter", "key_hash", "key_hashes"]
 
 _BITS_PER_KEY = 16  # two probes: about 1.4 % false positives when full
 _MIN_BITS = 1 << 16
+_SPAN = 1 << 26  # bits built at once when the filter is rebuilt (a 64 MB bool array)
 
 
 def key_hash(key: str) -> int:
@@ -50,8 +51,17 @@ class KeyFilter:
         self._mask = m - 1
         store = bytearray(m // 8)
         bits = np.frombuffer(store, dtype=np.uint8)  # a writable view: filled vectorised
-        for pos in (live & np.uint64(self._mask), (live >> np.uint64(32)) & np.uint64(self._mask)):
-            np.bitwise_or.at(bits, (pos >> np.uint64(3)).astype(np.int64), _bit(pos))
+        mask = np.uint64(self._mask)
+        probes = (live & mask, (live >> np.uint64(32)) & mask)
+        span = min(m, _SPAN)
+        flags = np.zeros(span, dtype=bool)
+        for lo in range(0, m, span):  # a bool per bit for one span at a time, then packed
+            flags[:] = False
+            for pos in probes:
+                flags[(pos[(pos >= lo) & (pos < lo + span)] - np.uint64(lo)).astype(np.int64)] = (
+                    True
+                )
+            bits[lo // 8 : (lo + span) // 8] = np.packbits(flags, bitorder="little")
         self._bits = store
         self._count = len(live)
 
@@ -76,8 +86,3 @@ class KeyFilter:
         a, b = h & mask, (h >> 32) & mask
         bits[a >> 3] |= 1 << (a & 7)
         bits[b >> 3] |= 1 << (b & 7)
-
-
-def _bit(pos: np.ndarray) -> np.ndarray:
-    out: np.ndarray = np.left_shift(np.uint8(1), (pos & np.uint64(7)).astype(np.uint8))
-    return out
