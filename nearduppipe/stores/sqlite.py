@@ -65,7 +65,7 @@ from .sqlite_records import (
     parse_entry,
 )
 from .sqlite_snapshot import SNAPSHOT_TABLE, create_sql, load_index, new_token, snapshot_statements
-from .sqlite_writer import Statement, Writer, open_db
+from .sqlite_writer import Snapshot, Writer, open_db
 
 __all__ = ["FORMAT_VERSION", "SqliteStore", "sqlite_path"]
 
@@ -384,21 +384,19 @@ class SqliteStore(IndexedStore):
         writer, self._writer = self._writer, None
         try:
             if writer is not None:
-                extra = self._snapshot_statements(writer) if flush else []
-                writer.close(flush, extra)
+                writer.close(flush, self._snapshot_statements)
         finally:
             self._lock_file.release()
 
-    def _snapshot_statements(self, writer: Writer) -> list[Statement]:
-        """The index columns for the next open (nothing if it was loaded from a snapshot
-        and nothing changed since)."""
+    def _snapshot_statements(self) -> Snapshot | None:
+        """The index columns for the next open (none if it was loaded from a snapshot and
+        nothing changed since)."""
         if self._snapshot is not None:
-            return []
+            return None
         n = self._index.id_count
         alive = np.asarray(self._index.alive()[:n], dtype=bool)
         token = new_token()
-        writer.state = lambda: self._state_row(token)
-        return snapshot_statements(
+        return lambda: self._state_row(token), snapshot_statements(
             token,
             Loaded(
                 self._rids[:n][alive],

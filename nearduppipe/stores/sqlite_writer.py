@@ -45,7 +45,7 @@ from sqlitedict import SqliteDict
 from .base import StoreError, StoreUnavailable
 from .sqlite_files import TABLE, decode, encode
 
-__all__ = ["Statement", "Writer", "open_db"]
+__all__ = ["Snapshot", "Statement", "Writer", "open_db"]
 
 logger = logging.getLogger("nearduppipe")
 CACHE_KIB = 64 * 1024  # the writer's page cache: the key index's inner pages stay in memory
@@ -91,6 +91,7 @@ _TRANSIENT = ("locked", "busy")  # sqlite's messages for SQLITE_BUSY / SQLITE_LO
 
 
 Statement = tuple[str, tuple[Any, ...]]  # more statements of a batch's transaction
+Snapshot = tuple[Callable[[], tuple[str, str]], list[Statement]]  # state row, statements
 
 
 @dataclass
@@ -339,13 +340,28 @@ class Writer:
             )
             self.identity = None
 
-    def close(self, flush: bool, extra: Sequence[Statement] = ()) -> None:
+    def close(self, flush: bool, snapshot: Callable[[], Snapshot | None] | None = None) -> None:
         """Commit (if asked), fold the WAL into the file, stop the thread, within about 10 s.
-        Raises :class:`StoreUnavailable` naming how many writes could not be saved."""
+        Raises :class:`StoreUnavailable` naming how many writes could not be saved.
+
+        ``snapshot`` (asked for only once every row is committed) gives the index snapshot's
+        statements and the state row that goes with them: one more transaction, best effort,
+        with a wait that grows with its size. If it cannot be written in time, nothing is
+        lost: the next open reads the rows."""
         error: StoreUnavailable | None = None
         if flush:
             try:
-                self.commit(within=8.0, extra=extra)
+                self.commit(within=8.0)
+                made = snapshot() if snapshot is not None else None
+                if made is not None:
+                    self.state, extra = made
+                    size = sum(len(a) for _, args in extra for a in args if isinstance(a, bytes))
+                    try:
+                        self.commit(within=10.0 + size / 20e6, extra=extra)
+                    except StoreUnavailable as e:
+                        logger.info(
+                            "nearduppipe: %s: index snapshot not written (%s)", self.path, e
+                        )
                 # Fold the WAL into the file: a copy of the file alone, or another name of it
                 # (a hard link has its own WAL name), then holds everything.
                 self.reply("PRAGMA wal_checkpoint(TRUNCATE)")
