@@ -8,7 +8,10 @@ into a table of its own, in chunks of a million entries, together with a random 
 same transaction writes into ``m:state``. Any later commit rewrites ``m:state`` without that
 token, so the snapshot is used only if nothing was written since it was taken (by this version
 or an older one, which knows nothing of it). It is also checked against the rows it describes
-(count, first and last rid); anything else falls back to the rows.
+(first and last rid: two index lookups, where counting the rows would scan 10 M of them in
+seconds); anything else falls back to the rows. A row deleted by hand from the middle of a
+snapshotted store is not noticed at open: the page's entry is reported missing when a check
+reaches it.
 """
 
 from __future__ import annotations
@@ -106,12 +109,17 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
                 return None
             columns[name] = column
         rids = columns["rids"]
-        count, first, last = conn.execute(
-            f'SELECT count(*), min(key), max(key) FROM "{TABLE}" WHERE {_I_RANGE}'
-        ).fetchone()
+        # the first and last entry rows (two index lookups; a count would scan every row)
+        ends = [
+            conn.execute(
+                f'SELECT key FROM "{TABLE}" WHERE {_I_RANGE} ORDER BY key {way} LIMIT 1'
+            ).fetchone()
+            for way in ("ASC", "DESC")
+        ]
     except (sqlite3.DatabaseError, ValueError, KeyError, TypeError):
         return None  # no snapshot table, or a damaged snapshot: the rows decide
-    if count != n or (n and (first != f"i:{rids[0]:012x}" or last != f"i:{rids[-1]:012x}")):
+    want = [(f"i:{rids[0]:012x}",), (f"i:{rids[-1]:012x}",)] if n else [None, None]
+    if ends != want:
         return None
     if n > 1 and not bool(np.all(rids[1:] > rids[:-1])):
         return None
