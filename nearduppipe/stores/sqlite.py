@@ -226,7 +226,7 @@ class SqliteStore(IndexedStore):
             self._snapshot = None
             loaded.keys = key_hashes_v2(self._reader, self.path, loaded.rids)
         self._load_arrays(loaded.fps, loaded.wide, loaded.has_wide, loaded.times)
-        self._keys.load(loaded.keys, np.ones(len(loaded.rids), dtype=bool))
+        self._keys.load(loaded.keys, np.ones(len(loaded.rids), dtype=bool), loaded.key_filter)
         self._rids = loaded.rids.copy()
         if len(loaded.rids):
             self._state["rseq"] = max(self._state["rseq"], int(loaded.rids[-1]) + 1)
@@ -405,6 +405,7 @@ class SqliteStore(IndexedStore):
                 self._has_wide[:n][alive],
                 self._times[:n][alive],
                 self._keys.hashes[:n][alive],
+                self._keys.saved(),
             ),
         )
 

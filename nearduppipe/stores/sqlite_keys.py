@@ -38,10 +38,21 @@ class KeyFilter:
         self._mask = _MIN_BITS - 1
         self._count = 0  # keys set in the filter since it was built
 
-    def load(self, hashes: np.ndarray, alive: np.ndarray) -> None:
-        """Every id's key hash at open (``alive``: which ids hold a key)."""
+    def load(self, hashes: np.ndarray, alive: np.ndarray, saved: bytes | None = None) -> None:
+        """Every id's key hash at open (``alive``: which ids hold a key); ``saved``: the bits
+        of :meth:`saved` for these keys, used as they are if their size is right."""
         self.hashes = np.array(hashes, dtype=np.uint64)
-        self._rebuild(alive)
+        live = int(np.count_nonzero(alive))
+        m = len(saved) * 8 if saved is not None else 0
+        if m >= _MIN_BITS and m & (m - 1) == 0 and live * _BITS_PER_KEY <= m:
+            self._bits = bytearray(saved)  # type: ignore[arg-type]
+            self._mask = m - 1
+            self._count = live
+        else:
+            self._rebuild(alive)
+
+    def saved(self) -> bytes:
+        return bytes(self._bits)
 
     def _rebuild(self, alive: np.ndarray) -> None:
         live = self.hashes[: len(alive)][alive]

@@ -141,6 +141,7 @@ class Loaded:
     has_wide: np.ndarray
     times: np.ndarray
     keys: np.ndarray | None = None  # the 64-bit hash of each entry's key (snapshot only)
+    key_filter: bytes | None = None  # the key filter's bits, as saved (snapshot only)
 
 
 def _fast_fields(value: str) -> tuple[int, str, float] | None:

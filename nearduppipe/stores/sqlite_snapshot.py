@@ -67,10 +67,16 @@ def snapshot_statements(token: str, loaded: Loaded) -> list[tuple[str, tuple[Any
     n = len(loaded.rids)
     insert = f'INSERT INTO "{SNAPSHOT_TABLE}" (name, part, value) VALUES (?, ?, ?)'
     header = {"token": token, "n": n, "chunk": _CHUNK}
+    if loaded.key_filter is not None:  # saved as it is: rebuilding it costs seconds at 10 M
+        header["filter"] = len(loaded.key_filter)
+        out_filter = [(insert, ("filter", 0, loaded.key_filter))]
+    else:
+        out_filter = []
     out: list[tuple[str, tuple[Any, ...]]] = [
         (f'DELETE FROM "{SNAPSHOT_TABLE}"', ()),
         (insert, ("header", 0, json.dumps(header).encode())),
     ]
+    out += out_filter
     for name, (dtype, _) in _COLUMNS.items():
         column = np.ascontiguousarray(getattr(loaded, name), dtype=dtype)
         for part, start in enumerate(range(0, n, _CHUNK)):
@@ -109,6 +115,10 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
                 return None
             columns[name] = column
         rids = columns["rids"]
+        saved = conn.execute(
+            f'SELECT value FROM "{SNAPSHOT_TABLE}" WHERE name = ? AND part = 0', ("filter",)
+        ).fetchone()
+        key_filter = bytes(saved[0]) if saved and len(saved[0]) == header.get("filter") else None
         # the first and last entry rows (two index lookups; a count would scan every row)
         ends = [
             conn.execute(
@@ -130,6 +140,7 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
         columns["has_wide"].astype(bool, copy=False),
         columns["times"].astype(np.float64, copy=False),
         columns["keys"].astype(np.uint64, copy=False),
+        key_filter,
     )
 
 
