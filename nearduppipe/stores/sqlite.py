@@ -1,16 +1,18 @@
 """``sqlite:///relative.sqlite``, ``sqlite:////absolute.sqlite`` or a bare path: the default store.
 
 One sqlitedict table in one file (records: :mod:`.sqlite_records`; files and locks:
-:mod:`.sqlite_files`). The in-memory index is rebuilt from the ``i:`` rows at open.
+:mod:`.sqlite_files`). The in-memory index is loaded from the snapshot written at close
+(:mod:`.sqlite_snapshot`), or rebuilt from the ``i:`` rows when there is none or it is stale.
 
 Durability: writes are buffered and committed every ``commit_every`` writes or
-``commit_interval`` seconds, and at :meth:`flush` / :meth:`close`. A buffered row leaves the
-buffer only once its commit succeeded, so a failed commit (disk full, I/O error, another
-process holding the lock past ``busy_timeout``) loses nothing: the rows are retried, the failure
-is raised as :class:`StoreUnavailable` on that call or the next write, and :meth:`close` raises
-(after a bounded wait) if they still cannot be written. Commits go through sqlitedict's writer
-thread as ordinary statements with a reply queue, so a failure can never kill the thread and no
-call waits forever. A killed process loses at most what came after the last commit.
+``commit_interval`` seconds, and at :meth:`flush` / :meth:`close`. Commits are pipelined
+(:mod:`.sqlite_writer`): the crawl does not wait for them, and a buffered row leaves the buffer
+only once its commit succeeded. A failed commit loses nothing: the rows are retried. Another
+process holding the write lock past ``busy_timeout`` is waited out (writes are still accepted)
+until ``max_pending`` rows wait or ``retry_deadline`` seconds pass; any other failure (disk
+full, I/O error) is raised as :class:`StoreUnavailable` at once. :meth:`flush` and :meth:`close`
+return within about 10 s, and raise if rows could not be written. A killed process loses at
+most what came after the last commit.
 
 The file runs in WAL mode with ``synchronous=NORMAL`` and a busy timeout. One process writes a
 store (:class:`~.sqlite_files.FileLock`); ``read_only=True`` opens without the lock or a writer
@@ -19,7 +21,6 @@ and never writes, e.g. to report on a store that a running crawl holds.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sqlite3
@@ -29,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlitedict import SqliteDict
 
 from ..rule import Fingerprints, Rule
 from .base import (
@@ -38,7 +38,6 @@ from .base import (
     Entry,
     Store,
     StoreError,
-    StoreUnavailable,
     register_store,
 )
 from .indexed import COUNTERS, IndexedStore
@@ -54,31 +53,23 @@ from .sqlite_files import (
     sqlite_path,
     stored_format,
 )
+from .sqlite_keys import KeyFilter, key_hash
 from .sqlite_migrate import migrate_v1, read_only_view, rule_of
 from .sqlite_records import (
+    Loaded,
     decision_record,
     entry_record,
-    load_v2,
+    key_hashes_v2,
+    key_record,
     parse_decision,
     parse_entry,
 )
-from .sqlite_writer import Writer
+from .sqlite_snapshot import SNAPSHOT_TABLE, create_sql, load_index, new_token, snapshot_statements
+from .sqlite_writer import Snapshot, Writer, open_db
 
 __all__ = ["FORMAT_VERSION", "SqliteStore", "sqlite_path"]
 
 logger = logging.getLogger("nearduppipe")
-
-
-class _Quiet(logging.Filter):
-    """sqlitedict logs every failed statement of its writer thread as a multi-line ERROR dump;
-    this store reports each failure itself (StoreUnavailable, retried), so those are noise."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return False
-
-
-for _name in ("sqlitedict", "sqlitedict.SqliteMultithread"):
-    logging.getLogger(_name).addFilter(_Quiet())
 
 
 def _rid(i: int) -> str:
@@ -98,6 +89,8 @@ class SqliteStore(IndexedStore):
         commit_every: int = 1000,
         commit_interval: float = 1.0,
         busy_timeout: float = 5.0,
+        max_pending: int = 200_000,
+        retry_deadline: float = 300.0,
         read_only: bool = False,
         ttl: float | None = None,
         max_decisions: int | None = DEFAULT_MAX_DECISIONS,
@@ -113,7 +106,12 @@ class SqliteStore(IndexedStore):
         self.commit_every = commit_every
         self.commit_interval = commit_interval
         self.busy_timeout = busy_timeout
+        self.max_pending = max_pending
+        self.retry_deadline = retry_deadline
         self.read_only = read_only
+        self._snapshot: str | None = None  # token of the snapshot the index was loaded from
+        self._keys = KeyFilter()
+        self._last_key = ("", 0)
         self._writer: Writer | None = None
         self._rids = np.zeros(1024, dtype=np.int64)
         self._state = {"rseq": 0, "dseq": 0, "dmin": 0}
@@ -177,23 +175,22 @@ class SqliteStore(IndexedStore):
                 self.flush()
 
     def _open_writer(self, reset: bool, stored_rule: Rule | None) -> None:
-        try:
-            db = SqliteDict(
-                str(self.path),
-                tablename=TABLE,
-                flag="w" if reset else "c",
-                autocommit=False,
-                journal_mode="WAL",
-                encode=encode,
-                decode=decode,
-                outer_stack=False,
-            )
-        except Exception as e:
-            raise StoreError(f"{self.path}: cannot open: {e}") from e
+        db = open_db(self.path, reset)
         st = self._lock_file.acquire_file()
-        w = self._writer = Writer(self.path, db, self.busy_timeout, (st.st_dev, st.st_ino))
-        w.statement("PRAGMA synchronous=NORMAL")
-        w.statement(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        w = self._writer = Writer(
+            self.path,
+            db,
+            self.busy_timeout,
+            (st.st_dev, st.st_ino),
+            self._state_row,
+            commit_every=self.commit_every,
+            commit_interval=self.commit_interval,
+            max_pending=self.max_pending,
+            retry_deadline=self.retry_deadline,
+        )
+        for pragma in w.pragmas():
+            w.statement(pragma)
+        w.statement(create_sql())
         if self._reader is None:
             self._reader = read_connection(self.path)
         if reset or stored_rule is None:
@@ -208,7 +205,7 @@ class SqliteStore(IndexedStore):
                     self.rule.describe(),
                 )
             w.buffer["m:rule"] = encode(self.rule.as_dict())
-        w.commit(self._state_row(), force=True)
+        w.commit(extra=[(f'DELETE FROM "{SNAPSHOT_TABLE}"', ())] if reset else [])
 
     def _load(self) -> None:
         assert self._reader is not None
@@ -223,19 +220,23 @@ class SqliteStore(IndexedStore):
                 self._state[name] = int(state.get(name, 0))
             for name in COUNTERS:
                 self._counters[name] = int(state.get(name, 0))
-        try:
-            loaded = load_v2(self._reader, self.path)
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: damaged store ({e}); nothing was changed") from e
+            self._snapshot = state.get("snapshot")
+        loaded = load_index(self._reader, self._snapshot, self.path)
+        if loaded.keys is None:  # from the rows: the snapshot is stale or absent
+            self._snapshot = None
+            loaded.keys = key_hashes_v2(self._reader, self.path, loaded.rids)
         self._load_arrays(loaded.fps, loaded.wide, loaded.has_wide, loaded.times)
+        self._keys.load(loaded.keys, np.ones(len(loaded.rids), dtype=bool), loaded.key_filter)
         self._rids = loaded.rids.copy()
         if len(loaded.rids):
             self._state["rseq"] = max(self._state["rseq"], int(loaded.rids[-1]) + 1)
 
     # -- key ↔ id ----------------------------------------------------------------------------
     def _row(self, row_key: str) -> Any:
-        if self._writer is not None and row_key in self._writer.buffer:
-            return self._writer.buffer[row_key]
+        if self._writer is not None:
+            held, value = self._writer.lookup(row_key)
+            if held:
+                return value
         if self._reader is None:
             return None
         row = self._reader.execute(
@@ -255,8 +256,18 @@ class SqliteStore(IndexedStore):
         i = int(np.searchsorted(self._rids[:n], rid))
         return i if i < n and self._rids[i] == rid and self._index.is_alive(i) else None
 
+    def _hash(self, key: str) -> int:
+        if self._last_key[0] != key:
+            self._last_key = (key, key_hash(key))
+        return self._last_key[1]
+
     def _find(self, key: str) -> tuple[int, str | None] | None:
-        value = self._row("k:" + key)
+        row_key = "k:" + key
+        held, value = (False, None) if self._writer is None else self._writer.lookup(row_key)
+        if not held:
+            if not self._keys.may_hold(self._hash(key)):
+                return None  # certainly not stored: no query
+            value = self._row(row_key)
         if value is None:
             return None
         rid, job = decode(value, f"{self.path}: record for key {key!r:.80}")
@@ -280,7 +291,8 @@ class SqliteStore(IndexedStore):
     # -- writes ------------------------------------------------------------------------------
     def _writable(self) -> None:
         assert self._writer is not None
-        self._writer.refuse_if_failing()
+        self._writer.writable()
+        self._snapshot = None  # about to change what a snapshot would hold
 
     def _persist_entry(
         self,
@@ -295,16 +307,17 @@ class SqliteStore(IndexedStore):
         rid = self._state["rseq"]
         self._state["rseq"] = rid + 1
         self._set_rid(i, rid)
+        self._keys.add(i, self._hash(key), self._index.alive)
         if replaces is not None:
             self._buf["i:" + _rid(int(self._rids[replaces]))] = None
-        self._buf["k:" + key] = encode([rid, job])
+        self._buf["k:" + key] = key_record(rid, job)
         self._buf["i:" + _rid(rid)] = entry_record(fps, t, job, key, text)
         self._queued()
 
     def _persist_touch(self, i: int, key: str, t: float, job: str | None) -> None:
         e = self._entry_at(i)
         rid = int(self._rids[i])
-        self._buf["k:" + key] = encode([rid, job])
+        self._buf["k:" + key] = key_record(rid, job)
         self._buf["i:" + _rid(rid)] = entry_record(e.fingerprints, t, job, key, e.text)
         self._queued()
 
@@ -332,18 +345,13 @@ class SqliteStore(IndexedStore):
         assert self._writer is not None
         return self._writer.buffer
 
-    def _state_row(self) -> tuple[str, str]:
-        return ("m:state", encode({**self._state, **self._counters}))
+    def _state_row(self, snapshot: str | None = None) -> tuple[str, str]:
+        extra = {} if snapshot is None else {"snapshot": snapshot}
+        return ("m:state", encode({**self._state, **self._counters, **extra}))
 
     def _queued(self) -> None:
-        w = self._writer
-        assert w is not None
-        if (
-            len(w.buffer) >= self.commit_every
-            or time.monotonic() - w.last_commit >= self.commit_interval
-        ):
-            with contextlib.suppress(StoreUnavailable):  # kept; raised by the next write
-                w.commit(self._state_row())
+        assert self._writer is not None
+        self._writer.after_write()
 
     # -- reading back ----------------------------------------------------------------------
     def _scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
@@ -367,7 +375,7 @@ class SqliteStore(IndexedStore):
     def flush(self) -> None:
         with self._lock:
             if self._writer is not None:
-                self._writer.commit(self._state_row(), force=True)
+                self._writer.commit()
 
     def _release(self, flush: bool = True) -> None:
         if self._reader is not None:
@@ -376,9 +384,30 @@ class SqliteStore(IndexedStore):
         writer, self._writer = self._writer, None
         try:
             if writer is not None:
-                writer.close(self._state_row(), flush)
+                writer.close(flush, self._snapshot_statements)
         finally:
             self._lock_file.release()
+
+    def _snapshot_statements(self) -> Snapshot | None:
+        """The index columns for the next open (none if it was loaded from a snapshot and
+        nothing changed since)."""
+        if self._snapshot is not None:
+            return None
+        n = self._index.id_count
+        alive = np.asarray(self._index.alive()[:n], dtype=bool)
+        token = new_token()
+        return lambda: self._state_row(token), snapshot_statements(
+            token,
+            Loaded(
+                self._rids[:n][alive],
+                np.asarray(self._index.fingerprints()[:n])[alive],
+                self._wide[:n][alive],
+                self._has_wide[:n][alive],
+                self._times[:n][alive],
+                self._keys.hashes[:n][alive],
+                self._keys.saved(),
+            ),
+        )
 
     def close(self) -> None:
         with self._lock:

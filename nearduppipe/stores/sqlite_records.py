@@ -22,6 +22,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,14 @@ import numpy as np
 from ..rule import Fingerprints
 from .base import Decision, Entry, StoreError
 from .sqlite_files import TABLE, decode, encode
+from .sqlite_keys import key_hash
 
 __all__ = [
     "Loaded",
     "decision_record",
     "entry_record",
+    "key_hashes_v2",
+    "key_record",
     "load_v2",
     "parse_decision",
     "parse_entry",
@@ -44,10 +48,39 @@ __all__ = [
 WIDE_HEX = 128
 
 
+def _string(s: str | None) -> str:
+    return "null" if s is None else encode_basestring(s)
+
+
 def entry_record(fps: Fingerprints, t: float, job: str | None, key: str, text: str | None) -> str:
+    # Formatted by hand (json.dumps costs several µs per field): the same JSON text.
     wide = "" if fps.wide is None else f"{fps.wide:0{WIDE_HEX}x}"
-    tail = "" if text is None else "," + encode(text)
-    return f'["{fps.fp:016x}","{wide}",{round(t, 3)!r},{encode(job)},{encode(key)}{tail}]'
+    tail = "" if text is None else "," + encode_basestring(text)
+    return f'["{fps.fp:016x}","{wide}",{t:.3f},{_string(job)},{encode_basestring(key)}{tail}]'
+
+
+def key_record(rid: int, job: str | None) -> str:
+    """The ``k:`` row: ``[rid, job]``."""
+    return f"[{rid},{_string(job)}]"
+
+
+def key_hashes_v2(conn: sqlite3.Connection, path: Path, rids: np.ndarray) -> np.ndarray:
+    """The key hash of each entry (in ``rids`` order), from the ``k:`` rows."""
+    found: list[int] = []
+    hashes: list[int] = []
+    rows = conn.execute(f"SELECT key, value FROM \"{TABLE}\" WHERE key >= 'k:' AND key < 'k;'")
+    for row_key, value in rows:
+        try:
+            found.append(int(value[1 : value.index(",")]))
+        except (TypeError, ValueError):
+            raise StoreError(f"{path}: record {row_key!r:.90} is damaged") from None
+        hashes.append(key_hash(row_key[2:]))
+    out = np.zeros(len(rids), dtype=np.uint64)
+    if len(rids) and found:
+        at = np.minimum(np.searchsorted(rids, np.array(found, dtype=np.int64)), len(rids) - 1)
+        hit = rids[at] == np.array(found, dtype=np.int64)
+        out[at[hit]] = np.array(hashes, dtype=np.uint64)[hit]
+    return out
 
 
 def parse_entry(value: Any, where: str) -> Entry:
@@ -107,7 +140,8 @@ class Loaded:
     wide: np.ndarray
     has_wide: np.ndarray
     times: np.ndarray
-    skipped: int = 0
+    keys: np.ndarray | None = None  # the 64-bit hash of each entry's key (snapshot only)
+    key_filter: bytes | None = None  # the key filter's bits, as saved (snapshot only)
 
 
 def _fast_fields(value: str) -> tuple[int, str, float] | None:
@@ -127,7 +161,6 @@ def load_v2(conn: sqlite3.Connection, path: Path) -> Loaded:
     fps: list[int] = []
     times: list[float] = []
     wide_hex: list[str] = []
-    skipped = 0
     rows = conn.execute(
         f"SELECT key, value FROM \"{TABLE}\" WHERE key >= 'i:' AND key < 'i;' ORDER BY key"
     )
@@ -159,7 +192,6 @@ def load_v2(conn: sqlite3.Connection, path: Path) -> Loaded:
         wide.view("<u8").reshape(n, 8).astype(np.uint64),
         has_wide,
         np.array(times, dtype=np.float64),
-        skipped,
     )
 
 
