@@ -34,15 +34,11 @@ The loops are compiled (:mod:`nearduppipe._kernels`). Queries never modify the i
 from __future__ import annotations
 
 import bisect
-import functools
-import math
-import threading
-from itertools import combinations
-from typing import Any
 
 import numpy as np
 
 from ._columns import Column
+from ._runs import Geometry, Merge, Run, kernels
 from .layout import Layout, table_key, table_keys
 
 __all__ = ["SYNC_MERGE", "BlockIndex", "Layout", "kernels", "table_key", "table_keys"]
@@ -53,131 +49,6 @@ MERGE_FACTOR = 4  # a run is merged with the newer ones once they reach 1/4 of i
 MERGE_THREADS = (
     2  # merges building at once, on disjoint runs (a big one need not hold up small ones)
 )
-
-
-_KERNELS: Any = None
-
-
-def kernels() -> Any:
-    """The compiled kernels, imported on first use: importing numba costs about a second,
-    which processes that never search (extraction workers, most CLI commands) do not pay."""
-    global _KERNELS
-    if _KERNELS is None:
-        from . import _kernels
-
-        _KERNELS = _kernels
-    return _KERNELS
-
-
-@functools.cache
-def _probe_masks(width: int, radius: int) -> np.ndarray:
-    """Every ``width``-bit mask of at most ``radius`` set bits (the probe offsets)."""
-    masks = [0]
-    for r in range(1, min(radius, width) + 1):
-        for combo in combinations(range(width), r):
-            m = 0
-            for bit in combo:
-                m |= 1 << bit
-            masks.append(m)
-    out = np.array(masks, dtype=np.int64)
-    out.flags.writeable = False
-    return out
-
-
-class _Geometry:
-    """The layout's table keys as arrays the kernels read."""
-
-    def __init__(self, layout: Layout) -> None:
-        tables = layout.tables()
-        width = max(len(parts) for parts in tables)
-        self.shifts = np.zeros((len(tables), width), dtype=np.int64)
-        self.widths = np.zeros((len(tables), width), dtype=np.int64)
-        for t, parts in enumerate(tables):
-            for p, (shift, w) in enumerate(parts):
-                self.shifts[t, p], self.widths[t, p] = shift, w
-        self.key_bits = [sum(w for _, w in parts) for parts in tables]
-        self.probe = layout.probe
-
-    def dir_bits(self, n: int) -> int:
-        # About 1 id per group (measured with the compiled search: at 1 M and 10 M, each bit
-        # less doubles the candidates and costs more than the smaller directory saves); at
-        # most 24 bits (a 64 MiB directory per table).
-        want = max(4, min(24, math.ceil(math.log2(max(n, 1) + 1))))
-        return min(want, *self.key_bits)
-
-    def drops(self, dir_bits: int) -> np.ndarray:
-        return np.array([kb - dir_bits for kb in self.key_bits], dtype=np.int64)
-
-
-class _Run:
-    """The live ids of ``lo .. hi - 1`` filed in every table (immutable)."""
-
-    __slots__ = (
-        "args",
-        "dead",
-        "dir_bits",
-        "drops",
-        "hi",
-        "lo",
-        "masks",
-        "offsets",
-        "size",
-        "tfps",
-        "tids",
-    )
-
-    def __init__(self, geo: _Geometry, fps: np.ndarray, alive: np.ndarray, lo: int, hi: int):
-        K = kernels()
-        ids = K.live_ids(alive, lo, hi)
-        if len(ids) >= 1 << 31:
-            raise ValueError("a run holds fewer than 2**31 ids")
-        self.lo, self.hi, self.size, self.dead = lo, hi, len(ids), 0
-        self.dir_bits = geo.dir_bits(len(ids))
-        self.drops = geo.drops(self.dir_bits)
-        self.masks = _probe_masks(self.dir_bits, geo.probe)
-        self.offsets, self.tfps, self.tids = K.build_run(
-            fps, ids, geo.shifts, geo.widths, self.drops, self.dir_bits
-        )
-        # what every query passes first, in query_run's order (one tuple, not 8 lookups)
-        self.args = (
-            self.offsets, self.tfps, self.tids, geo.shifts, geo.widths, self.drops,
-            self.masks, geo.probe,
-        )  # fmt: skip
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.offsets.nbytes + self.tfps.nbytes + self.tids.nbytes)
-
-
-class _Merge:
-    """One run being built on a worker thread from the runs ``sources`` (adjacent)."""
-
-    def __init__(self, geo: _Geometry, fps: np.ndarray, alive: np.ndarray, sources: list[_Run]):
-        self.sources = sources
-        self.result: _Run | None = None
-        self.error: BaseException | None = None
-        lo, hi = sources[0].lo, sources[-1].hi
-        self._thread = threading.Thread(
-            target=self._build, args=(geo, fps, alive, lo, hi), name="neardup-merge", daemon=True
-        )
-        self._thread.start()
-
-    def _build(self, geo: _Geometry, fps: np.ndarray, alive: np.ndarray, lo: int, hi: int) -> None:
-        try:
-            self.result = _Run(geo, fps, alive, lo, hi)
-        except BaseException as exc:  # re-raised on the caller's thread by take()
-            self.error = exc
-
-    @property
-    def done(self) -> bool:
-        return not self._thread.is_alive()
-
-    def take(self) -> _Run:
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
 
 
 class BlockIndex:
@@ -195,15 +66,15 @@ class BlockIndex:
             raise ValueError("tail_capacity and sync_merge must be positive")
         self.tail_capacity = tail_capacity
         self.sync_merge = sync_merge
-        self._geo = _Geometry(self.layout)
+        self._geo = Geometry(self.layout)
         # growing these copies nothing (see _columns): no pause at tens of millions of ids
         self._fps_column, self._alive_column = Column(_U64), Column(np.bool_)
         self._fps, self._alive = self._fps_column.array, self._alive_column.array
         self._n = 0
         self._live = 0
-        self._runs: list[_Run] = []
+        self._runs: list[Run] = []
         self._tail = 0  # first id not yet in a run
-        self._pending: list[_Merge] = []  # merges on worker threads, on disjoint runs
+        self._pending: list[Merge] = []  # merges on worker threads, on disjoint runs
         self._out_ids = np.empty(1024, dtype=np.int64)
         self._out_d = np.empty(1024, dtype=np.int64)
         self._mask = (1 << self.layout.bits) - 1
@@ -315,7 +186,7 @@ class BlockIndex:
         """Turn the tail into a run, then merge runs of similar size."""
         self._collect()
         if self._tail < self._n:
-            self._runs.append(_Run(self._geo, self._fps, self._alive, self._tail, self._n))
+            self._runs.append(Run(self._geo, self._fps, self._alive, self._tail, self._n))
             self._tail = self._n
         # runs up to the last one a worker thread is merging are not merged again here
         busy = max((self._runs.index(m.sources[-1]) + 1 for m in self._pending), default=0)
@@ -348,19 +219,19 @@ class BlockIndex:
             if take < 2 or not self._rebuild(self._runs[-take:]):
                 break
 
-    def _rebuild(self, sources: list[_Run]) -> bool:
+    def _rebuild(self, sources: list[Run]) -> bool:
         """Replace adjacent runs ``sources`` by one run of their live ids: here when small,
         else on a worker thread (False: started there, or another merge is still running)."""
         if sum(r.hi - r.lo for r in sources) <= self.sync_merge:
             at = self._runs.index(sources[0])
-            merged = _Run(self._geo, self._fps, self._alive, sources[0].lo, sources[-1].hi)
+            merged = Run(self._geo, self._fps, self._alive, sources[0].lo, sources[-1].hi)
             self._runs[at : at + len(sources)] = [merged]
             return True
         if len(self._pending) < MERGE_THREADS:
-            self._pending.append(_Merge(self._geo, self._fps, self._alive, sources))
+            self._pending.append(Merge(self._geo, self._fps, self._alive, sources))
         return False
 
-    def _busy(self, run: _Run) -> bool:
+    def _busy(self, run: Run) -> bool:
         return any(run in m.sources for m in self._pending)
 
     def _collect(self) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .._columns import Column
 from ..rule import Fingerprints, Rule
 from .base import (
     DEFAULT_MAX_DECISIONS,
@@ -56,16 +57,23 @@ from .sqlite_files import (
 from .sqlite_keys import KeyFilter, key_hash
 from .sqlite_migrate import migrate_v1, read_only_view, rule_of
 from .sqlite_records import (
-    Loaded,
     decision_record,
     entry_record,
     key_hashes_v2,
     key_record,
     parse_decision,
     parse_entry,
+    read_state,
 )
-from .sqlite_snapshot import SNAPSHOT_TABLE, create_sql, load_index, new_token, snapshot_statements
-from .sqlite_writer import Snapshot, Writer, open_db
+from .sqlite_snapshot import (
+    SNAPSHOT_TABLE,
+    create_sql,
+    live_columns,
+    load_index,
+    new_token,
+    snapshot_statements,
+)
+from .sqlite_writer import Snapshot, WriteOptions, Writer, open_db
 
 __all__ = ["FORMAT_VERSION", "SqliteStore", "sqlite_path"]
 
@@ -98,22 +106,19 @@ class SqliteStore(IndexedStore):
         uri: str | None = None,
     ) -> None:
         self.path = Path(path)
-        if commit_every < 1 or not 0 < commit_interval < 86400 or not 0 <= busy_timeout < 3600:
-            raise StoreError(
-                f"{self.path}: commit_every must be >= 1, commit_interval and busy_timeout "
-                "positive numbers of seconds"
+        try:
+            self.writing = WriteOptions(
+                commit_every, commit_interval, busy_timeout, max_pending, retry_deadline
             )
-        self.commit_every = commit_every
-        self.commit_interval = commit_interval
-        self.busy_timeout = busy_timeout
-        self.max_pending = max_pending
-        self.retry_deadline = retry_deadline
+        except ValueError as e:
+            raise StoreError(f"{self.path}: {e}") from None
         self.read_only = read_only
         self._snapshot: str | None = None  # token of the snapshot the index was loaded from
         self._keys = KeyFilter()
         self._last_key = ("", 0)
         self._writer: Writer | None = None
-        self._rids = np.zeros(1024, dtype=np.int64)
+        self._rid_column = Column(np.int64)  # index id -> the entry's row id (ascending)
+        self._rids = self._rid_column.array
         self._state = {"rseq": 0, "dseq": 0, "dmin": 0}
         self._reader: sqlite3.Connection | None = None
         self._lock_file = FileLock(self.path)
@@ -177,17 +182,8 @@ class SqliteStore(IndexedStore):
     def _open_writer(self, reset: bool, stored_rule: Rule | None) -> None:
         db = open_db(self.path, reset)
         st = self._lock_file.acquire_file()
-        w = self._writer = Writer(
-            self.path,
-            db,
-            self.busy_timeout,
-            (st.st_dev, st.st_ino),
-            self._state_row,
-            commit_every=self.commit_every,
-            commit_interval=self.commit_interval,
-            max_pending=self.max_pending,
-            retry_deadline=self.retry_deadline,
-        )
+        identity = (st.st_dev, st.st_ino)
+        w = self._writer = Writer(self.path, db, identity, self._state_row, self.writing)
         for pragma in w.pragmas():
             w.statement(pragma)
         w.statement(create_sql())
@@ -209,25 +205,19 @@ class SqliteStore(IndexedStore):
 
     def _load(self) -> None:
         assert self._reader is not None
-        row = self._reader.execute(
-            f'SELECT value FROM "{TABLE}" WHERE key = ?', ("m:state",)
-        ).fetchone()
-        if row is not None:
-            state = decode(row[0], f"{self.path}: record m:state")
-            if not isinstance(state, dict):
-                raise StoreError(f"{self.path}: record m:state is damaged")
-            for name in ("rseq", "dseq", "dmin"):
-                self._state[name] = int(state.get(name, 0))
-            for name in COUNTERS:
-                self._counters[name] = int(state.get(name, 0))
-            self._snapshot = state.get("snapshot")
+        state = read_state(self._reader, self.path)
+        self._state.update({name: int(state.get(name, 0)) for name in self._state})
+        self._counters.update({name: int(state.get(name, 0)) for name in COUNTERS})
+        snapshot = state.get("snapshot")
+        self._snapshot = snapshot if isinstance(snapshot, str) else None
         loaded = load_index(self._reader, self._snapshot, self.path)
         if loaded.keys is None:  # from the rows: the snapshot is stale or absent
             self._snapshot = None
             loaded.keys = key_hashes_v2(self._reader, self.path, loaded.rids)
         self._load_arrays(loaded.fps, loaded.wide, loaded.has_wide, loaded.times)
         self._keys.load(loaded.keys, np.ones(len(loaded.rids), dtype=bool), loaded.key_filter)
-        self._rids = loaded.rids.copy()
+        self._rids = self._rid_column.reserve(len(loaded.rids))
+        self._rids[: len(loaded.rids)] = loaded.rids
         if len(loaded.rids):
             self._state["rseq"] = max(self._state["rseq"], int(loaded.rids[-1]) + 1)
 
@@ -245,10 +235,7 @@ class SqliteStore(IndexedStore):
         return None if row is None else row[0]
 
     def _set_rid(self, i: int, rid: int) -> None:
-        if i >= len(self._rids):
-            grown = np.zeros(max(i + 1, len(self._rids) * 3 // 2), dtype=np.int64)
-            grown[: len(self._rids)] = self._rids
-            self._rids = grown
+        self._rids = self._rid_column.reserve(i + 1)
         self._rids[i] = rid
 
     def _id_of_rid(self, rid: int) -> int | None:
@@ -394,20 +381,10 @@ class SqliteStore(IndexedStore):
         if self._snapshot is not None:
             return None
         n = self._index.id_count
-        alive = np.asarray(self._index.alive()[:n], dtype=bool)
         token = new_token()
-        return lambda: self._state_row(token), snapshot_statements(
-            token,
-            Loaded(
-                self._rids[:n][alive],
-                np.asarray(self._index.fingerprints()[:n])[alive],
-                self._wide[:n][alive],
-                self._has_wide[:n][alive],
-                self._times[:n][alive],
-                self._keys.hashes[:n][alive],
-                self._keys.saved(),
-            ),
-        )
+        columns = (self._rids, self._index.fingerprints(), self._wide, self._has_wide, self._times)
+        live = live_columns(n, self._index.alive(), columns, self._keys)
+        return lambda: self._state_row(token), snapshot_statements(token, live)
 
     def close(self) -> None:
         with self._lock:

@@ -42,6 +42,7 @@ __all__ = [
     "load_v2",
     "parse_decision",
     "parse_entry",
+    "read_state",
     "read_v1",
 ]
 
@@ -219,3 +220,14 @@ def read_v1(conn: sqlite3.Connection, path: Path) -> tuple[list[Entry], Iterator
             yield parse_decision(value, f"{path}: record {row_key}")
 
     return list(newest.values()), decisions()
+
+
+def read_state(conn: sqlite3.Connection, path: Path) -> dict[str, Any]:
+    """The ``m:state`` record (sequences, counters, the snapshot token); empty if absent."""
+    row = conn.execute(f'SELECT value FROM "{TABLE}" WHERE key = ?', ("m:state",)).fetchone()
+    if row is None:
+        return {}
+    state = decode(row[0], f"{path}: record m:state")
+    if not isinstance(state, dict):
+        raise StoreError(f"{path}: record m:state is damaged")
+    return state

@@ -26,6 +26,7 @@ import numpy as np
 
 from .base import StoreError
 from .sqlite_files import TABLE
+from .sqlite_keys import KeyFilter
 from .sqlite_records import Loaded, load_v2
 
 __all__ = [
@@ -59,6 +60,17 @@ def create_sql() -> str:
 
 def new_token() -> str:
     return secrets.token_hex(8)
+
+
+def live_columns(
+    n: int, alive: np.ndarray, columns: tuple[np.ndarray, ...], keys: KeyFilter
+) -> Loaded:
+    """What a snapshot holds of a store's first ``n`` index ids: the live ones' row ids,
+    fingerprints, wide fingerprints, flags and times (``columns``, in that order), key hashes
+    and the key filter's bits."""
+    live = np.asarray(alive[:n], dtype=bool)
+    rids, fps, wide, has_wide, times = (np.asarray(c[:n])[live] for c in columns)
+    return Loaded(rids, fps, wide, has_wide, times, keys.hashes[:n][live], keys.saved())
 
 
 def snapshot_statements(token: str, loaded: Loaded) -> list[tuple[str, tuple[Any, ...]]]:

@@ -45,7 +45,32 @@ from sqlitedict import SqliteDict
 from .base import StoreError, StoreUnavailable
 from .sqlite_files import TABLE, decode, encode
 
-__all__ = ["Snapshot", "Statement", "Writer", "open_db"]
+__all__ = ["Snapshot", "Statement", "WriteOptions", "Writer", "open_db"]
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """When a store commits and how long it waits out a lock (the store's keyword options)."""
+
+    commit_every: int = 1000  # writes
+    commit_interval: float = 1.0  # seconds
+    busy_timeout: float = 5.0  # seconds another writer may hold the lock per attempt
+    max_pending: int = 200_000  # rows accepted while commits wait for the lock
+    retry_deadline: float = 300.0  # seconds commits may keep failing before writes are refused
+
+    def __post_init__(self) -> None:
+        if (
+            self.commit_every < 1
+            or not 0 < self.commit_interval < 86400
+            or not 0 <= self.busy_timeout < 3600
+            or self.max_pending < 1
+            or not self.retry_deadline > 0
+        ):
+            raise ValueError(
+                "commit_every and max_pending must be >= 1; commit_interval, busy_timeout "
+                "and retry_deadline positive numbers of seconds"
+            )
+
 
 logger = logging.getLogger("nearduppipe")
 CACHE_KIB = 64 * 1024  # the writer's page cache: the key index's inner pages stay in memory
@@ -108,24 +133,19 @@ class Writer:
         self,
         path: Path,
         db: SqliteDict,
-        busy_timeout: float,
         identity: tuple[int, int],
         state: Callable[[], tuple[str, str]],
-        *,
-        commit_every: int,
-        commit_interval: float,
-        max_pending: int,
-        retry_deadline: float,
+        options: WriteOptions,
     ) -> None:
         self.path = path
         self.db = db
-        self.busy_timeout = busy_timeout
         self.state = state  # the m:state row, written with every batch
-        self.wait = busy_timeout + 10.0  # the longest one reply may take
-        self.commit_every = commit_every
-        self.commit_interval = commit_interval
-        self.max_pending = max_pending
-        self.retry_deadline = retry_deadline
+        self.busy_timeout = options.busy_timeout
+        self.wait = options.busy_timeout + 10.0  # the longest one reply may take
+        self.commit_every = options.commit_every
+        self.commit_interval = options.commit_interval
+        self.max_pending = options.max_pending
+        self.retry_deadline = options.retry_deadline
         self.buffer: dict[str, str | None] = {}  # row key → value, None: delete
         self.trim_below: str | None = None  # decision rows below this key leave the file
         self.batch: _Batch | None = None

@@ -1,0 +1,147 @@
+"""The runs of :class:`nearduppipe.index.BlockIndex`: immutable tables over a range of ids,
+built here or on a worker thread.
+
+A run files the live ids of ``lo .. hi - 1`` in every table of the layout: per table, the ids
+and their fingerprints grouped by the top ``dir_bits`` bits of the table key (a counting sort),
+with a directory of offsets. Runs never change once built, so a worker thread can build a
+merged run from the same arrays while queries keep reading the old ones; the compiled kernels
+(:mod:`nearduppipe._kernels`) release the GIL meanwhile.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from .layout import Layout
+
+__all__ = ["Geometry", "Merge", "Run", "kernels", "probe_masks"]
+
+_KERNELS: Any = None
+
+
+def kernels() -> Any:
+    """The compiled kernels, imported on first use: importing numba costs about a second,
+    which processes that never search (extraction workers, most CLI commands) do not pay."""
+    global _KERNELS
+    if _KERNELS is None:
+        from . import _kernels
+
+        _KERNELS = _kernels
+    return _KERNELS
+
+
+@functools.cache
+def probe_masks(width: int, radius: int) -> np.ndarray:
+    """Every ``width``-bit mask of at most ``radius`` set bits (the probe offsets)."""
+    masks = [0]
+    for r in range(1, min(radius, width) + 1):
+        for combo in combinations(range(width), r):
+            m = 0
+            for bit in combo:
+                m |= 1 << bit
+            masks.append(m)
+    out = np.array(masks, dtype=np.int64)
+    out.flags.writeable = False
+    return out
+
+
+class Geometry:
+    """The layout's table keys as arrays the kernels read."""
+
+    def __init__(self, layout: Layout) -> None:
+        tables = layout.tables()
+        width = max(len(parts) for parts in tables)
+        self.shifts = np.zeros((len(tables), width), dtype=np.int64)
+        self.widths = np.zeros((len(tables), width), dtype=np.int64)
+        for t, parts in enumerate(tables):
+            for p, (shift, w) in enumerate(parts):
+                self.shifts[t, p], self.widths[t, p] = shift, w
+        self.key_bits = [sum(w for _, w in parts) for parts in tables]
+        self.probe = layout.probe
+
+    def dir_bits(self, n: int) -> int:
+        # About 1 id per group (measured with the compiled search: at 1 M and 10 M, each bit
+        # less doubles the candidates and costs more than the smaller directory saves); at
+        # most 24 bits (a 64 MiB directory per table).
+        want = max(4, min(24, math.ceil(math.log2(max(n, 1) + 1))))
+        return min(want, *self.key_bits)
+
+    def drops(self, dir_bits: int) -> np.ndarray:
+        return np.array([kb - dir_bits for kb in self.key_bits], dtype=np.int64)
+
+
+class Run:
+    """The live ids of ``lo .. hi - 1`` filed in every table (immutable)."""
+
+    __slots__ = (
+        "args",
+        "dead",
+        "dir_bits",
+        "drops",
+        "hi",
+        "lo",
+        "masks",
+        "offsets",
+        "size",
+        "tfps",
+        "tids",
+    )
+
+    def __init__(self, geo: Geometry, fps: np.ndarray, alive: np.ndarray, lo: int, hi: int):
+        K = kernels()
+        ids = K.live_ids(alive, lo, hi)
+        if len(ids) >= 1 << 31:
+            raise ValueError("a run holds fewer than 2**31 ids")
+        self.lo, self.hi, self.size, self.dead = lo, hi, len(ids), 0
+        self.dir_bits = geo.dir_bits(len(ids))
+        self.drops = geo.drops(self.dir_bits)
+        self.masks = probe_masks(self.dir_bits, geo.probe)
+        self.offsets, self.tfps, self.tids = K.build_run(
+            fps, ids, geo.shifts, geo.widths, self.drops, self.dir_bits
+        )
+        # what every query passes first, in query_run's order (one tuple, not 8 lookups)
+        self.args = (
+            self.offsets, self.tfps, self.tids, geo.shifts, geo.widths, self.drops,
+            self.masks, geo.probe,
+        )  # fmt: skip
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.offsets.nbytes + self.tfps.nbytes + self.tids.nbytes)
+
+
+class Merge:
+    """One run being built on a worker thread from the runs ``sources`` (adjacent)."""
+
+    def __init__(self, geo: Geometry, fps: np.ndarray, alive: np.ndarray, sources: list[Run]):
+        self.sources = sources
+        self.result: Run | None = None
+        self.error: BaseException | None = None
+        lo, hi = sources[0].lo, sources[-1].hi
+        self._thread = threading.Thread(
+            target=self._build, args=(geo, fps, alive, lo, hi), name="neardup-merge", daemon=True
+        )
+        self._thread.start()
+
+    def _build(self, geo: Geometry, fps: np.ndarray, alive: np.ndarray, lo: int, hi: int) -> None:
+        try:
+            self.result = Run(geo, fps, alive, lo, hi)
+        except BaseException as exc:  # re-raised on the caller's thread by take()
+            self.error = exc
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def take(self) -> Run:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
