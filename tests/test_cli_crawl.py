@@ -58,6 +58,7 @@ def test_default_crawl_store_round_trip_through_sqlite(
         "duplicate_rate": round(dropped / (unique + dropped), 6),
         "revisits_unchanged": 0,
         "revisits_changed": 0,
+        "again": 0,
         "decisions_trimmed": 0,
     }
 

@@ -43,6 +43,7 @@ def check_numbers(report_json: dict[str, object]) -> None:
         "duplicate_rate": round(4 / 7, 6),
         "revisits_unchanged": 0,
         "revisits_changed": 0,
+        "again": 0,
         "decisions_trimmed": 0,
     }
     assert report_json["distance_histogram"] == {"0": 1, "1": 1, "2": 1, "3": 1}
@@ -106,6 +107,7 @@ def test_counts_sum_every_crawl_and_clusters_list_each_key_once(
         "duplicate_rate": 0.6,
         "revisits_unchanged": 2,
         "revisits_changed": 0,
+        "again": 0,
         "decisions_trimmed": 0,
     }
     assert report["distance_histogram"] == {"1": 3, "2": 3}

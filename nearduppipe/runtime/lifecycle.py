@@ -111,12 +111,13 @@ class StoreLifecycle:
         run: Callable[[Callable[[], None]], Awaitable[None]],
         on_error: Callable[[Exception], None],
     ) -> None:
-        """Commit every ``commit_interval`` seconds: ``run`` moves the commit off the loop,
-        ``on_error`` gets its failure (on the loop)."""
+        """Start a commit every ``commit_interval`` seconds (:meth:`Store.tick`: a commit that
+        waits out another writer's lock is retried, not an error): ``run`` moves it off the
+        loop, ``on_error`` gets a failure (on the loop)."""
 
         async def flush() -> None:
             try:
-                await run(self.store.flush)
+                await run(self.store.tick)
             except Exception as e:
                 if not self.closed:
                     on_error(e)

@@ -304,6 +304,11 @@ class Store(ABC):
     def flush(self) -> None:  # noqa: B027 - optional for backends that write through
         """Make everything so far durable (backends that batch writes override this)."""
 
+    def tick(self) -> None:  # noqa: B027 - optional for backends that write through
+        """Start whatever commit is due, without waiting for it: what a long-running user (the
+        crawl, every ``NEARDUP_COMMIT_INTERVAL``) calls between writes. Unlike :meth:`flush`
+        it raises only when the store refuses writes, not while a commit is being retried."""
+
     @abstractmethod
     def close(self) -> None:
         """Flush and release the store; idempotent."""

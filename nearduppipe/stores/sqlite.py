@@ -359,6 +359,12 @@ class SqliteStore(IndexedStore):
         return self._state["dseq"] - self._state["dmin"]
 
     # -- durability and shutdown -----------------------------------------------------------
+    def tick(self) -> None:
+        with self._lock:
+            if self._writer is not None and not self._closed:
+                self._writer.writable()
+                self._writer.after_write()
+
     def flush(self) -> None:
         with self._lock:
             if self._writer is not None:
