@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -52,7 +53,11 @@ class Column:
         """Make room for ``need`` rows (capacity grows by half at least); returns the array."""
         if need > len(self.array):
             cap = max(need, len(self.array) + len(self.array) // 2)
+            old = [self.array]
             self.array = self._allocate(cap, self.array)
+            # unmapping the old view (page tables of hundreds of MB) is left to a worker
+            # thread, so the caller does not wait for it
+            threading.Thread(target=old.clear, name="neardup-unmap", daemon=True).start()
         return self.array
 
     @property

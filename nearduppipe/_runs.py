@@ -131,7 +131,11 @@ class Merge:
 
     def _build(self, geo: Geometry, fps: np.ndarray, alive: np.ndarray, lo: int, hi: int) -> None:
         try:
-            self.result = Run(geo, fps, alive, lo, hi)
+            run = Run(geo, fps, alive, lo, hi)
+            # removed while it was being built (here, not on the caller's thread: a sum of
+            # tens of millions of flags)
+            run.dead = int(run.size - alive[lo:hi].sum())
+            self.result = run
         except BaseException as exc:  # re-raised on the caller's thread by take()
             self.error = exc
 
