@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import logging
+import re
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,18 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new store on each backend that persists: a sqlite file, or a fresh prefix on the
+    session's Redis server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.sqlite")
+    server: RedisServer = request.getfixturevalue("redis_server")
+    join = "&" if "?" in server.url else "?"
+    name = re.sub(r"\W", "_", request.node.name)[:40]
+    return f"{server.url}{join}prefix=test:{name}:{uuid.uuid4().hex[:8]}"
 
 
 class UnitSpider(scrapy.Spider):

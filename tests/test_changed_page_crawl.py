@@ -9,16 +9,12 @@ import json
 import random
 import subprocess
 import sys
-import uuid
 from pathlib import Path
-
-import pytest
 
 from nearduppipe import open_store
 from nearduppipe.simhash import fingerprints
 from nearduppipe.text import extract_text
 
-from .support.redis_server import RedisServer
 from .support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,15 +57,6 @@ def crawl(tmp_path: Path, urls: list[str], store: str, name: str) -> dict[str, o
     assert proc.returncode == 0, proc.stderr[-3000:]
     result: dict[str, object] = json.loads(output.read_text())
     return result
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "changed.sqlite")
-    server: RedisServer = request.getfixturevalue("redis_server")
-    join = "&" if "?" in server.url else "?"
-    return f"{server.url}{join}prefix=test:changed:{uuid.uuid4().hex[:8]}"
 
 
 def test_a_changed_page_replaces_its_entry(tmp_path: Path, store_uri: str) -> None:

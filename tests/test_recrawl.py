@@ -10,7 +10,6 @@ import json
 import re
 import subprocess
 import sys
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,6 @@ import pytest
 from nearduppipe import open_store
 from sample_spider.site_builder import DISTINCT, GROUPS, build_site
 
-from .support.redis_server import RedisServer
 from .support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,15 +65,6 @@ def numbers(text: str, label: str) -> list[float]:
     lines = [line for line in text.splitlines() if line.strip().startswith(label)]
     assert len(lines) == 1, (label, text)
     return [float(n) for n in NUMBER.findall(lines[0].strip()[len(label) :])]
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "demo.sqlite")
-    server: RedisServer = request.getfixturevalue("redis_server")
-    join = "&" if "?" in server.url else "?"
-    return f"{server.url}{join}prefix=test:recrawl:{uuid.uuid4().hex[:8]}"
 
 
 def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -> None:

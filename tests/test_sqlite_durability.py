@@ -22,17 +22,10 @@ from nearduppipe import StoreError, open_store
 from nearduppipe.rule import Fingerprints
 from nearduppipe.stores.base import BadKey, StoreUnavailable
 
+from .support.cli import run_python as run
+
 A = 0x0123_4567_89AB_CDEF
 W = (1 << 500) | 12345
-
-
-def run(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def test_full_disk_loses_nothing_acknowledged_and_never_hangs(tmp_path: Path) -> None:

@@ -25,15 +25,6 @@ B = 0xFEDC_BA98_7654_3210
 W = (1 << 500) | 12345
 
 
-def run(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_reopen_knows_everything_and_records_are_plain_json(tmp_path: Path) -> None:
     path = tmp_path / "crawl.sqlite"
     with open_store(str(path), rule=Rule(similarity=0.95)) as s:

@@ -16,15 +16,11 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-
 from nearduppipe import open_store
 
-from ..support.redis_server import RedisServer
 from ..support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,15 +68,6 @@ def alive(pid: int) -> bool:
 
 def group_of(url: str) -> str:
     return url.rsplit("/", 1)[1].split("-")[0]
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "store.sqlite")
-    server: RedisServer = request.getfixturevalue("redis_server")
-    join = "&" if "?" in server.url else "?"
-    return f"{server.url}{join}prefix=test:crash:{uuid.uuid4().hex[:8]}"
 
 
 def test_sigkill_at_random_moments(tmp_path: Path, store_uri: str) -> None:

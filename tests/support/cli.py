@@ -8,11 +8,23 @@ import io
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 from nearduppipe.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE ARGS`` (dedented) in a child process: a store opened, written or
+    killed by another process than the test's."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def run_process(
