@@ -361,16 +361,16 @@ class FlakyStore(MemoryStore):
     """A real in-memory store whose backend can be made to fail, as a network or disk does."""
 
     failure: BaseException | None = None
-    flush_failure: BaseException | None = None
+    tick_failure: BaseException | None = None
 
     def check(self, fps: Any, key: str, **kw: Any) -> Any:
         if self.failure is not None:
             raise self.failure
         return super().check(fps, key, **kw)
 
-    def flush(self) -> None:
-        if self.flush_failure is not None:
-            raise self.flush_failure
+    def tick(self) -> None:  # the crawl's periodic commit
+        if self.tick_failure is not None:
+            raise self.tick_failure
 
 
 register_store("flaky", lambda uri, rule=None, **options: FlakyStore(uri, rule))
@@ -386,11 +386,11 @@ def test_store_unavailable_from_any_call_follows_the_policy(make_crawler: Any) -
     assert stats(mw)["neardup/store_error"] == 1
     assert "neardup/skipped/error" not in stats(mw)
     store.failure = None
-    # a failed periodic commit is a store error too
-    store.flush_failure = StoreUnavailable("commit failed")
+    # a periodic commit the store refuses is a store error too
+    store.tick_failure = StoreUnavailable("commit failed")
     run(asyncio.sleep(0.5))
     assert stats(mw)["neardup/store_error"] >= 2
-    store.flush_failure = None
+    store.tick_failure = None
     respond(mw, html("http://a/2", page(OTHER)))
     assert stats(mw)["neardup/unique"] == 1
     mw.runtime.spider_closed()
