@@ -1,22 +1,12 @@
 """``sqlite:///relative.sqlite``, ``sqlite:////absolute.sqlite`` or a bare path: the default store.
 
 One sqlitedict table in one file (records: :mod:`.sqlite_records`; files and locks:
-:mod:`.sqlite_files`). The in-memory index is loaded from the snapshot written at close
-(:mod:`.sqlite_snapshot`), or rebuilt from the ``i:`` rows when there is none or it is stale.
-
-Durability: writes are buffered and committed every ``commit_every`` writes or
-``commit_interval`` seconds, and at :meth:`flush` / :meth:`close`. Commits are pipelined
-(:mod:`.sqlite_writer`): the crawl does not wait for them, and a buffered row leaves the buffer
-only once its commit succeeded. A failed commit loses nothing: the rows are retried. Another
-process holding the write lock past ``busy_timeout`` is waited out (writes are still accepted)
-until ``max_pending`` rows wait or ``retry_deadline`` seconds pass; any other failure (disk
-full, I/O error) is raised as :class:`StoreUnavailable` at once. :meth:`flush` and :meth:`close`
-return within about 10 s, and raise if rows could not be written. A killed process loses at
-most what came after the last commit.
-
-The file runs in WAL mode with ``synchronous=NORMAL`` and a busy timeout. One process writes a
-store (:class:`~.sqlite_files.FileLock`); ``read_only=True`` opens without the lock or a writer
-and never writes, e.g. to report on a store that a running crawl holds.
+:mod:`.sqlite_files`; the index snapshot read at open: :mod:`.sqlite_snapshot`). Writes are
+buffered and committed in the background (:mod:`.sqlite_writer`): a row leaves the buffer only
+once its commit succeeded, a lock held by another process is waited out within bounds, any other
+failure is raised as :class:`StoreUnavailable`, and :meth:`flush` / :meth:`close` return within
+about 10 s. One process writes a store (:class:`~.sqlite_files.FileLock`); ``read_only=True``
+never writes. docs/operations.md has the details and the measured figures.
 """
 
 from __future__ import annotations
