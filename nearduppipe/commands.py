@@ -22,6 +22,8 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
+from nearduppipe.report.render import tally_text
+
 
 class NearDupCommand(ScrapyCommand):
     requires_project = True
@@ -134,6 +136,8 @@ class NearDupCommand(ScrapyCommand):
                 f"  near-duplicates dropped:            {dropped} ({rate}{trimmed})",
                 f"  revisits of stored pages:           {info.revisits_unchanged} unchanged, "
                 f"{info.revisits_changed} changed",
+                f"  by the middleware (pages):          {tally_text(info.pages)}",
+                f"  by the pipeline (items):            {tally_text(info.items)}",
                 f"  rule:                               {info.rule.describe()}",
             ]
             if last is not None:

@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple
 from .features import DEFAULT_FEATURES, FeatureConfig, features
 from .rule import Fingerprints
 from .simhash import simhash_pair
-from .stores.base import Match, Status, Store
+from .stores.base import Match, Source, Status, Store
 from .text import DEFAULT_LIMITS, TextLimits, extract, normalise_whitespace
 
 __all__ = [
@@ -110,11 +110,14 @@ class Deduplicator:
         self.store = store
         self.job = job
 
-    def decide(self, result: Fingerprinted, key: str) -> Outcome:
-        """Check a fingerprinted page against the store; a skipped result touches no store."""
+    def decide(self, result: Fingerprinted, key: str, source: Source = "pages") -> Outcome:
+        """Check a fingerprinted page against the store (``source``: whose check it is, for
+        the store's counters); a skipped result touches no store."""
         if result.fingerprints is None:
             return Outcome(skipped=result.skipped, text_length=result.text_length)
-        verdict = self.store.check(result.fingerprints, key, text=result.sample, job=self.job)
+        verdict = self.store.check(
+            result.fingerprints, key, text=result.sample, job=self.job, source=source
+        )
         return Outcome(
             result.fingerprints.fp, verdict.match, None, result.text_length, verdict.status
         )

@@ -82,7 +82,12 @@ class NearDupMiddleware:
         assert isinstance(response, HtmlResponse)
         try:
             outcome = await runtime.check(
-                fingerprint_html, response.text, response.url, runtime.params, key=response.url
+                fingerprint_html,
+                response.text,
+                response.url,
+                runtime.params,
+                key=response.url,
+                source="pages",
             )
         except Exception as e:
             runtime.error("pages", response.url, e)

@@ -89,11 +89,17 @@ class NearDupPipeline:
         try:
             if text is not None:
                 outcome = await runtime.check(
-                    fingerprint_text, text, runtime.params, key=key, job=same_job
+                    fingerprint_text, text, runtime.params, key=key, source="items", job=same_job
                 )
             else:
                 outcome = await runtime.check(
-                    fingerprint_html, html, None, runtime.params, key=key, job=same_job
+                    fingerprint_html,
+                    html,
+                    None,
+                    runtime.params,
+                    key=key,
+                    source="items",
+                    job=same_job,
                 )
         except Exception as e:
             runtime.error("items", key, e)

@@ -27,6 +27,8 @@ CRAWLS = 3
 STAT = re.compile(r"'(neardup/[^']+)': (\d+)")
 # NEARDUP_DEBUG = True in the demo settings: every drop is logged at INFO
 DROP = re.compile(r"Dropped near-duplicate (?:page|item) (\S+): distance (\d+).* from (\S+)")
+CLOSING = re.compile(r"nearduppipe: pages: ([^;]*); items: ([^;]*);")
+COUNTED = ("checked", "unique", "dropped", "revisit/unchanged", "revisit/changed", "again")
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -57,6 +59,12 @@ def demo_crawl(base: str, store: str) -> tuple[Counter[str], list[tuple[str, int
     dump = proc.stderr.split("Dumping Scrapy stats:", 1)[1]
     stats = Counter({k: int(v) for k, v in STAT.findall(dump)})
     drops = [(k, int(d), m) for k, d, m in DROP.findall(proc.stderr)]
+    # the closing log line counts pages and items apart, as the stats do
+    [closing] = CLOSING.findall(proc.stderr)
+    for part, prefix in zip(closing, ("neardup/", "neardup/items/"), strict=True):
+        assert [int(n) for n in NUMBER.findall(part)][:6] == [
+            stats[prefix + name] for name in COUNTED
+        ], part
     return stats, drops
 
 
@@ -75,8 +83,18 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
         stats += crawl_stats
         logged += drops
 
-    def both(name: str) -> int:  # pages and items: the store does not tell them apart
+    def both(name: str) -> int:  # pages and items together
         return stats[f"neardup/{name}"] + stats[f"neardup/items/{name}"]
+
+    def tally(prefix: str) -> dict[str, int]:  # one source's sums, as the store counts them
+        names = {"revisits_unchanged": "revisit/unchanged", "revisits_changed": "revisit/changed"}
+        fields = ("checked", "unique", "dropped", "revisits_unchanged", "revisits_changed")
+        return {f: stats[prefix + names.get(f, f)] for f in (*fields, "again")}
+
+    pages, items = tally("neardup/"), tally("neardup/items/")
+    # the demo's middleware drops near-duplicate pages before the spider sees them, and its
+    # pipeline then sees each kept page's item again in the same crawl job
+    assert pages["dropped"] > 0 and items["again"] > 0 and items["checked"] > 0
 
     unique, dropped = both("unique"), both("dropped")
     unchanged, changed = both("revisit/unchanged"), both("revisit/changed")
@@ -114,6 +132,7 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
         "revisits_changed": changed,
         "again": again,
     }
+    assert (info["pages"], info["items"]) == (pages, items)
     counts = {k: v for k, v in info.items() if isinstance(v, int)}
     assert {k: counts[k] for k in expected} == expected
     assert set(counts) - set(expected) <= {"format", "max_decisions", "file_bytes"}
@@ -126,6 +145,8 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
     assert numbers(text, "decisions:") == [dropped]
     assert numbers(text, "revisits:") == [unchanged, changed]
     assert numbers(text, "dup rate:") == [round(100 * rate, 1)]
+    assert numbers(text, "pages:") == list(pages.values())
+    assert numbers(text, "items:") == list(items.values())
 
     # nearduppipe report, JSON
     report = json.loads(run("nearduppipe.cli", "report", store_uri, "--format", "json"))
@@ -138,6 +159,8 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
         "revisits_changed": changed,
         "again": again,
         "decisions_trimmed": 0,
+        "pages": pages,
+        "items": items,
     }
     assert report["distance_histogram"] == histogram
     [domain] = report["domains"]  # one host: the loopback server
@@ -162,6 +185,8 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
     text = run("nearduppipe.cli", "report", store_uri)
     assert numbers(text, "pages seen") == [seen, unique, dropped, round(100 * rate, 1)]
     assert numbers(text, "revisits by later crawls:") == [unchanged, changed]
+    assert numbers(text, "pages:") == list(pages.values())
+    assert numbers(text, "items:") == list(items.values())
     html = run("nearduppipe.cli", "report", store_uri, "--format", "html")
     cards = dict(re.findall(r'<div class="card">([^<]+)<b>([^<]+)</b>', html))
     assert cards == {
@@ -173,6 +198,15 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
         "revisits unchanged": str(unchanged),
         "revisits changed": str(changed),
     }
+    table = re.search(r'<table id="sources">(.*?)</table>', html, re.S)
+    assert table is not None
+    rows = re.findall(r"<tr><td>(\w+)</td>(.*?)</tr>", table.group(1))
+    assert {
+        what: [int(n) for n in re.findall(r"<td>(\d+)</td>", cells)] for what, cells in rows
+    } == {
+        "pages": list(pages.values()),
+        "items": list(items.values()),
+    }
 
     # scrapy neardup, inside the demo project: the spider's store as its crawl finds it
     text = run("scrapy", "neardup", "sample", "-s", f"NEARDUP_STORE={store_uri}")
@@ -180,6 +214,8 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
     assert numbers(text, "pages stored (one per key):") == [unique]
     assert numbers(text, "near-duplicates dropped:") == [dropped, round(100 * rate, 1)]
     assert numbers(text, "revisits of stored pages:") == [unchanged, changed]
+    assert numbers(text, "by the middleware (pages):") == list(pages.values())
+    assert numbers(text, "by the pipeline (items):") == list(items.values())
     as_json = run(
         "scrapy", "neardup", "sample", "-s", f"NEARDUP_STORE={store_uri}", "--format", "json"
     )

@@ -31,7 +31,10 @@ def fill(store_uri: str, **options: object) -> None:
         assert s.check_and_add(B, "https://b.example/1") is None
         assert s.check_and_add(B ^ 7, "https://a.example/3") is not None  # d=3
         assert s.check_and_add(C, "https://c.example/1") is None
-        assert s.check_and_add(C, "no-url-key") is not None  # d=0
+        assert s.check(C, "no-url-key", source="items").status == "duplicate"  # d=0
+
+
+NO_REVISITS = {"revisits_unchanged": 0, "revisits_changed": 0, "again": 0}
 
 
 def check_numbers(report_json: dict[str, object]) -> None:
@@ -45,6 +48,9 @@ def check_numbers(report_json: dict[str, object]) -> None:
         "revisits_changed": 0,
         "again": 0,
         "decisions_trimmed": 0,
+        # the pipeline's one check (an item) apart from the middleware's six
+        "pages": {"checked": 6, "unique": 3, "dropped": 3, **NO_REVISITS},
+        "items": {"checked": 1, "unique": 0, "dropped": 1, **NO_REVISITS},
     }
     assert report_json["distance_histogram"] == {"0": 1, "1": 1, "2": 1, "3": 1}
     domains = {d["host"]: (d["pages_seen"], d["dropped"]) for d in report_json["domains"]}  # type: ignore[attr-defined]
@@ -109,7 +115,10 @@ def test_counts_sum_every_crawl_and_clusters_list_each_key_once(
         "revisits_changed": 0,
         "again": 0,
         "decisions_trimmed": 0,
-    }
+        "pages": {"checked": 10, "unique": 2, "dropped": 6, "revisits_unchanged": 2,
+                  "revisits_changed": 0, "again": 0},
+        "items": {"checked": 0, "unique": 0, "dropped": 0, **NO_REVISITS},
+    }  # fmt: skip
     assert report["distance_histogram"] == {"1": 3, "2": 3}
     domains = {d["host"]: (d["pages_seen"], d["dropped"]) for d in report["domains"]}  # type: ignore[attr-defined]
     assert domains == {"a.example": (5, 3), "b.example": (3, 3)}

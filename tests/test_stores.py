@@ -361,3 +361,90 @@ def test_forget_command_reads_keys_from_arguments_files_and_stdin(tmp_path: Path
     with open_store(str(path), read_only=True) as s:
         assert sorted(e.key for e in s.entries()) == ["https://x/1", "https://x/5"]
         assert [m.key for m in s.near(Fingerprints(A, W))] == ["https://x/1", "https://x/5"]
+
+
+def test_counts_per_source_add_up_across_reopen_and_forget(
+    backend: object, request: pytest.FixtureRequest
+) -> None:
+    """Every verdict is counted for its source (the middleware's pages, the pipeline's items),
+    the counts survive a reopen, and forgetting keys changes the entries, not the counts."""
+    rng = random.Random(7)
+    expected = {s: dict.fromkeys(STATUS_FIELDS.values(), 0) for s in ("pages", "items")}
+    store = backend()  # type: ignore[operator]
+    bases = [rng.getrandbits(64) for _ in range(20)]
+    for step in range(400):
+        group = rng.randrange(len(bases))
+        fp = flip(bases[group], rng.choice([0, 1, 2, 12]), 64, rng)
+        source = rng.choice(["pages", "items"])
+        key = f"https://x.example/{group}/{rng.randrange(3)}"
+        verdict = store.check(Fingerprints(fp, None), key, job=f"job{step // 100}", source=source)
+        expected[source][STATUS_FIELDS[verdict.status]] += 1
+    for field in ("unique", "dropped", "revisits_unchanged", "revisits_changed", "again"):
+        assert expected["pages"][field] > 0 and expected["items"][field] > 0, field
+
+    def tallies(s: Store) -> dict[str, dict[str, int]]:
+        info = s.info()
+        got = {"pages": info.pages.as_dict(), "items": info.items.as_dict()}
+        for d in got.values():
+            d.pop("checked")
+        return got
+
+    assert tallies(store) == expected
+    assert store.info().pages_seen == 400 and store.info().unique == len(store)
+    if request.node.callspec.params["backend"] != "memory":
+        store.close()
+        store = backend()  # type: ignore[operator]
+        assert tallies(store) == expected
+    entries = len(store)
+    for key in [e.key for e in store.entries()][:5]:
+        assert store.remove(key)
+    assert len(store) == entries - 5
+    assert tallies(store) == expected and store.info().unique == entries
+
+
+STATUS_FIELDS = {
+    "new": "unique",
+    "duplicate": "dropped",
+    "unchanged": "revisits_unchanged",
+    "changed": "revisits_changed",
+    "again": "again",
+}
+
+
+def test_a_store_from_before_new_entries_were_counted(tmp_path: Path, redis_server: object) -> None:
+    """A format-2 store written before ``new_total`` was counted takes its entries as the
+    count of pages stored, when opened for writing (and when read)."""
+    import json
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    redis_url = redis_server.url  # type: ignore[attr-defined]
+    for uri, options in ((str(path), {}), (redis_url, {"prefix": "test:old-counts"})):
+        with open_store(uri, reset=True, **options) as s:  # type: ignore[arg-type]
+            for i in range(5):
+                s.check(Fingerprints(rng_fp(i), None), f"k{i}")
+        if uri == str(path):
+            with sqlite3.connect(path) as conn:
+                (raw,) = conn.execute("SELECT value FROM neardup WHERE key = 'm:state'").fetchone()
+                state = json.loads(raw)
+                del state["new_total"]
+                conn.execute(
+                    "UPDATE neardup SET value = ? WHERE key = 'm:state'", (json.dumps(state),)
+                )
+        else:
+            import redis
+
+            client = redis.Redis.from_url(redis_url)
+            assert client.hdel("{test:old-counts}:meta", "new_total") == 1
+        with open_store(uri, read_only=True, **options) as s:  # type: ignore[arg-type]
+            assert s.info().unique == 5 and s.info().pages_seen == 5
+        with open_store(uri, **options) as s:  # type: ignore[arg-type]
+            s.check(Fingerprints(rng_fp(9), None), "k9")
+            assert s.info().unique == 6 and s.info().pages.unique == 6
+            assert s.remove("k0")
+        with open_store(uri, read_only=True, **options) as s:  # type: ignore[arg-type]
+            assert s.info().unique == 6 and len(s) == 5
+
+
+def rng_fp(i: int) -> int:
+    return random.Random(i).getrandbits(64)

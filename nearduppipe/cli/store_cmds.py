@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..report.render import tally_text
 from ..rule import Rule
 from ..stores import Decision, Entry, Store
 from ..stores.base import _scheme
@@ -65,6 +66,8 @@ def _summary(store: Store) -> dict[str, Any]:
         "revisits_unchanged": info.revisits_unchanged,
         "revisits_changed": info.revisits_changed,
         "again": info.again,
+        "pages": info.pages.as_dict(),
+        "items": info.items.as_dict(),
         "duplicate_rate": round(dropped / total, 6) if total else None,
         "rule": info.rule.as_dict(),
         "rule_text": info.rule.describe(),
@@ -87,6 +90,8 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
         f"decisions:  {s['decisions_total']} near-duplicates dropped"
         + (f" ({trimmed} oldest trimmed, {s['decisions']} kept)" if trimmed else ""),
         f"revisits:   {s['revisits_unchanged']} unchanged, {s['revisits_changed']} changed",
+        f"pages:      {tally_text(s['pages'])} (the middleware's)",
+        f"items:      {tally_text(s['items'])} (the pipeline's)",
         f"dup rate:   {rate:.1%}" if rate is not None else "dup rate:   n/a",
         f"rule:       {s['rule_text']}",
     ]

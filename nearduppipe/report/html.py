@@ -125,6 +125,21 @@ def _pairs_section(report: Report) -> str:
     return f'<select id="pair-pick">{"".join(options)}</select>' + "".join(panes)
 
 
+def _sources_table(report: Report) -> str:
+    """A store's counts split by who checked: the middleware's pages, the pipeline's items."""
+    if report.pages is None or report.items is None:
+        return ""
+    names = ("checked", "unique", "dropped", "revisits_unchanged", "revisits_changed", "again")
+    head = "".join(f"<th>{n.replace('_', ' ')}</th>" for n in names)
+    rows = "".join(
+        f"<tr><td>{what}</td>" + "".join(f"<td>{t.as_dict()[n]}</td>" for n in names) + "</tr>"
+        for what, t in (("pages", report.pages), ("items", report.items))
+    )
+    return (
+        f'<table id="sources"><thead><tr><th></th>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    )
+
+
 def render_html(report: Report) -> str:
     dist = sorted(report.distances.items())
     domains = [d for d in report.domains if d.seen][:20]
@@ -153,6 +168,7 @@ def render_html(report: Report) -> str:
 <div class="card">dropped<b>{report.dropped}</b></div><div class="card">duplicate rate<b>{report.rate:.1%}</b></div>
 <div class="card">clusters<b>{len(report.clusters)}</b></div>
 <div class="card">revisits unchanged<b>{report.revisits_unchanged}</b></div><div class="card">revisits changed<b>{report.revisits_changed}</b></div></div>
+{_sources_table(report)}
 <h2>Distance of near-duplicates to their original</h2>
 {_bar_chart("distance histogram", [f"distance {d}" for d, _ in dist], [float(n) for _, n in dist], "{:.0f}", "chart-distances")}
 <h2>Duplicate rate per domain</h2>

@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from ..stores.base import Store
+from ..stores.base import Store, Tally
 
 __all__ = ["Cluster", "DomainStats", "Duplicate", "Report", "host_of", "report_from_store"]
 
@@ -88,6 +88,10 @@ class Report:
     revisits_changed: int = 0
     decisions_trimmed: int = 0  # oldest decisions the store no longer holds (max_decisions)
     again: int = 0  # checks of a key by the crawl job that stored it (let through)
+    # a store's counts split by who checked: the middleware's pages and the pipeline's items
+    # (None for a batch, which has no such split)
+    pages: Tally | None = None
+    items: Tally | None = None
 
     @property
     def seen(self) -> int:
@@ -121,6 +125,11 @@ class Report:
                 "revisits_changed": self.revisits_changed,
                 "again": self.again,
                 "decisions_trimmed": self.decisions_trimmed,
+                **(
+                    {"pages": self.pages.as_dict(), "items": self.items.as_dict()}
+                    if self.pages is not None and self.items is not None
+                    else {}
+                ),
             },
             "distance_histogram": {str(d): n for d, n in sorted(self.distances.items())},
             "domains": [
@@ -224,13 +233,17 @@ def report_from_store(store: Store) -> Report:
     for key, (original, distance) in latest.items():
         members[original].append(Duplicate(key, distance, drops[key]))
     report = _assemble(store.uri, hosts, dropped_by_host, distances, members, texts)
-    counters = store.counters()
+    info = store.info()
     return dataclasses.replace(
         report,
-        # every decision ever recorded, trimmed ones too (a store without the counter: those held)
-        dropped=counters.get("decisions_total") or report.dropped,
-        revisits_unchanged=counters.get("revisits_unchanged", 0),
-        revisits_changed=counters.get("revisits_changed", 0),
-        decisions_trimmed=counters.get("decisions_trimmed", 0),
-        again=counters.get("again", 0),
+        # entries ever stored and decisions ever recorded: forgotten keys and trimmed
+        # decisions too (a store without the counters: what it holds)
+        unique=info.unique,
+        dropped=info.dropped,
+        revisits_unchanged=info.revisits_unchanged,
+        revisits_changed=info.revisits_changed,
+        decisions_trimmed=info.decisions_trimmed,
+        again=info.again,
+        pages=info.pages,
+        items=info.items,
     )

@@ -7,12 +7,13 @@ import csv
 import io
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..feeds import neutralise_formula
+from ..stores.base import Tally
 from .model import Report
 
-__all__ = ["FORMATS", "render", "safe_text"]
+__all__ = ["FORMATS", "render", "safe_text", "tally_text"]
 
 # C0/C1 controls but newline and tab: keys and texts come from crawled pages, and an escape
 # sequence in a URL must not reach the terminal that shows the report.
@@ -42,6 +43,13 @@ def _render_text(report: Report, max_clusters: int) -> str:
             if report.decisions_trimmed
             else ""
         ),
+    ]
+    if report.pages is not None and report.items is not None:
+        lines += [
+            f"{what:6s} {tally_text(t)}"
+            for what, t in (("pages:", report.pages), ("items:", report.items))
+        ]
+    lines += [
         "",
         "distance histogram (decisions held):",
     ]
@@ -64,6 +72,17 @@ def _render_text(report: Report, max_clusters: int) -> str:
         if len(c.duplicates) > 10:
             lines.append(f"    … {len(c.duplicates) - 10} more")
     return "\n".join(lines) + "\n"
+
+
+def tally_text(t: Tally | Mapping[str, int]) -> str:
+    """One source's counts on one line (reports, ``info``, ``scrapy neardup``); a mapping is
+    a :meth:`Tally.as_dict`."""
+    d = t.as_dict() if isinstance(t, Tally) else t
+    return (
+        f"{d['checked']} checked: {d['unique']} unique, {d['dropped']} dropped, "
+        f"{d['revisits_unchanged']} unchanged, {d['revisits_changed']} changed, "
+        f"{d['again']} again"
+    )
 
 
 def render_json(report: Report) -> str:

@@ -117,7 +117,12 @@ class NearDupRuntime:
         return await self.executor.run(fn, *args)
 
     async def check(
-        self, fn: Callable[..., Fingerprinted], *args: Any, key: str, job: bool = True
+        self,
+        fn: Callable[..., Fingerprinted],
+        *args: Any,
+        key: str,
+        source: Source,
+        job: bool = True,
     ) -> Outcome:
         """Fingerprint (``fn(*args)`` in a worker, within ``NEARDUP_PAGE_TIMEOUT``), then
         check ``key`` in the thread pool (``job=False``: without this crawl's job id, for keys
@@ -128,7 +133,7 @@ class NearDupRuntime:
         if result.fingerprint is None:  # nothing to check: no store call, no thread hop
             return dedup.decide(result, key)
         try:
-            return await self.executor.run(dedup.decide, result, key)
+            return await self.executor.run(dedup.decide, result, key, source)
         except Exception as e:
             raise StoreCallError(e) from e
 

@@ -8,9 +8,10 @@ under ``neardup/`` so ``PERIODIC_LOG_STATS = {"include": ["neardup/"]}`` shows p
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ..dedup import Outcome
+from ..stores.base import Source
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -19,7 +20,10 @@ if TYPE_CHECKING:
 __all__ = ["Source", "StatsLog", "logger"]
 
 logger = logging.getLogger("nearduppipe")
-Source = Literal["pages", "items"]
+
+
+# what the closing line reports for pages and for items
+_COUNTED = ("checked", "unique", "dropped", "revisit/unchanged", "revisit/changed", "again")
 
 
 class StatsLog:
@@ -109,32 +113,29 @@ class StatsLog:
             self.stats.set_value("neardup/store_size/close", size)
         get = self.stats.get_value
         stats = self.stats.get_stats()
-        skipped = {
-            k.rsplit("/", 1)[1]: v for k, v in stats.items() if k.startswith("neardup/skipped/")
-        }
+
+        def counts(source: Source) -> str:
+            n = {name: get(self.key(source, name), 0) for name in _COUNTED}
+            prefix = self.key(source, "skipped/")
+            skipped = {k[len(prefix) :]: v for k, v in stats.items() if k.startswith(prefix)}
+            why = ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items()))
+            return (
+                f"{n['checked']} checked, {n['unique']} unique, {n['dropped']} dropped as "
+                f"near-duplicates, {n['revisit/unchanged']} unchanged and "
+                f"{n['revisit/changed']} changed since an earlier crawl, {n['again']} again, "
+                f"{sum(skipped.values())} skipped" + (f" ({why})" if why else "")
+            )
+
         args: dict[str, Any] = {
-            "checked": get("neardup/checked", 0),
-            "unique": get("neardup/unique", 0),
-            "dropped": get("neardup/dropped", 0),
-            "skipped": sum(skipped.values()),
-            "why": f" ({', '.join(f'{k}: {v}' for k, v in sorted(skipped.items()))})"
-            if skipped
-            else "",
-            "unchanged": get("neardup/revisit/unchanged", 0),
-            "changed": get("neardup/revisit/changed", 0),
-            "ichecked": get("neardup/items/checked", 0),
-            "idropped": get("neardup/items/dropped", 0),
-            "iunchanged": get("neardup/items/revisit/unchanged", 0),
+            "pages": counts("pages"),
+            "items": counts("items"),
             "uri": uri,
             "held": "an unknown number of"
             if size is None
             else f"{size} ({size - size_at_open:+d})",
         }
         logger.info(
-            "nearduppipe: %(checked)d pages checked, %(unique)d unique, %(dropped)d dropped as "
-            "near-duplicates, %(unchanged)d unchanged and %(changed)d changed since an earlier "
-            "crawl, %(skipped)d skipped%(why)s; items: %(ichecked)d checked, %(idropped)d "
-            "dropped, %(iunchanged)d unchanged; store %(uri)s holds %(held)s pages",
+            "nearduppipe: pages: %(pages)s; items: %(items)s; store %(uri)s holds %(held)s pages",
             args,
             extra=self._extra,
         )

@@ -30,6 +30,9 @@ _INIT_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], unpack(ARGV))
 end
 return redis.call('HGETALL', KEYS[1])"""
+_COUNT_ENTRIES_LUA = """if redis.call('HEXISTS', KEYS[1], 'new_total') == 0 then
+  redis.call('HSET', KEYS[1], 'new_total', redis.call('HLEN', KEYS[2]))
+end"""
 _UNAVAILABLE = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
 
@@ -153,6 +156,7 @@ class RedisBase(Store):
                 "rule": json.dumps(self.rule.as_dict()),
                 "blocks": str(self.layout.n_blocks),
                 "epoch": new_epoch(),
+                "new_total": "0",
             }
             init = self._client.register_script(_INIT_LUA)
             flat = init(keys=[self._k("meta")], args=[x for kv in fields.items() for x in kv])
@@ -185,6 +189,8 @@ class RedisBase(Store):
                 pipe.persist(self._k(name))
             pipe.execute()
         if not self.read_only:
+            if "new_total" not in meta:  # a store from before it was counted: its entries
+                self._client.eval(_COUNT_ENTRIES_LUA, 2, self._k("meta"), self._k("k"))
             self._compact_if_needed(meta)
 
     def _compact_if_needed(self, meta: dict[str, str]) -> None:
@@ -218,6 +224,7 @@ class RedisBase(Store):
                 "blocks": str(self.layout.n_blocks),
                 "decisions_total": str(n_decisions),
                 "epoch": new_epoch(),
+                "new_total": "0",
             },
         )
         pipe.execute()

@@ -34,10 +34,12 @@ __all__ = [
     "Decision",
     "Entry",
     "Match",
+    "Source",
     "Store",
     "StoreError",
     "StoreInfo",
     "StoreUnavailable",
+    "Tally",
     "Verdict",
     "check_key",
     "clean_text",
@@ -49,6 +51,10 @@ MAX_KEY_CHARS = 65_536
 _SURROGATE = re.compile("[\ud800-\udfff]")
 DEFAULT_MAX_DECISIONS = 100_000
 Status = Literal["new", "duplicate", "unchanged", "changed", "again"]
+STATUSES: tuple[Status, ...] = ("new", "duplicate", "unchanged", "changed", "again")
+# Who asked: the downloader middleware checks pages, the item pipeline checks items. A store
+# counts every verdict per source, so its totals split the way the crawl's stats do.
+Source = Literal["pages", "items"]
 
 
 class Match(NamedTuple):
@@ -113,14 +119,60 @@ class StoreUnavailable(StoreError):
     decides about. Nothing acknowledged before it is lost."""
 
 
-# What every backend counts over its life (Store.counters): the report's totals.
+# What every backend counts over its life (Store.counters): the report's totals, for pages and
+# items together, then each verdict of the item pipeline's checks (pages are the difference).
 COUNTERS = (
+    "new_total",
     "revisits_unchanged",
     "revisits_changed",
     "decisions_total",
     "decisions_trimmed",
     "again",
+    *(f"items_{status}" for status in STATUSES),
 )
+# The counter that counts each verdict for pages and items together.
+TOTAL_OF: dict[Status, str] = {
+    "new": "new_total",
+    "duplicate": "decisions_total",
+    "unchanged": "revisits_unchanged",
+    "changed": "revisits_changed",
+    "again": "again",
+}
+
+
+def counter_names(status: Status, source: Source) -> tuple[str, ...]:
+    """The counters one verdict increments."""
+    if source == "items":
+        return (TOTAL_OF[status], f"items_{status}")
+    return (TOTAL_OF[status],)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What a store answered for one source over its life: the sums of the crawls'
+    ``neardup/unique``, ``dropped``, ``revisit/unchanged``, ``revisit/changed`` and ``again``
+    stats (``neardup/items/...`` for items)."""
+
+    unique: int = 0
+    dropped: int = 0
+    unchanged: int = 0
+    changed: int = 0
+    again: int = 0
+
+    @property
+    def checked(self) -> int:
+        """Every check answered: the sum of the crawls' ``neardup/checked`` stats."""
+        return self.unique + self.dropped + self.unchanged + self.changed + self.again
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "checked": self.checked,
+            "unique": self.unique,
+            "dropped": self.dropped,
+            "revisits_unchanged": self.unchanged,
+            "revisits_changed": self.changed,
+            "again": self.again,
+        }
 
 
 class BadKey(ValueError):
@@ -142,6 +194,8 @@ class StoreInfo:
     ttl: float | None = None
     max_decisions: int | None = None
     again: int = 0  # a crawl job's own re-fetches (JOBDIR resume, retry): let through, not stored
+    new_total: int = 0  # entries ever stored as new (checks and imports)
+    items: Tally = Tally()  # the item pipeline's share of the counts above
 
     @property
     def dropped(self) -> int:
@@ -149,16 +203,34 @@ class StoreInfo:
         return self.decisions_total or self.decisions
 
     @property
+    def unique(self) -> int:
+        """Pages ever stored as new: the entries, plus those forgotten or pruned since."""
+        return max(self.new_total, self.entries)
+
+    @property
+    def total(self) -> Tally:
+        """Every check the store answered, pages and items together."""
+        return Tally(
+            self.unique, self.dropped, self.revisits_unchanged, self.revisits_changed, self.again
+        )
+
+    @property
+    def pages(self) -> Tally:
+        """The downloader middleware's share: the totals less the items'."""
+        t, i = self.total, self.items
+        return Tally(
+            t.unique - i.unique,
+            t.dropped - i.dropped,
+            t.unchanged - i.unchanged,
+            t.changed - i.changed,
+            t.again - i.again,
+        )
+
+    @property
     def pages_seen(self) -> int:
         """Every check the store answered, summed over every crawl: it equals the sum of the
-        crawls' ``neardup/checked`` stats (pages and items) while no key was forgotten."""
-        return (
-            self.entries
-            + self.dropped
-            + self.revisits_unchanged
-            + self.revisits_changed
-            + self.again
-        )
+        crawls' ``neardup/checked`` and ``neardup/items/checked`` stats."""
+        return self.total.checked
 
 
 def check_key(key: object) -> str:
@@ -240,8 +312,10 @@ class Store(ABC):
         *,
         text: str | None = None,
         job: str | None = None,
+        source: Source = "pages",
     ) -> Verdict:
-        """Atomically decide and record what ``key`` with ``fps`` is (see the module doc)."""
+        """Atomically decide and record what ``key`` with ``fps`` is (see the module doc);
+        ``source`` says whose check it is, for the counters."""
 
     @abstractmethod
     def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
@@ -287,8 +361,10 @@ class Store(ABC):
 
     @abstractmethod
     def counters(self) -> dict[str, int]:
-        """``revisits_unchanged``, ``revisits_changed``, ``decisions_total`` (ever recorded),
-        ``decisions_trimmed`` and ``again`` (checks of a key by the job that stored it)."""
+        """Every name in :data:`COUNTERS`: ``new_total`` (entries stored as new, by checks
+        and imports), ``revisits_unchanged``, ``revisits_changed``, ``decisions_total`` (ever
+        recorded), ``decisions_trimmed``, ``again`` (checks of a key by the job that stored it),
+        and ``items_<status>`` (the item pipeline's verdicts)."""
 
     @abstractmethod
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
@@ -336,6 +412,8 @@ class Store(ABC):
             self.ttl,
             self.max_decisions,
             c.get("again", 0),
+            c.get("new_total", 0),
+            Tally(*(c.get(f"items_{status}", 0) for status in STATUSES)),
         )
 
     def __enter__(self) -> Store:

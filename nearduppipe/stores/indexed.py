@@ -26,6 +26,7 @@ from .base import (
     Decision,
     Entry,
     Match,
+    Source,
     Store,
     StoreError,
     Verdict,
@@ -34,6 +35,7 @@ from .base import (
     check_max_decisions,
     check_ttl,
     clean_text,
+    counter_names,
 )
 
 __all__ = ["COUNTERS", "IndexedStore", "wide_words", "words_to_int"]
@@ -211,48 +213,49 @@ class IndexedStore(Store):
         *,
         text: str | None = None,
         job: str | None = None,
+        source: Source = "pages",
     ) -> Verdict:
         fps = check_fingerprints(fps)
         check_key(key)
         text = clean_text(text)
         with self._lock:
-            self._check_open(write=True)
-            now = self.clock()
-            own = self._find(key)
-            own_id: int | None = None
-            if own is not None:
-                own_id, own_job = own
-                if not self._expired(own_id, now):
-                    if job is not None and own_job == job:
-                        self._counters["again"] += 1
-                        return Verdict("again")
-                    mine = self._fingerprints_of(own_id)
-                    d = (mine.fp ^ fps.fp).bit_count()
-                    dw = (
-                        (mine.wide ^ fps.wide).bit_count()
-                        if mine.wide is not None and fps.wide is not None
-                        else None
-                    )
-                    if self.rule.is_near(d, dw):
-                        self._times[own_id] = now
-                        self._persist_touch(own_id, key, now, job)
-                        self._counters["revisits_unchanged"] += 1
-                        return Verdict("unchanged", Match(key, mine.fp, d, dw))
-            matches = self._near(fps, now, own_id)
-            if matches:
-                m = matches[0]
-                self._record(
-                    Decision(
-                        key, fps.fp, m.key, m.fingerprint, m.distance, now, text, m.wide_distance
-                    )
+            verdict = self._check(fps, key, text, job)
+            for name in counter_names(verdict.status, source):
+                self._counters[name] += 1
+            return verdict
+
+    def _check(self, fps: Fingerprints, key: str, text: str | None, job: str | None) -> Verdict:
+        """The verdict, under the lock; :meth:`check` counts it."""
+        self._check_open(write=True)
+        now = self.clock()
+        own = self._find(key)
+        own_id: int | None = None
+        if own is not None:
+            own_id, own_job = own
+            if not self._expired(own_id, now):
+                if job is not None and own_job == job:
+                    return Verdict("again")
+                mine = self._fingerprints_of(own_id)
+                d = (mine.fp ^ fps.fp).bit_count()
+                dw = (
+                    (mine.wide ^ fps.wide).bit_count()
+                    if mine.wide is not None and fps.wide is not None
+                    else None
                 )
-                return Verdict("duplicate", m)
-            changed = own_id is not None and not self._expired(own_id, now)
-            self._store(fps, key, now, job, text, own_id)
-            if changed:
-                self._counters["revisits_changed"] += 1
-                return Verdict("changed")
-            return Verdict("new")
+                if self.rule.is_near(d, dw):
+                    self._times[own_id] = now
+                    self._persist_touch(own_id, key, now, job)
+                    return Verdict("unchanged", Match(key, mine.fp, d, dw))
+        matches = self._near(fps, now, own_id)
+        if matches:
+            m = matches[0]
+            self._persist_decision(
+                Decision(key, fps.fp, m.key, m.fingerprint, m.distance, now, text, m.wide_distance)
+            )
+            return Verdict("duplicate", m)
+        changed = own_id is not None and not self._expired(own_id, now)
+        self._store(fps, key, now, job, text, own_id)
+        return Verdict("changed" if changed else "new")
 
     def _record(self, decision: Decision) -> None:
         self._counters["decisions_total"] += 1
@@ -289,6 +292,8 @@ class IndexedStore(Store):
             own = self._find(key)
             t = self.clock() if stored_at is None else float(stored_at)
             self._store(fps, key, t, job, clean_text(text), own[0] if own else None)
+            if own is None:
+                self._counters["new_total"] += 1
 
     def get(self, key: str) -> Entry | None:
         check_key(key)

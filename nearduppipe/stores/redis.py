@@ -75,6 +75,7 @@ from .base import (
     Decision,
     Entry,
     Match,
+    Source,
     StoreError,
     StoreUnavailable,
     Verdict,
@@ -161,6 +162,7 @@ class RedisStore(RedisBase):
         *,
         text: str | None = None,
         job: str | None = None,
+        source: Source = "pages",
     ) -> Verdict:
         fps = check_fingerprints(fps)
         check_key(key)
@@ -175,6 +177,7 @@ class RedisStore(RedisBase):
             encode_job(job),
             self._record(fps, key, now, job, text),
             decision_head(fps.fp, now, key, text),
+            "items" if source == "items" else "pages",
         ]
         reply: bytes = self._search_call("check", fps.fp, args, os.urandom(8))
         status = {
@@ -266,7 +269,10 @@ class RedisStore(RedisBase):
         names = list(COUNTERS)
         with self._errors("count"):
             values = self._client.hmget(self._k("meta"), names)
-        return {n: int(v or 0) for n, v in zip(names, values, strict=True)}
+        counts = {n: int(v or 0) for n, v in zip(names, values, strict=True)}
+        if values[names.index("new_total")] is None:  # not counted yet (opened read-only)
+            counts["new_total"] = len(self)
+        return counts
 
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         """Pipelined: script calls of 500 entries or decisions, 20 calls per round trip."""

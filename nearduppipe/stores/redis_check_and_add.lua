@@ -149,7 +149,7 @@ local function check(key, job_given, job, rec, dhead)
       end
     end
   end
-  local hits = search(rec, ARGV[17], own_id)
+  local hits = search(rec, ARGV[18], own_id)
   if #hits > 0 then
     local h = hits[1]
     local mkey = key_of(h[4])
@@ -165,6 +165,10 @@ local function check(key, job_given, job, rec, dhead)
   return 'N'
 end
 
+-- the item pipeline's share of each verdict (the totals count pages and items together)
+local ITEM_COUNTER = {N = 'items_new', D = 'items_duplicate', U = 'items_unchanged',
+  C = 'items_changed', A = 'items_again'}
+
 if mode == 'check' then
   local late = behind()
   if late then return {late, POS, ''} end
@@ -177,6 +181,9 @@ if mode == 'check' then
     end
   end
   local reply = check(ARGV[12], ARGV[13] == '1', ARGV[14], ARGV[15], ARGV[16])
+  local status = string.sub(reply, 1, 1)
+  if status == 'N' then redis.call('HINCRBY', META, 'new_total', 1) end
+  if ARGV[17] == 'items' then redis.call('HINCRBY', META, ITEM_COUNTER[status], 1) end
   if reply ~= 'A' then
     if rfield ~= '' then
       -- (a day after a thread's first reply: replies only matter for a retry's seconds)
@@ -196,13 +203,16 @@ elseif mode == 'near' then
   for _, h in ipairs(search(ARGV[13], ARGV[14], exclude)) do out[#out + 1] = match_reply(h[2], h[5], h[4]) end
   return {table.concat(out), POS, since()}
 elseif mode == 'add' then
-  local keys = {}
+  local keys, before = {}, redis.call('HLEN', KIDX)
   for i = 12, #ARGV, 2 do keys[#keys + 1] = ARGV[i] end
-  if not add_new(keys) then -- some key is stored or repeated: one by one, replacing
+  if add_new(keys) then
+    redis.call('HINCRBY', META, 'new_total', #keys)
+  else -- some key is stored or repeated: one by one, replacing
     for i = 12, #ARGV, 2 do
       local id, rec = own(ARGV[i])
       store(ARGV[i], ARGV[i + 1], id, rec)
     end
+    redis.call('HINCRBY', META, 'new_total', redis.call('HLEN', KIDX) - before)
   end
   sweep()
   return #keys

@@ -18,7 +18,8 @@
 -- ARGV: mode, now, ttl ("" = none), max_decisions ("" = none), radius, wide threshold
 --       (-1 = the paper's rule), legacy distance, reply field ("" = none), call token,
 --       the client's log position, the client's log epoch, then per mode:
---   check:  key, job given ("1"/"0"), job part, new record, decision head, candidate ids
+--   check:  key, job given ("1"/"0"), job part, new record, decision head, source ("pages"/
+--           "items"), candidate ids
 --   near:   exclude key ("" = none), query record, candidate ids
 --   add:    key, record, key, record, ...
 --   remove: key          get: key          decide: decisions...        prune: entry ids...

@@ -210,6 +210,8 @@ class SqliteStore(IndexedStore):
         self._rids[: len(loaded.rids)] = loaded.rids
         if len(loaded.rids):
             self._state["rseq"] = max(self._state["rseq"], int(loaded.rids[-1]) + 1)
+        if "new_total" not in state:  # (a store from before it was counted: its entries)
+            self._counters["new_total"] = len(loaded.rids)
 
     # -- key ↔ id ----------------------------------------------------------------------------
     def _row(self, row_key: str) -> Any:
