@@ -126,6 +126,8 @@ class BlockIndex:
         return view
 
     def _check(self, fp: int) -> int:
+        if type(fp) is int and 0 <= fp <= self._mask:  # (the common case, first)
+            return fp
         if not isinstance(fp, (int, np.integer)) or not 0 <= fp <= self._mask:
             raise ValueError(f"fingerprint must be an integer in [0, 2**{self.layout.bits})")
         return int(fp)
@@ -257,6 +259,13 @@ class BlockIndex:
     def search(self, fp: int, radius: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, distances)`` of every live fingerprint within the distance (or a smaller
         ``radius``), unordered: what the stores verify further."""
+        count = self.search_into(fp, radius)
+        return self._out_ids[:count].copy(), self._out_d[:count].copy()
+
+    def search_into(self, fp: int, radius: int | None = None) -> int:
+        """:meth:`search` without the copies: returns the number of hits, whose ids and
+        distances are the first entries of :attr:`hit_ids` and :attr:`hit_distances` until
+        the next search (what a store's check reads once, under its lock)."""
         q = _U64(self._check(fp))
         k = self.layout.distance if radius is None else min(radius, self.layout.distance)
         K = kernels()
@@ -270,10 +279,18 @@ class BlockIndex:
                 self._fps, self._alive, self._tail, self._n, q, k, out_ids, out_d, count
             )
             if count <= len(out_ids):
-                return out_ids[:count].copy(), out_d[:count].copy()
+                return int(count)
             # more hits than the buffers hold: grow them (scratch space, not index state)
             self._out_ids = np.empty(2 * count, dtype=np.int64)
             self._out_d = np.empty(2 * count, dtype=np.int64)
+
+    @property
+    def hit_ids(self) -> np.ndarray:
+        return self._out_ids
+
+    @property
+    def hit_distances(self) -> np.ndarray:
+        return self._out_d
 
     def pairs(self) -> np.ndarray:
         """Every pair ``(i, j, d)`` of live ids, ``i < j``, within the distance, sorted: the

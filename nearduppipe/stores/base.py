@@ -260,6 +260,13 @@ def clean_text(text: str | None) -> str | None:
 
 
 def check_fingerprints(fps: Fingerprints | int) -> Fingerprints:
+    if (
+        type(fps) is Fingerprints
+        and type(fps.fp) is int
+        and 0 <= fps.fp < 1 << 64
+        and (fps.wide is None or (type(fps.wide) is int and 0 <= fps.wide < 1 << 512))
+    ):
+        return fps  # (every check of a crawl: first, and cheap)
     if isinstance(fps, int) and not isinstance(fps, bool):
         fps = Fingerprints(fps, None)
     if not isinstance(fps, Fingerprints):

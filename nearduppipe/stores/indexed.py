@@ -9,6 +9,7 @@ map keys to ids; a lock makes :meth:`check` atomic across threads.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from abc import abstractmethod
@@ -41,13 +42,16 @@ from .base import (
 __all__ = ["COUNTERS", "IndexedStore", "wide_words", "words_to_int"]
 
 WIDE_WORDS = 8  # 512 bits
+_NATIVE_LE = sys.byteorder == "little"
 
 
 def wide_words(wide: int | None) -> np.ndarray:
     """A wide fingerprint as 8 little-endian uint64 words (zeros for ``None``)."""
     if wide is None:
         return np.zeros(WIDE_WORDS, dtype=np.uint64)
-    return np.frombuffer(wide.to_bytes(8 * WIDE_WORDS, "little"), dtype="<u8").astype(np.uint64)
+    # (a bytearray: a writable array, which the kernels take without another compilation)
+    words = np.frombuffer(bytearray(wide.to_bytes(8 * WIDE_WORDS, "little")), dtype="<u8")
+    return words if _NATIVE_LE else words.astype(np.uint64)
 
 
 def words_to_int(words: np.ndarray) -> int:
@@ -83,6 +87,8 @@ class IndexedStore(Store):
         self._has_wide: np.ndarray = self._columns["_has_wide"].array
         self._times: np.ndarray = self._columns["_times"].array
         self._counters = dict.fromkeys(COUNTERS, 0)
+        self._dw = np.empty(64, dtype=np.int64)  # the verdict's scratch space
+        self._sel = np.empty(64, dtype=np.int64)
         self._lock = threading.RLock()
         self._closed = False
 
@@ -179,25 +185,32 @@ class IndexedStore(Store):
         before anything changes, so a refused call leaves the store as it was."""
 
     def _near(self, fps: Fingerprints, now: float, exclude: int | None) -> list[Match]:
-        ids, d64 = self._index.search(fps.fp)
-        if not len(ids):
+        index = self._index
+        count = index.search_into(fps.fp)
+        if not count:
             return []
-        dw = np.empty(len(ids), dtype=np.int64)
-        keep = kernels().verdicts(
+        ids, d64 = index.hit_ids, index.hit_distances
+        if len(self._dw) < count:
+            self._dw = np.empty(2 * count, dtype=np.int64)
+            self._sel = np.empty(2 * count, dtype=np.int64)
+        dw, sel = self._dw, self._sel[:count]
+        kept = kernels().verdicts(
             ids, d64, self._wide, self._has_wide, self._times, self._words(fps.wide),
             fps.wide is not None, -math.inf if self.ttl is None else now - self.ttl,
             -1 if exclude is None else exclude, self.rule.radius, self._threshold,
-            self.rule.legacy_distance, dw,
+            self.rule.legacy_distance, dw, sel,
         )  # fmt: skip
-        sel = np.flatnonzero(keep).tolist()
-        if not sel:
+        if not kept:
             return []
-        found = [(int(ids[j]), int(d64[j]), int(dw[j]) if dw[j] >= 0 else None) for j in sel]
+        found = []
+        for j in sel[:kept].tolist():
+            w = int(dw[j])
+            found.append((int(ids[j]), int(d64[j]), w if w >= 0 else None))
         # nearest first: by the wide distance where both sides have one (scaled 64-bit
         # distance otherwise), then the 64-bit distance, then the oldest
         scale = WIDE_WORDS
         found.sort(key=lambda h: (h[2] if h[2] is not None else h[1] * scale, h[1], h[0]))
-        return [Match(self._key_of(i), self._index.fingerprint(i), d, w) for i, d, w in found]
+        return [Match(self._key_of(i), index.fingerprint(i), d, w) for i, d, w in found]
 
     def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
         fps = check_fingerprints(fps)
