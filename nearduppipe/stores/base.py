@@ -140,11 +140,15 @@ TOTAL_OF: dict[Status, str] = {
 }
 
 
+_COUNTER_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
+    **{(status, "pages"): (TOTAL_OF[status],) for status in STATUSES},
+    **{(status, "items"): (TOTAL_OF[status], f"items_{status}") for status in STATUSES},
+}
+
+
 def counter_names(status: Status, source: Source) -> tuple[str, ...]:
     """The counters one verdict increments."""
-    if source == "items":
-        return (TOTAL_OF[status], f"items_{status}")
-    return (TOTAL_OF[status],)
+    return _COUNTER_NAMES[status, source]
 
 
 @dataclass(frozen=True)

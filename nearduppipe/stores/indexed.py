@@ -43,6 +43,7 @@ __all__ = ["COUNTERS", "IndexedStore", "wide_words", "words_to_int"]
 
 WIDE_WORDS = 8  # 512 bits
 _NATIVE_LE = sys.byteorder == "little"
+_NEW, _CHANGED, _AGAIN = Verdict("new"), Verdict("changed"), Verdict("again")
 
 
 def wide_words(wide: int | None) -> np.ndarray:
@@ -150,9 +151,13 @@ class IndexedStore(Store):
 
     def _index_add(self, fps: Fingerprints, t: float) -> int:
         i = self._index.add(fps.fp)
-        self._grow(i + 1)
-        self._wide[i] = self._words(fps.wide)
-        self._has_wide[i] = fps.wide is not None
+        if i >= len(self._times):
+            self._grow(i + 1)
+        if fps.wide is not None:
+            self._wide[i] = self._words(fps.wide)
+            self._has_wide[i] = True
+        else:  # (a reused id never: ids only count up, and new rows are zeros)
+            self._has_wide[i] = False
         self._times[i] = t
         return i
 
@@ -233,8 +238,9 @@ class IndexedStore(Store):
         text = clean_text(text)
         with self._lock:
             verdict = self._check(fps, key, text, job)
+            counters = self._counters
             for name in counter_names(verdict.status, source):
-                self._counters[name] += 1
+                counters[name] += 1
             return verdict
 
     def _check(self, fps: Fingerprints, key: str, text: str | None, job: str | None) -> Verdict:
@@ -247,7 +253,7 @@ class IndexedStore(Store):
             own_id, own_job = own
             if not self._expired(own_id, now):
                 if job is not None and own_job == job:
-                    return Verdict("again")
+                    return _AGAIN
                 mine = self._fingerprints_of(own_id)
                 d = (mine.fp ^ fps.fp).bit_count()
                 dw = (
@@ -268,7 +274,7 @@ class IndexedStore(Store):
             return Verdict("duplicate", m)
         changed = own_id is not None and not self._expired(own_id, now)
         self._store(fps, key, now, job, text, own_id)
-        return Verdict("changed" if changed else "new")
+        return _CHANGED if changed else _NEW
 
     def _record(self, decision: Decision) -> None:
         self._counters["decisions_total"] += 1

@@ -91,6 +91,12 @@ def main(config_path: str) -> None:
         items.append(dict(item))
 
     crawler.signals.connect(collect, signal=scrapy.signals.item_scraped)
+    fetched: list[str] = []  # every response the downloader received (before any middleware)
+
+    def on_response(response: Any, **_: Any) -> None:
+        fetched.append(response.url)
+
+    crawler.signals.connect(on_response, signal=scrapy.signals.response_received)
     dropped: list[dict[str, Any]] = []
 
     def on_dropped(key: str, match: Any, source: str, **context: Any) -> None:
@@ -118,6 +124,7 @@ def main(config_path: str) -> None:
         "stats": stats,
         "errbacks": spider.errbacks,
         "dropped": dropped,
+        "fetched": fetched,
     }
     Path(config["output"]).write_text(json.dumps(out, ensure_ascii=False))
 
