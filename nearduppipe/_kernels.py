@@ -168,7 +168,7 @@ def query_run(
         qb[t] = _bucket(q, shifts, widths, t, drops[t])
     # Three passes: the directory reads of every probe first (independent loads the CPU
     # overlaps; measured 20-30 % faster than scanning each bucket as it is found), then a
-    # prefetch of every cache line of the buckets found, then the scan (the prefetches: 15-25 %
+    # prefetch of every cache line of the buckets found, then the scan (the prefetches: 12-15 %
     # less per query at 1 M and 10 M, measured; each line rather than the first: 10 % less on
     # clustered fingerprints, whose buckets are longer).
     n_masks = len(masks)
