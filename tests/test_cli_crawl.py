@@ -22,6 +22,7 @@ from .test_redis_crawl import MIDDLEWARE, finish, start_crawl
 
 ARTICLES = [p for g in GROUPS for p in g] + DISTINCT
 A = 0x0F0F_0000_FFFF_1234
+NOTHING = {"revisits_unchanged": 0, "revisits_changed": 0, "again": 0}  # a crawl's first
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +61,9 @@ def test_default_crawl_store_round_trip_through_sqlite(
         "revisits_changed": 0,
         "again": 0,
         "decisions_trimmed": 0,
+        # the middleware's checks: no pipeline in this crawl
+        "pages": {"checked": unique + dropped, "unique": unique, "dropped": dropped, **NOTHING},
+        "items": {"checked": 0, "unique": 0, "dropped": 0, **NOTHING},
     }
 
     local = tmp_path / "probe.sqlite"

@@ -309,9 +309,10 @@ class IndexedStore(Store):
         with self._lock:
             self._check_open(write=True)
             own = self._find(key)
-            t = self.clock() if stored_at is None else float(stored_at)
+            now = self.clock()
+            t = now if stored_at is None else float(stored_at)
             self._store(fps, key, t, job, clean_text(text), own[0] if own else None)
-            if own is None:
+            if own is None or self._expired(own[0], now):  # (as a check would call it)
                 self._counters["new_total"] += 1
 
     def get(self, key: str) -> Entry | None:

@@ -203,16 +203,23 @@ elseif mode == 'near' then
   for _, h in ipairs(search(ARGV[13], ARGV[14], exclude)) do out[#out + 1] = match_reply(h[2], h[5], h[4]) end
   return {table.concat(out), POS, since()}
 elseif mode == 'add' then
-  local keys, before = {}, redis.call('HLEN', KIDX)
+  local keys = {}
   for i = 12, #ARGV, 2 do keys[#keys + 1] = ARGV[i] end
   if add_new(keys) then
     redis.call('HINCRBY', META, 'new_total', #keys)
   else -- some key is stored or repeated: one by one, replacing
+    local fresh = 0 -- keys without a live entry (none, or an expired one), as a check counts
     for i = 12, #ARGV, 2 do
       local id, rec = own(ARGV[i])
+      if not id then
+        fresh = fresh + 1
+      elseif ttl then
+        local _, t = head(rec)
+        if t < now - ttl then fresh = fresh + 1 end
+      end
       store(ARGV[i], ARGV[i + 1], id, rec)
     end
-    redis.call('HINCRBY', META, 'new_total', redis.call('HLEN', KIDX) - before)
+    redis.call('HINCRBY', META, 'new_total', fresh)
   end
   sweep()
   return #keys
