@@ -60,7 +60,7 @@ def shard_tags(prefix: str, shards: int) -> list[str]:
 
 def shard_keys(tag: str) -> list[str]:
     """The script's KEYS for a shard (or, with the store's prefix, for its global keys)."""
-    return rk.store_keys(tag) + [rk.key(tag, "p"), rk.key(tag, "q")]
+    return [*rk.store_keys(tag), rk.key(tag, "p"), rk.key(tag, "q")]
 
 
 def _init(client: Any, key: str, fields: dict[str, str]) -> dict[str, str]:

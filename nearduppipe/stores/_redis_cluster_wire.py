@@ -66,7 +66,11 @@ class ClusterWire:
         for attempt in range(len(_BACKOFF) + 1):
             try:
                 out = self._once(calls)
-                moved = [x for x in out if isinstance(x, (r.exceptions.MovedError, r.exceptions.AskError))]
+                moved = [
+                    x
+                    for x in out
+                    if isinstance(x, (r.exceptions.MovedError, r.exceptions.AskError))
+                ]
                 if not moved or attempt == len(_BACKOFF):
                     return out
             except (r.ConnectionError, r.TimeoutError):
@@ -83,7 +87,10 @@ class ClusterWire:
             node = self._node(keys[0])
             groups.setdefault(id(node), (node, []))[1].append(i)
         out: list[Any] = [None] * len(calls)
-        taken = [(node, node.connection_pool, self._conn(node.connection_pool), idx) for node, idx in groups.values()]
+        taken = [
+            (node, node.connection_pool, self._conn(node.connection_pool), idx)
+            for node, idx in groups.values()
+        ]
         try:
             for _, _, conn, idx in taken:
                 conn.send_packed_command([b"".join(self._pack(calls[i]) for i in idx)])

@@ -268,5 +268,7 @@ class RedisBase(Store):
             raise StoreUnavailable(f"{self._where()}: {what} failed: {msg}") from None
         except r.RedisError as e:
             msg = rk.redact(str(e), self._raw_uri)
+            if isinstance(e, (r.exceptions.MovedError, r.exceptions.AskError)):
+                msg = f"MOVED {msg} (a Redis Cluster node: open the store with redis+cluster://)"
             cls = StoreUnavailable if msg.startswith(_UNAVAILABLE) else StoreError
             raise cls(f"{self._where()}: {what} failed: {msg}") from None

@@ -43,7 +43,15 @@ from . import _redis_keys as rk
 from ._redis_cluster_log import READ_LUA, ShardLogs, reader
 from ._redis_cluster_open import client_uri, open_meta, reset_keys, shard_keys, shard_tags
 from ._redis_cluster_wire import ClusterWire
-from ._redis_codec import decode_decision, decode_entry, decode_match, encode_decision, encode_entry, encode_job, entry_head
+from ._redis_codec import (
+    decode_decision,
+    decode_entry,
+    decode_match,
+    encode_decision,
+    encode_entry,
+    encode_job,
+    entry_head,
+)
 from ._redis_log import compact
 from .base import (
     COUNTERS,
@@ -68,7 +76,12 @@ __all__ = ["RedisClusterStore"]
 
 _LUA = "\n".join(
     (importlib.resources.files(__package__) / name).read_text("utf-8")
-    for name in ("redis_entries.lua", "redis_search.lua", "redis_cluster.lua", "redis_check_and_add.lua")
+    for name in (
+        "redis_entries.lua",
+        "redis_search.lua",
+        "redis_cluster.lua",
+        "redis_check_and_add.lua",
+    )
 )
 _BATCH = 500
 _NO_TICKET = b"\0" * 8
@@ -87,14 +100,18 @@ def ticket_of(raw: bytes) -> int:
 
 
 class _Hit:
-    __slots__ = ("state", "shard", "id", "match", "ticket")
+    __slots__ = ("id", "match", "shard", "state", "ticket")
 
     def __init__(self, state: bytes, shard: int, eid: bytes, match: Match, ticket: int) -> None:
         self.state, self.shard, self.id, self.match, self.ticket = state, shard, eid, match, ticket
 
     def order(self) -> tuple[int, int, int]:
         m = self.match
-        return (8 * m.distance if m.wide_distance is None else m.wide_distance, m.distance, self.ticket)
+        return (
+            8 * m.distance if m.wide_distance is None else m.wide_distance,
+            m.distance,
+            self.ticket,
+        )
 
 
 class RedisClusterStore(Store):
@@ -142,7 +159,9 @@ class RedisClusterStore(Store):
                 f"{self._where()}: not a Redis Cluster ({e}); a single Redis server is redis://"
             ) from None
         except (redis.ConnectionError, redis.TimeoutError) as e:
-            raise StoreUnavailable(f"{self._where()}: cannot connect: {rk.redact(str(e), uri)}") from None
+            raise StoreUnavailable(
+                f"{self._where()}: cannot connect: {rk.redact(str(e), uri)}"
+            ) from None
         except (ValueError, TypeError) as e:
             raise StoreError(f"{self.uri}: {rk.redact(str(e), uri)}") from e
         self._closed = False
@@ -197,9 +216,19 @@ class RedisClusterStore(Store):
             return self._wire.call(keys, args)
 
     def _reader(self) -> Any:
-        return reader(self._client, self._read_script, lambda s: (self._keys[s][0], self._keys[s][5]))
+        return reader(
+            self._client, self._read_script, lambda s: (self._keys[s][0], self._keys[s][5])
+        )
 
-    def _record(self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None, ticket: bytes = _NO_TICKET) -> bytes:
+    def _record(
+        self,
+        fps: Fingerprints,
+        key: str,
+        t: float,
+        job: str | None,
+        text: str | None,
+        ticket: bytes = _NO_TICKET,
+    ) -> bytes:
         return encode_entry(fps.fp, fps.wide, t, ticket, job, key, text)
 
     @contextmanager
@@ -222,7 +251,9 @@ class RedisClusterStore(Store):
             raise cls(f"{self._where()}: {what} failed: {msg}") from None
 
     # -- the search over every shard ---------------------------------------------------------
-    def _look(self, fp: int, qrec: bytes, skip_key: str, own: tuple[int, bytes, bytes] | None, clean: bool) -> list[_Hit]:
+    def _look(
+        self, fp: int, qrec: bytes, skip_key: str, own: tuple[int, bytes, bytes] | None, clean: bool
+    ) -> list[_Hit]:
         """Every shard's near entries (not gone) for the query record; ``own`` (shard, pending
         id, ticket) also writes this check's ticket."""
         if not self._logs.loaded:
@@ -238,7 +269,14 @@ class RedisClusterStore(Store):
                 pos, epoch, cand = cands[s]
                 mine = own is not None and own[0] == s
                 tail = [own[1], own[2]] if mine and own else ["", ""]
-                args = [*self._head("look", now, pos, epoch), qrec, cand, skip_key, *tail, "1" if clean else "0"]
+                args = [
+                    *self._head("look", now, pos, epoch),
+                    qrec,
+                    cand,
+                    skip_key,
+                    *tail,
+                    "1" if clean else "0",
+                ]
                 calls.append((self._keys[s], args))
             with self._errors("search"):
                 replies = self._wire.call_many(calls)
@@ -254,7 +292,9 @@ class RedisClusterStore(Store):
                 if kind in (b"E", b"R"):
                     again.append(s)
                     with self._errors("load"):
-                        reload = reload or kind == b"E" or not self._logs.catch_up(s, self._reader())
+                        reload = (
+                            reload or kind == b"E" or not self._logs.catch_up(s, self._reader())
+                        )
                     continue
                 self._logs.apply(s, int(start), members, cands[s][1])
                 pos = 1
@@ -282,11 +322,14 @@ class RedisClusterStore(Store):
             if time.monotonic() > give_up:
                 raise StoreUnavailable(f"{self._where()}: check: waited too long for other checks")
             time.sleep(delay)
-            delay = min(2 * delay, 0.05)
+            delay = min(2 * delay, 0.01)
             by_shard: dict[int, list[_Hit]] = {}
             for h in waiting:
                 by_shard.setdefault(h.shard, []).append(h)
-            calls = [(self._keys[s], [*self._head("poll", 0.0), *(h.id for h in hs)]) for s, hs in by_shard.items()]
+            calls = [
+                (self._keys[s], [*self._head("poll", 0.0), *(h.id for h in hs)])
+                for s, hs in by_shard.items()
+            ]
             with self._errors("check", write=True):
                 replies = self._wire.call_many(calls)
             waiting = []
@@ -302,7 +345,15 @@ class RedisClusterStore(Store):
         return min(kept, key=_Hit.order) if kept else None
 
     # -- the interface -----------------------------------------------------------------------
-    def check(self, fps: Fingerprints | int, key: str, *, text: str | None = None, job: str | None = None, source: Source = "pages") -> Verdict:
+    def check(
+        self,
+        fps: Fingerprints | int,
+        key: str,
+        *,
+        text: str | None = None,
+        job: str | None = None,
+        source: Source = "pages",
+    ) -> Verdict:
         fps = check_fingerprints(fps)
         check_key(key)
         text = clean_text(text)
@@ -314,14 +365,22 @@ class RedisClusterStore(Store):
         while True:
             now = float(self.clock())
             rec = self._record(fps, key, now, job, text)
-            args = [*self._head("reserve", now), key, "0" if job is None else "1", encode_job(job), rec, src, self.pending_timeout]
+            args = [
+                *self._head("reserve", now),
+                key,
+                "0" if job is None else "1",
+                encode_job(job),
+                rec,
+                src,
+                self.pending_timeout,
+            ]
             reply = self._call("check", s, args)
             kind = reply[0][:1]
             if kind == b"W":  # another check of this key is under way
                 if time.monotonic() > give_up:
                     raise StoreUnavailable(f"{self._where()}: check: {key!r} stayed pending")
                 time.sleep(delay)
-                delay = min(2 * delay, 0.05)
+                delay = min(2 * delay, 0.01)
                 continue
             if kind != b"P":
                 if len(reply[0]) > 1:
@@ -353,10 +412,20 @@ class RedisClusterStore(Store):
         if self._empty:
             return []
         now = float(self.clock())
-        hits = self._look(fps.fp, self._record(fps, "", now, None, None), exclude or "", None, False)
+        hits = self._look(
+            fps.fp, self._record(fps, "", now, None, None), exclude or "", None, False
+        )
         return [h.match for h in sorted((h for h in hits if h.state == b"K"), key=_Hit.order)]
 
-    def add(self, fps: Fingerprints | int, key: str, *, text: str | None = None, job: str | None = None, stored_at: float | None = None) -> None:
+    def add(
+        self,
+        fps: Fingerprints | int,
+        key: str,
+        *,
+        text: str | None = None,
+        job: str | None = None,
+        stored_at: float | None = None,
+    ) -> None:
         fps = check_fingerprints(fps)
         check_key(key)
         t = float(self.clock()) if stored_at is None else float(stored_at)
@@ -427,7 +496,10 @@ class RedisClusterStore(Store):
             args = self._head("add", now)
             for i, (e, f) in enumerate(batch):
                 ticket = (last - len(batch) + 1 + i).to_bytes(8, "big")
-                args += [e.key, self._record(f, e.key, e.stored_at, e.job, clean_text(e.text), ticket)]
+                args += [
+                    e.key,
+                    self._record(f, e.key, e.stored_at, e.job, clean_text(e.text), ticket),
+                ]
             calls.append((self._keys[s], args))
             if len(calls) >= 20:
                 send()
@@ -469,9 +541,15 @@ class RedisClusterStore(Store):
         now, removed = float(self.clock()), 0
         for s, keys in enumerate(self._keys):
             with self._errors("prune", write=True):
-                old = [eid for eid, raw in self._client.hscan_iter(keys[2], count=1000) if entry_head(raw)[1] < now - self.ttl]
+                old = [
+                    eid
+                    for eid, raw in self._client.hscan_iter(keys[2], count=1000)
+                    if entry_head(raw)[1] < now - self.ttl
+                ]
             for i in range(0, len(old), _BATCH):
-                removed += int(self._call("prune", s, [*self._head("prune", now), *old[i : i + _BATCH]]))
+                removed += int(
+                    self._call("prune", s, [*self._head("prune", now), *old[i : i + _BATCH]])
+                )
         self.compact()
         return removed
 
@@ -510,7 +588,20 @@ class _ShardView:
         return self._store._call(what, self._shard, args)
 
 
-_OPTIONS = {"prefix", "name", "reset", "ttl", "max_decisions", "read_only", "clock", "blocks", "shards", "pending_timeout", "timeout", "params"}
+_OPTIONS = {
+    "prefix",
+    "name",
+    "reset",
+    "ttl",
+    "max_decisions",
+    "read_only",
+    "clock",
+    "blocks",
+    "shards",
+    "pending_timeout",
+    "timeout",
+    "params",
+}
 
 
 def _open(uri: str, rule: Rule | None = None, **options: Any) -> RedisClusterStore:

@@ -105,7 +105,10 @@ class LocalCluster:
             clients[0].execute_command("CLUSTER MEET", "127.0.0.1", port)
         while True:
             infos = [_info(c.execute_command("CLUSTER INFO")) for c in clients]
-            if all(i.get("cluster_state") == "ok" and i.get("cluster_known_nodes") == str(n) for i in infos):
+            if all(
+                i.get("cluster_state") == "ok" and i.get("cluster_known_nodes") == str(n)
+                for i in infos
+            ):
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the cluster did not form: {infos[0]}")

@@ -1,0 +1,195 @@
+"""The Redis Cluster store against a real local cluster (3 masters on loopback ports): the
+backend-generic suite of tests/test_stores.py, racing processes, a client that dies with a
+pending entry, memory spread over the masters, wrong-mode servers and the CLI."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from redis.crc import key_slot
+
+from nearduppipe import Store, StoreError, open_store
+from nearduppipe.rule import Fingerprints
+from nearduppipe.stores.base import Entry
+from nearduppipe.stores.redis_cluster import RedisClusterStore
+
+from .support.cluster_race import run_race
+from .support.redis_cluster import LocalCluster
+from .support.redis_server import RedisServer
+
+# The generic behaviours, collected here again with this module's ``backend`` fixture.
+from .test_stores import (  # noqa: F401
+    test_bad_keys_and_closed,
+    test_check_is_atomic_across_threads,
+    test_counts_per_source_add_up_across_reopen_and_forget,
+    test_decisions_are_bounded,
+    test_forget_removes_from_every_table,
+    test_near_is_sorted_and_read_only,
+    test_revisits_and_one_entry_per_key,
+    test_rule_is_the_stores_and_verdict_uses_wide,
+    test_same_answers_as_brute_force,
+    test_text_samples_and_import,
+    test_ttl_with_an_injected_clock,
+)
+
+A = 0x0123_4567_89AB_CDEF
+W = (1 << 511) | 0xDEADBEEF
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    c = LocalCluster(tmp_path_factory.mktemp("cluster")).start()
+    yield c
+    c.stop()
+
+
+def _prefix(request: pytest.FixtureRequest) -> str:
+    return f"test:{request.node.name[:40]}:{uuid.uuid4().hex[:8]}".replace("[", "(").replace(
+        "]", ")"
+    )
+
+
+@pytest.fixture(params=["cluster"])
+def backend(request: pytest.FixtureRequest, cluster: LocalCluster) -> Iterator[object]:
+    """Opens the same fresh cluster store each time it is called (reopenable)."""
+    prefix = _prefix(request)
+    opened: list[Store] = []
+
+    def open_cluster(reset: bool = False, **options: Any) -> Store:
+        s = open_store(cluster.url, prefix=prefix, reset=reset or not opened, **options)
+        opened.append(s)
+        return s
+
+    yield open_cluster
+    for s in opened:
+        s.close()
+
+
+def _flip(x: int, n: int, bits: int, rng: random.Random) -> int:
+    for b in rng.sample(range(bits), n):
+        x ^= 1 << b
+    return x
+
+
+# -- races ------------------------------------------------------------------------------------
+def test_eight_processes_keep_one_page_per_group_and_every_distinct_page(
+    cluster: LocalCluster,
+) -> None:
+    groups, distinct = 200, 1200
+    r = run_race(cluster.url, "test:race", groups, distinct)
+    assert r["exitcodes"] == [0] * 8
+    assert r["groups_kept_once"] == groups and r["distinct_kept"] == distinct, r
+    assert r["stored"] == groups + distinct and r["decisions"] == groups * 7
+
+
+# -- a client that dies between the steps ------------------------------------------------------
+def test_a_dead_clients_pending_entry_is_gone_after_its_deadline(cluster: LocalCluster) -> None:
+    url, prefix = cluster.url, "test:dead"
+    dead = RedisClusterStore(url, prefix=prefix, reset=True, pending_timeout=1.0)
+    s = dead.shard("dead")
+    rec = dead._record(Fingerprints(A, W), "dead", time.time(), None, None)
+    head = dead._head("reserve", time.time())
+    reply = dead._call("check", s, [*head, "dead", "0", b"\xff" * 4, rec, "pages", 1.0])
+    assert reply[0] == b"P"  # reserved, then the client "dies": no ticket, no settle
+    live = RedisClusterStore(url, prefix=prefix)
+    assert live.near(Fingerprints(A, W)) == []  # a pending entry is not a stored page
+    t0 = time.monotonic()
+    assert live.check(Fingerprints(A ^ 1, W), "other").status == "new"  # waited it out
+    assert 0.5 < time.monotonic() - t0 < 5
+    assert live.check(Fingerprints(A, W), "dead").status == "duplicate"  # its key is free
+    settle = [*dead._head("settle", time.time()), reply[1], "dead", "K", "pages"]
+    assert dead._call("check", s, settle) == b"X"  # too late: its owner would start again
+    assert [e.key for e in live.entries()] == ["other"] and len(live) == 1
+    dead.close()
+    live.close()
+
+
+# -- memory spreads over the masters -----------------------------------------------------------
+def test_each_master_holds_about_a_third(cluster: LocalCluster) -> None:
+    before = cluster.used_memory()
+    rng = random.Random(3)
+    with RedisClusterStore(cluster.url, prefix="test:spread", reset=True) as s:
+        n = s.import_records(
+            (
+                Entry(
+                    f"https://spread.example/{i}",
+                    rng.getrandbits(64),
+                    1.7e9,
+                    None,
+                    rng.getrandbits(512),
+                )
+                for i in range(30_000)
+            ),
+            [],
+        )
+        assert n == len(s) == 30_000
+    grown = [a - b for a, b in zip(cluster.used_memory(), before, strict=True)]
+    shares = [g / sum(grown) for g in grown]
+    print(f"used_memory growth per master: {grown} ({', '.join(f'{x:.0%}' for x in shares)})")
+    assert all(0.25 < x < 0.42 for x in shares), shares
+
+
+# -- wrong servers, prefixes and the CLI --------------------------------------------------------
+def test_cluster_and_single_node_uris_do_not_mix(
+    cluster: LocalCluster, redis_server: RedisServer
+) -> None:
+    port = redis_server.url.split(":")[2].split("/")[0]
+    with pytest.raises(StoreError, match="not a Redis Cluster"):
+        open_store(f"redis+cluster://127.0.0.1:{port}/?prefix=x")
+    # a single-node store's keys on a node that does not serve their slot
+    slot = key_slot(b"{test:single-on-cluster}:meta")
+    node = cluster.node_urls()[(slot * 3 // 16384 + 1) % 3]
+    with pytest.raises(StoreError, match=r"MOVED.*redis\+cluster://"):
+        open_store(node, prefix="test:single-on-cluster")
+    client = redis.RedisCluster.from_url(cluster.url.replace("redis+cluster", "redis"))
+    client.hset("{test:single}:meta", mapping={"format": "2", "epoch": "x"})
+    with pytest.raises(StoreError, match="single-node Redis store"):
+        open_store(cluster.url, prefix="test:single")
+    with pytest.raises(StoreError, match="braces"):
+        open_store(cluster.url, prefix="a{b}")
+    with pytest.raises(StoreError, match="unknown options"):
+        open_store(cluster.url, prefix="x", nonsense=1)
+    client.close()
+
+
+def test_cli_info_report_copy_and_forget(cluster: LocalCluster, tmp_path: Path) -> None:
+    uri = cluster.url + "?prefix=test:cli"
+    with open_store(uri, reset=True) as s:
+        for i in range(20):
+            s.check(Fingerprints(A ^ (i << 40), W ^ i), f"https://x/{i}")
+        s.check(Fingerprints(A, W), "https://x/copy")
+
+    def cli(*args: str) -> str:
+        run = subprocess.run(
+            [sys.executable, "-m", "nearduppipe.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    assert "test:cli" in cli("info", cluster.url)  # the store, not its shards
+    assert "20" in cli("info", uri)
+    copy = tmp_path / "copy.sqlite"
+    cli("copy", uri, str(copy))
+    with open_store(str(copy), read_only=True) as c:
+        assert len(c) == 20 and c.decision_count() == 1
+    cli("copy", str(copy), cluster.url + "?prefix=test:cli-back")
+    with open_store(cluster.url + "?prefix=test:cli-back", read_only=True) as c:
+        assert len(c) == 20 and [e.key for e in c.entries()] == [
+            f"https://x/{i}" for i in range(20)
+        ]
+    assert "forgot 2 pages" in cli("forget", uri, "https://x/0", "https://x/1")
+    out = tmp_path / "r.json"
+    cli("report", uri, "--format", "json", "-o", str(out))
+    assert out.stat().st_size > 0
