@@ -281,8 +281,7 @@ class ClusterBase(Store):
                     return Verdict(_STATUS[kind], decode_match(reply[0], 1)[0])  # type: ignore[arg-type]
                 return Verdict(_STATUS[kind])  # type: ignore[arg-type]
             pid = reply[1]
-            with self._errors("check", write=True):
-                ticket = int(self._client.hincrby(self._global[0], "order", 1))
+            ticket = int(self._call("check", -1, self._head("ticket", now)))
             try:
                 hits = self._look(fps.fp, rec, key, (s, pid, ticket.to_bytes(8, "big")), True)
                 best = self._wait(hits, ticket)

@@ -13,6 +13,7 @@
 --            own ticket, '1' to delete pending entries past their deadline
 --   poll:    pending entry ids -> per id 'K' kept, 'G' gone, 'C' no ticket yet, 'P' .. ticket
 --   settle:  pending id, key, 'K' (keep) or 'D' (dropped), source -> 'N', 'C', 'D' or 'X'
+--   ticket:  (none; called with the store's global keys) -> the next ticket
 local PEND, PKEY = KEYS[8], KEYS[9]
 
 local function server_time()
@@ -90,6 +91,8 @@ elseif mode == 'look' then
     end
   end
   return {table.concat(out), POS, since()}
+elseif mode == 'ticket' then -- (on the store's global keys: KEYS[1] is {P}:meta)
+  return redis.call('HINCRBY', META, 'order', 1)
 elseif mode == 'poll' then
   local tnow, out = server_time(), {}
   for i = 12, #ARGV do out[#out + 1] = state(ARGV[i], tnow, true) end
