@@ -138,6 +138,11 @@ class RedisBase(Store):
 
     def _open_meta(self, rule: Rule | None, blocks: int | None) -> None:
         meta = self._meta()
+        if meta.get("cluster") == "1" or "shard_of" in meta:
+            raise StoreError(
+                f"{self._where()}: a Redis Cluster store (or one of its shards): open it with "
+                "redis+cluster://"
+            )
         fmt = int(meta.get("format", "0"))
         if meta and fmt not in (1, 2):
             raise StoreError(
