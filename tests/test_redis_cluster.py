@@ -205,3 +205,26 @@ def test_cli_info_report_copy_and_forget(cluster: LocalCluster, tmp_path: Path) 
     out = tmp_path / "r.json"
     cli("report", uri, "--format", "json", "-o", str(out))
     assert out.stat().st_size > 0
+
+
+def test_compaction_and_a_client_whose_index_read_the_old_logs(cluster: LocalCluster) -> None:
+    url, prefix = cluster.url, "test:compact"
+    rng = random.Random(5)
+    fps = [Fingerprints(rng.getrandbits(64), rng.getrandbits(512)) for _ in range(60)]
+    with (
+        RedisClusterStore(url, prefix=prefix, reset=True) as a,
+        RedisClusterStore(url, prefix=prefix) as b,
+    ):
+        for i, f in enumerate(fps):
+            assert a.check(f, f"k{i}").status == "new"
+        assert b.check(fps[0], "copy0").status == "duplicate"  # b's index has read the logs
+        for i in range(0, 60, 2):
+            assert a.remove(f"k{i}")
+        assert sum(b.counters()[n] for n in ("decisions_total",)) == 1
+        assert a.compact()
+        dead = sum(int(a._client.hget(keys[0], "dead") or 0) for keys in a._keys)
+        assert dead == 0 and sum(a._client.llen(keys[5]) for keys in a._keys) == 30
+        # b's positions belong to the old logs: it reloads, and answers as before
+        assert b.check(fps[1], "copy1").status == "duplicate"
+        assert b.check(fps[2], "again2").status == "new"  # k2 was forgotten
+        assert [m.key for m in b.near(fps[3])] == ["k3"]

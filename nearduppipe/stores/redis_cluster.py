@@ -143,10 +143,16 @@ class RedisClusterStore(ClusterBase):
             script = self._client.register_script(_LUA)
             self._wire = ClusterWire(self._client, _LUA, script.sha)
             self._empty = not exists
-            if exists and not self.read_only and self.ttl is None:
-                for keys in self._keys:  # undo the expiry of an earlier TTL run
-                    for k in (keys[1], keys[2], keys[5]):
-                        self._client.persist(k)
+            if exists and not self.read_only:
+                for s, keys in enumerate(self._keys):
+                    if self.ttl is None:  # undo the expiry of an earlier TTL run
+                        for k in (keys[1], keys[2], keys[5]):
+                            self._client.persist(k)
+                    # as on one node: compact a log whose dead members (removed entries, and
+                    # here also the pending entries of duplicates) outnumber the live ones
+                    dead = int(self._client.hget(keys[0], "dead") or 0)
+                    if dead > max(10_000, int(self._client.hlen(keys[2]))):
+                        compact(_ShardView(self, s))
 
     def __enter__(self) -> RedisClusterStore:
         return self
