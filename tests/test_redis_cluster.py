@@ -86,11 +86,18 @@ def _flip(x: int, n: int, bits: int, rng: random.Random) -> int:
 def test_eight_processes_keep_one_page_per_group_and_every_distinct_page(
     cluster: LocalCluster,
 ) -> None:
-    groups, distinct = 150, 1200  # the full 4,000 + 24,000: benchmarks/cluster_bench.py
-    r = run_race(cluster.url, "test:race", groups, distinct)
+    """Every group: one near-duplicate per process under its own key and the group's page
+    under one shared key that all 8 check at once. The full 4,000 groups + 24,000 distinct
+    pages: benchmarks/cluster_bench.py."""
+    groups, distinct = 120, 960
+    r = run_race(cluster.url, "test:race", groups, distinct, shared=True)
     assert r["exitcodes"] == [0] * 8
     assert r["groups_kept_once"] == groups and r["distinct_kept"] == distinct, r
-    assert r["stored"] == groups + distinct and r["decisions"] == groups * 7
+    assert r["stored"] == groups + distinct and r["unique_keys"], r
+    # the shared key: new, an unchanged revisit of itself (its checks wait for each other),
+    # or a duplicate of another key's page; never a duplicate of itself, never changed
+    assert r["statuses"] == ["duplicate", "new", "unchanged"], r
+    assert r["decisions"] == r["duplicates"] and r["self_matches"] == 0, r
 
 
 # -- a client that dies between the steps ------------------------------------------------------

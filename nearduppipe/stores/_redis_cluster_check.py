@@ -256,7 +256,9 @@ class ClusterBase(Store):
         s = self.shard(key)
         src = "items" if source == "items" else "pages"
         delay, give_up = 0.001, time.monotonic() + 2 * self.pending_timeout + 10
-        while True:
+        for _ in range(1_000_000):
+            if time.monotonic() > give_up:
+                raise StoreUnavailable(f"{self._where()}: check of {key!r}: gave up waiting")
             now = float(self.clock())
             rec = self._record(fps, key, now, job, text)
             args = [
@@ -271,8 +273,6 @@ class ClusterBase(Store):
             reply = self._call("check", s, args)
             kind = reply[0][:1]
             if kind == b"W":  # another check of this key is under way
-                if time.monotonic() > give_up:
-                    raise StoreUnavailable(f"{self._where()}: check: {key!r} stayed pending")
                 time.sleep(delay)
                 delay = min(2 * delay, 0.01)
                 continue
@@ -297,6 +297,7 @@ class ClusterBase(Store):
             d = Decision(key, fps.fp, m.key, m.fingerprint, m.distance, now, text, m.wide_distance)
             self._call("check", -1, [*self._head("decide", now), encode_decision(d)])
             return Verdict("duplicate", m)
+        raise AssertionError("unreachable")
 
     def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
         fps = check_fingerprints(fps)

@@ -21,10 +21,11 @@ def _flip(x: int, n: int, bits: int, rng: random.Random) -> int:
 
 
 def race_queues(
-    groups: int, distinct: int, procs: int, seed: int
+    groups: int, distinct: int, procs: int, seed: int, shared: bool = False
 ) -> list[list[tuple[int, int, str]]]:
     """Per process: one near-duplicate of every group (its own key, at the same position in
-    every queue) and its share of the distinct pages, interleaved."""
+    every queue) and its share of the distinct pages, interleaved; with ``shared``, also the
+    group's page under one key that every process checks at once (a revisit race)."""
     rng = random.Random(seed)
     queues: list[list[tuple[int, int, str]]] = [[] for _ in range(procs)]
     per = distinct // procs
@@ -32,6 +33,8 @@ def race_queues(
         base, wide = rng.getrandbits(64), rng.getrandbits(512)
         for q in range(procs):
             fp = _flip(base, rng.randint(1, 3), 64, rng)
+            if shared:
+                queues[q].append((base, wide, f"g{g}/shared"))
             queues[q].append((fp, _flip(wide, 10, 512, rng), f"g{g}/p{q}"))
             for i in range(per * g // groups, per * (g + 1) // groups):
                 queues[q].append((rng.getrandbits(64), rng.getrandbits(512), f"d{q}/{i}"))
@@ -49,9 +52,11 @@ def race_worker(
     out.put(statuses)
 
 
-def run_race(url: str, prefix: str, groups: int, distinct: int, procs: int = 8) -> dict[str, Any]:
-    """Race ``procs`` processes; returns the kept counts and the time taken."""
-    queues = race_queues(groups, distinct, procs, seed=groups)
+def run_race(
+    url: str, prefix: str, groups: int, distinct: int, procs: int = 8, shared: bool = False
+) -> dict[str, Any]:
+    """Race ``procs`` processes; returns the kept counts, the statuses and the time taken."""
+    queues = race_queues(groups, distinct, procs, seed=groups, shared=shared)
     RedisClusterStore(url, prefix=prefix, reset=True).close()
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
@@ -66,11 +71,13 @@ def run_race(url: str, prefix: str, groups: int, distinct: int, procs: int = 8) 
         p.join(timeout=60)
     kept: dict[str, int] = {}
     for key, status in results:
-        if status == "new":
+        if status in ("new", "changed"):
             name = key.split("/")[0] if key.startswith("g") else key
             kept[name] = kept.get(name, 0) + 1
     with RedisClusterStore(url, prefix=prefix, read_only=True) as s:
         stored, decisions = len(s), s.decision_count()
+        keys = [e.key for e in s.entries()]
+        self_matches = sum(d.key == d.matched_key for d in s.decisions())
     return {
         "checks": len(results),
         "seconds": took,
@@ -79,6 +86,10 @@ def run_race(url: str, prefix: str, groups: int, distinct: int, procs: int = 8) 
             kept.get(k) == 1 for _, _, k in (x for q in queues for x in q) if k.startswith("d")
         ),
         "stored": stored,
+        "unique_keys": len(set(keys)) == len(keys),
         "decisions": decisions,
+        "duplicates": sum(status == "duplicate" for _, status in results),
+        "self_matches": self_matches,
+        "statuses": sorted({status for _, status in results}),
         "exitcodes": [p.exitcode for p in ps],
     }
