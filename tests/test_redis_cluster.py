@@ -18,7 +18,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from nearduppipe import Store, StoreError, open_store
+from nearduppipe import Store, StoreError, StoreUnavailable, open_store
 from nearduppipe.rule import Fingerprints
 from nearduppipe.stores._redis_cluster_open import shard_tags
 from nearduppipe.stores.base import Entry
@@ -154,6 +154,9 @@ def test_cluster_and_single_node_uris_do_not_mix(
     port = redis_server.url.split(":")[2].split("/")[0]
     with pytest.raises(StoreError, match="not a Redis Cluster"):
         open_store(f"redis+cluster://127.0.0.1:{port}/?prefix=x")
+    with pytest.raises(StoreUnavailable, match="cannot reach") as raised:
+        open_store("redis+cluster://:hunter2@127.0.0.1:1/?prefix=x")
+    assert "hunter2" not in str(raised.value)
     # a single-node store's keys on a node that does not serve their slot
     slot = key_slot(b"{test:single-on-cluster}:meta")
     node = cluster.node_urls()[(slot * 3 // 16384 + 1) % 3]

@@ -119,9 +119,12 @@ class RedisClusterStore(ClusterBase):
                 base, socket_timeout=timeout, socket_connect_timeout=timeout, **(params or {})
             )
         except redis.exceptions.RedisClusterException as e:
-            raise StoreError(
-                f"{self._where()}: not a Redis Cluster ({e}); a single Redis server is redis://"
-            ) from None
+            msg = rk.redact(str(e), uri)
+            if "not enabled" in msg:
+                raise StoreError(
+                    f"{self._where()}: not a Redis Cluster ({msg}); a single server is redis://"
+                ) from None
+            raise StoreUnavailable(f"{self._where()}: cannot reach the cluster: {msg}") from None
         except (redis.ConnectionError, redis.TimeoutError) as e:
             raise StoreUnavailable(
                 f"{self._where()}: cannot connect: {rk.redact(str(e), uri)}"
