@@ -107,8 +107,11 @@ def test_a_dead_clients_pending_entry_is_gone_after_its_deadline(cluster: LocalC
     s = dead.shard("dead")
     rec = dead._record(Fingerprints(A, W), "dead", time.time(), None, None)
     head = dead._head("reserve", time.time())
-    reply = dead._call("check", s, [*head, "dead", "0", b"\xff" * 4, rec, "pages", 1.0])
+    args = [*head, "dead", "0", b"\xff" * 4, rec, "pages", 1.0, b"token001"]
+    reply = dead._call("check", s, args)
     assert reply[0] == b"P"  # reserved, then the client "dies": no ticket, no settle
+    assert dead._call("check", s, args) == reply  # a retried reserve gets its entry back
+    assert dead._call("check", s, [*args[:-1], b"token002"]) == [b"W"]  # another check waits
     live = RedisClusterStore(url, prefix=prefix)
     assert live.near(Fingerprints(A, W)) == []  # a pending entry is not a stored page
     t0 = time.monotonic()

@@ -5,6 +5,7 @@ short. :class:`ClusterBase` is the base of :class:`~.redis_cluster.RedisClusterS
 
 from __future__ import annotations
 
+import os
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -269,6 +270,7 @@ class ClusterBase(Store):
                 rec,
                 src,
                 self.pending_timeout,
+                os.urandom(8),  # a retried reserve (a lost reply) gets its entry back
             ]
             reply = self._call("check", s, args)
             kind = reply[0][:1]
@@ -282,8 +284,9 @@ class ClusterBase(Store):
                 return Verdict(_STATUS[kind])  # type: ignore[arg-type]
             pid = reply[1]
             ticket = int(self._call("check", -1, self._head("ticket", now)))
+            query = self._record(fps, "", now, None, None)  # the fingerprints, not the text
             try:
-                hits = self._look(fps.fp, rec, key, (s, pid, ticket.to_bytes(8, "big")), True)
+                hits = self._look(fps.fp, query, key, (s, pid, ticket.to_bytes(8, "big")), True)
                 best = self._wait(hits, ticket)
             except _Restart:
                 continue

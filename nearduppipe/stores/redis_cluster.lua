@@ -6,15 +6,23 @@
 -- shard), settle. Entries keep their ticket (8 bytes) in the record's table-field slot.
 --
 -- KEYS 8 and 9: p (pending entry id -> deadline '<d' .. ticket, 8 bytes once known),
---               q (page key -> its pending entry id: one pending check per key at a time)
+--               q (page key -> its pending entry id and the check's token: one pending
+--               check per key at a time; a retried reserve with the same token gets it back)
 -- ARGV from 12:
---   reserve: key, job given, job part, record, source, seconds a pending entry may live
+--   reserve: key, job given, job part, record, source, seconds a pending entry may live,
+--            the check's token (8 bytes)
 --   look:    query record, candidate ids, key to leave out, own pending id ('' = none),
 --            own ticket, '1' to delete pending entries past their deadline
 --   poll:    pending entry ids -> per id 'K' kept, 'G' gone, 'C' no ticket yet, 'P' .. ticket
 --   settle:  pending id, key, 'K' (keep) or 'D' (dropped), source -> 'N', 'C', 'D' or 'X'
 --   ticket:  (none; called with the store's global keys) -> the next ticket
 local PEND, PKEY = KEYS[8], KEYS[9]
+
+-- Forget the key's pending marker if it is this entry's.
+local function unmark(key, id)
+  local q = redis.call('HGET', PKEY, key)
+  if q and string.sub(q, 1, 8) == id then redis.call('HDEL', PKEY, key) end
+end
 
 local function server_time()
   local t = redis.call('TIME')
@@ -26,8 +34,7 @@ local function unpend(id)
   local rec = redis.call('HGET', ENT, id)
   redis.call('HDEL', PEND, id)
   if rec then
-    local key = key_of(rec)
-    if redis.call('HGET', PKEY, key) == id then redis.call('HDEL', PKEY, key) end
+    unmark(key_of(rec), id)
     drop(id, rec)
   end
 end
@@ -50,9 +57,12 @@ end
 
 if mode == 'reserve' then
   local key, tnow = ARGV[12], server_time()
-  local pid = redis.call('HGET', PKEY, key)
-  if pid then
+  local q = redis.call('HGET', PKEY, key)
+  if q then
+    local pid = string.sub(q, 1, 8)
     local st = state(pid, tnow, true)
+    -- a retry of this very reserve (its reply was lost with the connection): the same entry
+    if string.sub(q, 9) == ARGV[18] and st ~= 'G' and st ~= 'K' then return {'P', pid} end
     if st == 'C' or string.sub(st, 1, 1) == 'P' then return {'W'} end
     redis.call('HDEL', PKEY, key)
   end
@@ -68,7 +78,7 @@ if mode == 'reserve' then
   redis.call('HSET', ENT, id, rec)
   redis.call('RPUSH', NEW, string.sub(rec, 2, 9) .. id)
   redis.call('HSET', PEND, id, pack('<d', tnow + tonumber(ARGV[17])))
-  redis.call('HSET', PKEY, key, id)
+  redis.call('HSET', PKEY, key, id .. ARGV[18])
   return {'P', id}
 elseif mode == 'look' then
   local late = behind()
@@ -109,7 +119,7 @@ elseif mode == 'settle' then
     unpend(id)
   else
     redis.call('HDEL', PEND, id)
-    if redis.call('HGET', PKEY, key) == id then redis.call('HDEL', PKEY, key) end
+    unmark(key, id)
     status = 'N'
     local old_id, old_rec = own(key)
     if old_id and old_rec then

@@ -26,7 +26,8 @@ near-duplicates is kept):
 A pending entry whose client died lives ``pending_timeout`` seconds (30), judged by its
 shard's clock; then it is gone for everyone and its owner's settle fails (the check starts
 again). A connection error in a step is :class:`StoreUnavailable` after the wire's retries;
-no step is replayed from a stored reply as on one node (an abandoned pending entry expires).
+a retried reserve finds its pending entry by the check's token, the other steps are not
+replayed from a stored reply as on one node (an abandoned pending entry expires).
 TTL, ``max_decisions`` (one decisions list), counters (summed over shards) and the record
 format are the single-node store's; a record carries its ticket in the table-field slot
 (:func:`._redis_cluster_check.ticket_of`).
