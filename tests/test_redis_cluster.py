@@ -241,3 +241,24 @@ def test_compaction_and_a_client_whose_index_read_the_old_logs(cluster: LocalClu
         assert b.check(fps[1], "copy1").status == "duplicate"
         assert b.check(fps[2], "again2").status == "new"  # k2 was forgotten
         assert [m.key for m in b.near(fps[3])] == ["k3"]
+
+
+def test_prune_removes_expired_entries_from_every_shard(cluster: LocalCluster) -> None:
+    now = [2_000_000.0]
+    rng = random.Random(9)
+    with RedisClusterStore(
+        cluster.url, prefix="test:prune", reset=True, ttl=3600, clock=lambda: now[0]
+    ) as s:
+        old = [
+            Entry(f"old{i}", rng.getrandbits(64), now[0] - 7200, None, rng.getrandbits(512))
+            for i in range(40)
+        ]
+        new = [
+            Entry(f"new{i}", rng.getrandbits(64), now[0] - 60, None, rng.getrandbits(512))
+            for i in range(10)
+        ]
+        assert s.import_records([*old, *new], []) == 50
+        assert s.prune() == 40
+        assert sorted(e.key for e in s.entries()) == sorted(e.key for e in new)
+        assert sum(s._client.llen(keys[5]) for keys in s._keys) == 10  # the logs compacted
+        assert s.check(Fingerprints(old[0].fingerprint, old[0].wide), "copy").status == "new"
