@@ -1,6 +1,7 @@
 """The Redis Cluster store against a real local cluster (3 masters on loopback ports): the
 backend-generic suite of tests/test_stores.py, racing processes, a client that dies with a
-pending entry, memory spread over the masters, wrong-mode servers and the CLI."""
+pending entry, memory spread over the masters, compaction and prune, wrong-mode servers and
+the CLI. The cluster is started by the tests (tests/support/redis_cluster.py)."""
 
 from __future__ import annotations
 
@@ -74,12 +75,6 @@ def backend(request: pytest.FixtureRequest, cluster: LocalCluster) -> Iterator[o
     yield open_cluster
     for s in opened:
         s.close()
-
-
-def _flip(x: int, n: int, bits: int, rng: random.Random) -> int:
-    for b in rng.sample(range(bits), n):
-        x ^= 1 << b
-    return x
 
 
 # -- races ------------------------------------------------------------------------------------
