@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,12 +18,13 @@ import redis
 from redis.crc import key_slot
 
 from nearduppipe import Store, StoreError, StoreUnavailable, open_store
+from nearduppipe.cli import main
 from nearduppipe.rule import Fingerprints
 from nearduppipe.stores._redis_cluster_open import shard_tags
 from nearduppipe.stores.base import Entry
 from nearduppipe.stores.redis_cluster import RedisClusterStore
 
-from .support.cluster_race import run_race
+from .support.cluster_race import race_with_a_kill, run_race
 from .support.redis_cluster import LocalCluster
 from .support.redis_server import RedisServer
 
@@ -84,7 +83,7 @@ def test_eight_processes_keep_one_page_per_group_and_every_distinct_page(
     """Every group: one near-duplicate per process under its own key and the group's page
     under one shared key that all 8 check at once. The full 4,000 groups + 24,000 distinct
     pages: benchmarks/cluster_bench.py."""
-    groups, distinct = 120, 960
+    groups, distinct = 100, 800
     r = run_race(cluster.url, "test:race", groups, distinct, shared=True)
     assert r["exitcodes"] == [0] * 8
     assert r["groups_kept_once"] == groups and r["distinct_kept"] == distinct, r
@@ -96,6 +95,17 @@ def test_eight_processes_keep_one_page_per_group_and_every_distinct_page(
 
 
 # -- a client that dies between the steps ------------------------------------------------------
+def test_a_racing_process_killed_mid_run(cluster: LocalCluster) -> None:
+    """SIGKILL one of 3 racing processes: the others finish (waiting out its pending entry,
+    which lives 2 s here) and every group still holds exactly one page."""
+    r = race_with_a_kill(
+        cluster.url, "test:race-kill", groups=40, distinct=120, procs=3, kill_after=0.3
+    )
+    assert r["killed_exitcode"] == -9 and r["per_group"] == [1], r
+    assert r["survivors_distinct_kept"] and r["stored_unique"], r
+    assert set(r["survivor_statuses"]) <= {"new", "duplicate"}, r
+
+
 def test_a_dead_clients_pending_entry_is_gone_after_its_deadline(cluster: LocalCluster) -> None:
     url, prefix = cluster.url, "test:dead"
     dead = RedisClusterStore(url, prefix=prefix, reset=True, pending_timeout=1.0)
@@ -177,7 +187,9 @@ def test_cluster_and_single_node_uris_do_not_mix(
     client.close()
 
 
-def test_cli_info_report_copy_and_forget(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_cli_info_report_copy_and_forget(
+    cluster: LocalCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     uri = cluster.url + "?prefix=test:cli"
     with open_store(uri, reset=True) as s:
         rng = random.Random(20)
@@ -186,15 +198,10 @@ def test_cli_info_report_copy_and_forget(cluster: LocalCluster, tmp_path: Path) 
             assert s.check(fps, f"https://x/{i}").status == "new"
         assert s.check(pages[0], "https://x/copy").status == "duplicate"
 
-    def cli(*args: str) -> str:
-        run = subprocess.run(
-            [sys.executable, "-m", "nearduppipe.cli", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert run.returncode == 0, run.stderr
-        return run.stdout
+    def cli(*args: str) -> str:  # in this process: the CLI's main, its output captured
+        capsys.readouterr()
+        assert main(list(args)) == 0
+        return capsys.readouterr().out
 
     listing = cli("info", cluster.url, "--format", "json")  # every store, not their shards
     (found,) = [s for s in json.loads(listing)["stores"] if s["prefix"] == "test:cli"]

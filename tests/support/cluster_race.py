@@ -42,9 +42,14 @@ def race_queues(
 
 
 def race_worker(
-    url: str, prefix: str, items: list[tuple[int, int, str]], barrier: Any, out: Any
+    url: str,
+    prefix: str,
+    items: list[tuple[int, int, str]],
+    barrier: Any,
+    out: Any,
+    pending_timeout: float = 30.0,
 ) -> None:
-    store = RedisClusterStore(url, prefix=prefix)
+    store = RedisClusterStore(url, prefix=prefix, pending_timeout=pending_timeout)
     store.near(Fingerprints(0, 0))  # read the logs before the start
     barrier.wait()
     statuses = [(key, store.check(Fingerprints(fp, wide), key).status) for fp, wide, key in items]
@@ -92,4 +97,39 @@ def run_race(
         "self_matches": self_matches,
         "statuses": sorted({status for _, status in results}),
         "exitcodes": [p.exitcode for p in ps],
+    }
+
+
+def race_with_a_kill(
+    url: str, prefix: str, groups: int, distinct: int, procs: int, kill_after: float
+) -> dict[str, Any]:
+    """Race ``procs`` processes and SIGKILL the first ``kill_after`` seconds into the checks
+    (pending entries live 2 s); returns what the store holds per group and what the others
+    answered."""
+    queues = race_queues(groups, distinct, procs, seed=groups + 1)
+    RedisClusterStore(url, prefix=prefix, reset=True).close()
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
+    ps = [ctx.Process(target=race_worker, args=(url, prefix, q, barrier, out, 2.0)) for q in queues]
+    for p in ps:
+        p.start()
+    barrier.wait(timeout=120)
+    time.sleep(kill_after)
+    ps[0].kill()
+    t0 = time.perf_counter()
+    results = [s for _ in ps[1:] for s in out.get(timeout=300)]
+    took = time.perf_counter() - t0
+    for p in ps:
+        p.join(timeout=60)
+    with RedisClusterStore(url, prefix=prefix, read_only=True) as s:
+        keys = [e.key for e in s.entries()]
+    per_group = [sum(k.startswith(f"g{g}/") for k in keys) for g in range(groups)]
+    survivors = {k for k, _ in results}
+    return {
+        "per_group": sorted(set(per_group)),
+        "survivors_distinct_kept": all(k in keys for k in survivors if k.startswith("d")),
+        "survivor_statuses": sorted({status for _, status in results}),
+        "killed_exitcode": ps[0].exitcode,
+        "seconds_after_kill": took,
+        "stored_unique": len(set(keys)) == len(keys),
     }
