@@ -28,7 +28,7 @@ __all__ = [
     "uri_prefix",
 ]
 
-_REDIS_SCHEMES = ("redis", "rediss", "unix")
+_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
 
 
 def is_redis(uri: str) -> bool:
@@ -49,11 +49,22 @@ def _client(uri: str) -> Any:
         ) from None
     base, _, query = uri.partition("?")
     rest = "&".join(f"{k}={v}" for k, v in parse_qsl(query) if k not in ("prefix", "ttl"))
+    scheme, sep, tail = base.partition("://")
     try:
+        if scheme.lower().endswith("+cluster"):  # SCAN then reads every master
+            from redis.cluster import RedisCluster
+
+            return RedisCluster.from_url(
+                scheme.lower().split("+")[0] + sep + tail + ("?" + rest if rest else ""),
+                socket_timeout=5,
+                socket_connect_timeout=5,
+            )
         return redis.Redis.from_url(
             base + ("?" + rest if rest else ""), socket_timeout=5, socket_connect_timeout=5
         )
     except ValueError as e:
+        raise CliError(f"{redact(uri)}: {e}") from None
+    except redis.RedisError as e:  # a cluster URI for a server that is not one, unreachable
         raise CliError(f"{redact(uri)}: {e}") from None
 
 
@@ -123,6 +134,7 @@ def _redis_call(uri: str, what: str, fn: Any) -> Any:
 def list_redis_prefixes(uri: str) -> list[RedisPrefix]:
     """Every store on the server: SCAN for the ``{prefix}:meta`` hash each store writes."""
     client = _client(uri)
+    cluster = _scheme(uri).endswith("+cluster")
     try:
 
         def scan() -> list[RedisPrefix]:
@@ -132,6 +144,10 @@ def list_redis_prefixes(uri: str) -> list[RedisPrefix]:
                 if not (name.startswith("{") and name.endswith("}:meta")):
                     continue
                 meta = client.hgetall(raw)
+                if b"shard_of" in meta:  # a shard of a Redis Cluster store, not a store
+                    continue
+                if (meta.get(b"cluster") == b"1") != cluster:  # opened by the other scheme
+                    continue
                 found.append(
                     RedisPrefix(
                         name[1 : -len("}:meta")],

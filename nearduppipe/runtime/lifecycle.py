@@ -88,7 +88,7 @@ class StoreLifecycle:
             options["ttl"] = config.ttl
         if config.blocks is not None:
             options["blocks"] = config.blocks
-        if _scheme(uri) in ("redis", "rediss", "unix") and config.redis_params:
+        if _scheme(uri).split("+")[0] in ("redis", "rediss", "unix") and config.redis_params:
             options["params"] = config.redis_params
         try:
             self.store: Store = open_store(

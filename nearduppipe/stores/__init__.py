@@ -31,4 +31,4 @@ __all__ = [
 def _load_builtin_backends() -> None:
     """Import the bundled backends so they register their schemes (lazily: a missing optional
     client library only matters to the URI that needs it)."""
-    from . import memory, redis, sqlite  # noqa: F401
+    from . import memory, redis, redis_cluster, sqlite  # noqa: F401

@@ -138,6 +138,11 @@ class RedisBase(Store):
 
     def _open_meta(self, rule: Rule | None, blocks: int | None) -> None:
         meta = self._meta()
+        if meta.get("cluster") == "1" or "shard_of" in meta:
+            raise StoreError(
+                f"{self._where()}: a Redis Cluster store (or one of its shards): open it with "
+                "redis+cluster://"
+            )
         fmt = int(meta.get("format", "0"))
         if meta and fmt not in (1, 2):
             raise StoreError(
@@ -268,5 +273,7 @@ class RedisBase(Store):
             raise StoreUnavailable(f"{self._where()}: {what} failed: {msg}") from None
         except r.RedisError as e:
             msg = rk.redact(str(e), self._raw_uri)
+            if isinstance(e, (r.exceptions.MovedError, r.exceptions.AskError)):
+                msg = f"MOVED {msg} (a Redis Cluster node: open the store with redis+cluster://)"
             cls = StoreUnavailable if msg.startswith(_UNAVAILABLE) else StoreError
             raise cls(f"{self._where()}: {what} failed: {msg}") from None

@@ -92,7 +92,7 @@ __all__ = ["RedisStore", "StoreUnavailable"]
 
 _LUA = "\n".join(
     (importlib.resources.files(__package__) / name).read_text("utf-8")
-    for name in ("redis_entries.lua", "redis_check_and_add.lua")  # one script, two files
+    for name in ("redis_entries.lua", "redis_search.lua", "redis_check_and_add.lua")
 )
 _BATCH = 500
 

@@ -9,8 +9,9 @@
 -- from {P}:e and drop out. The reply carries the members logged since, so the client's index
 -- follows the store without another round trip.
 -- Record layouts: nearduppipe/stores/_redis_codec.py. Keys and layout: redis.py.
--- The script is this file (arguments, records, log writes) followed by
--- redis_check_and_add.lua (search, verdict and the modes), sent as one script.
+-- The script is this file, then redis_search.lua (search, verdict helpers), then
+-- redis_check_and_add.lua (the modes), sent as one script; the Redis Cluster store's shard
+-- script puts redis_cluster.lua (its own modes) before the last.
 --
 -- KEYS: meta, k (page key -> entry id), e (entry id -> record), d (decisions), r (replies),
 --       n (the log: members of 16 bytes, fingerprint and entry id, in insertion order),

@@ -1,0 +1,135 @@
+"""Racing processes on a Redis Cluster store (tests/test_redis_cluster.py and
+benchmarks/cluster_bench.py): groups of near-duplicates, one member of each group at the same
+position in every process's queue, and distinct pages between them. A module of its own so
+the spawned workers import only what they need."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import time
+from typing import Any
+
+from nearduppipe.rule import Fingerprints
+from nearduppipe.stores.redis_cluster import RedisClusterStore
+
+
+def _flip(x: int, n: int, bits: int, rng: random.Random) -> int:
+    for b in rng.sample(range(bits), n):
+        x ^= 1 << b
+    return x
+
+
+def race_queues(
+    groups: int, distinct: int, procs: int, seed: int, shared: bool = False
+) -> list[list[tuple[int, int, str]]]:
+    """Per process: one near-duplicate of every group (its own key, at the same position in
+    every queue) and its share of the distinct pages, interleaved; with ``shared``, also the
+    group's page under one key that every process checks at once (a revisit race)."""
+    rng = random.Random(seed)
+    queues: list[list[tuple[int, int, str]]] = [[] for _ in range(procs)]
+    per = distinct // procs
+    for g in range(groups):
+        base, wide = rng.getrandbits(64), rng.getrandbits(512)
+        for q in range(procs):
+            fp = _flip(base, rng.randint(1, 3), 64, rng)
+            if shared:
+                queues[q].append((base, wide, f"g{g}/shared"))
+            queues[q].append((fp, _flip(wide, 10, 512, rng), f"g{g}/p{q}"))
+            for i in range(per * g // groups, per * (g + 1) // groups):
+                queues[q].append((rng.getrandbits(64), rng.getrandbits(512), f"d{q}/{i}"))
+    return queues
+
+
+def race_worker(
+    url: str,
+    prefix: str,
+    items: list[tuple[int, int, str]],
+    barrier: Any,
+    out: Any,
+    pending_timeout: float = 30.0,
+) -> None:
+    store = RedisClusterStore(url, prefix=prefix, pending_timeout=pending_timeout)
+    store.near(Fingerprints(0, 0))  # read the logs before the start
+    barrier.wait()
+    statuses = [(key, store.check(Fingerprints(fp, wide), key).status) for fp, wide, key in items]
+    store.close()
+    out.put(statuses)
+
+
+def run_race(
+    url: str, prefix: str, groups: int, distinct: int, procs: int = 8, shared: bool = False
+) -> dict[str, Any]:
+    """Race ``procs`` processes; returns the kept counts, the statuses and the time taken."""
+    queues = race_queues(groups, distinct, procs, seed=groups, shared=shared)
+    RedisClusterStore(url, prefix=prefix, reset=True).close()
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
+    ps = [ctx.Process(target=race_worker, args=(url, prefix, q, barrier, out)) for q in queues]
+    for p in ps:
+        p.start()
+    barrier.wait(timeout=120)
+    t0 = time.perf_counter()
+    results = [s for _ in ps for s in out.get(timeout=600)]
+    took = time.perf_counter() - t0
+    for p in ps:
+        p.join(timeout=60)
+    kept: dict[str, int] = {}
+    for key, status in results:
+        if status in ("new", "changed"):
+            name = key.split("/")[0] if key.startswith("g") else key
+            kept[name] = kept.get(name, 0) + 1
+    with RedisClusterStore(url, prefix=prefix, read_only=True) as s:
+        stored, decisions = len(s), s.decision_count()
+        keys = [e.key for e in s.entries()]
+        self_matches = sum(d.key == d.matched_key for d in s.decisions())
+    return {
+        "checks": len(results),
+        "seconds": took,
+        "groups_kept_once": sum(kept.get(f"g{g}") == 1 for g in range(groups)),
+        "distinct_kept": sum(
+            kept.get(k) == 1 for _, _, k in (x for q in queues for x in q) if k.startswith("d")
+        ),
+        "stored": stored,
+        "unique_keys": len(set(keys)) == len(keys),
+        "decisions": decisions,
+        "duplicates": sum(status == "duplicate" for _, status in results),
+        "self_matches": self_matches,
+        "statuses": sorted({status for _, status in results}),
+        "exitcodes": [p.exitcode for p in ps],
+    }
+
+
+def race_with_a_kill(
+    url: str, prefix: str, groups: int, distinct: int, procs: int, kill_after: float
+) -> dict[str, Any]:
+    """Race ``procs`` processes and SIGKILL the first ``kill_after`` seconds into the checks
+    (pending entries live 2 s); returns what the store holds per group and what the others
+    answered."""
+    queues = race_queues(groups, distinct, procs, seed=groups + 1)
+    RedisClusterStore(url, prefix=prefix, reset=True).close()
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
+    ps = [ctx.Process(target=race_worker, args=(url, prefix, q, barrier, out, 2.0)) for q in queues]
+    for p in ps:
+        p.start()
+    barrier.wait(timeout=120)
+    time.sleep(kill_after)
+    ps[0].kill()
+    t0 = time.perf_counter()
+    results = [s for _ in ps[1:] for s in out.get(timeout=300)]
+    took = time.perf_counter() - t0
+    for p in ps:
+        p.join(timeout=60)
+    with RedisClusterStore(url, prefix=prefix, read_only=True) as s:
+        keys = [e.key for e in s.entries()]
+    per_group = [sum(k.startswith(f"g{g}/") for k in keys) for g in range(groups)]
+    survivors = {k for k, _ in results}
+    return {
+        "per_group": sorted(set(per_group)),
+        "survivors_distinct_kept": all(k in keys for k in survivors if k.startswith("d")),
+        "survivor_statuses": sorted({status for _, status in results}),
+        "killed_exitcode": ps[0].exitcode,
+        "seconds_after_kill": took,
+        "stored_unique": len(set(keys)) == len(keys),
+    }
