@@ -16,7 +16,8 @@ from typing import Literal, NamedTuple
 from .features import DEFAULT_FEATURES, FeatureConfig, features
 from .rule import Fingerprints
 from .simhash import simhash_pair
-from .stores.base import Match, Source, Status, Store
+from .stores.base import Match, Source, Store
+from .stores.counts import Status
 from .text import DEFAULT_LIMITS, TextLimits, extract, normalise_whitespace
 
 __all__ = [

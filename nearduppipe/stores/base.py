@@ -22,11 +22,18 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from ..rule import Fingerprints, Rule
+from .counts import (
+    COUNTERS,
+    STATUSES,
+    Source,
+    Status,
+    StoreInfo,
+    Tally,
+)
 
 __all__ = [
     "COUNTERS",
@@ -50,11 +57,6 @@ __all__ = [
 MAX_KEY_CHARS = 65_536
 _SURROGATE = re.compile("[\ud800-\udfff]")
 DEFAULT_MAX_DECISIONS = 100_000
-Status = Literal["new", "duplicate", "unchanged", "changed", "again"]
-STATUSES: tuple[Status, ...] = ("new", "duplicate", "unchanged", "changed", "again")
-# Who asked: the downloader middleware checks pages, the item pipeline checks items. A store
-# counts every verdict per source, so its totals split the way the crawl's stats do.
-Source = Literal["pages", "items"]
 
 
 class Match(NamedTuple):
@@ -119,122 +121,9 @@ class StoreUnavailable(StoreError):
     decides about. Nothing acknowledged before it is lost."""
 
 
-# What every backend counts over its life (Store.counters): the report's totals, for pages and
-# items together, then each verdict of the item pipeline's checks (pages are the difference).
-COUNTERS = (
-    "new_total",
-    "revisits_unchanged",
-    "revisits_changed",
-    "decisions_total",
-    "decisions_trimmed",
-    "again",
-    *(f"items_{status}" for status in STATUSES),
-)
-# The counter that counts each verdict for pages and items together.
-TOTAL_OF: dict[Status, str] = {
-    "new": "new_total",
-    "duplicate": "decisions_total",
-    "unchanged": "revisits_unchanged",
-    "changed": "revisits_changed",
-    "again": "again",
-}
-
-
-_COUNTER_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
-    **{(status, "pages"): (TOTAL_OF[status],) for status in STATUSES},
-    **{(status, "items"): (TOTAL_OF[status], f"items_{status}") for status in STATUSES},
-}
-
-
-def counter_names(status: Status, source: Source) -> tuple[str, ...]:
-    """The counters one verdict increments."""
-    return _COUNTER_NAMES[status, source]
-
-
-@dataclass(frozen=True)
-class Tally:
-    """What a store answered for one source over its life: the sums of the crawls'
-    ``neardup/unique``, ``dropped``, ``revisit/unchanged``, ``revisit/changed`` and ``again``
-    stats (``neardup/items/...`` for items)."""
-
-    unique: int = 0
-    dropped: int = 0
-    unchanged: int = 0
-    changed: int = 0
-    again: int = 0
-
-    @property
-    def checked(self) -> int:
-        """Every check answered: the sum of the crawls' ``neardup/checked`` stats."""
-        return self.unique + self.dropped + self.unchanged + self.changed + self.again
-
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "checked": self.checked,
-            "unique": self.unique,
-            "dropped": self.dropped,
-            "revisits_unchanged": self.unchanged,
-            "revisits_changed": self.changed,
-            "again": self.again,
-        }
-
-
 class BadKey(ValueError):
     """A key no store can hold (not text, empty, too long, or not encodable as UTF-8, e.g. a
     lone surrogate from a JSON feed). Only that page is affected; the store is untouched."""
-
-
-@dataclass(frozen=True)
-class StoreInfo:
-    uri: str
-    entries: int
-    decisions: int
-    rule: Rule
-    format: int
-    revisits_unchanged: int = 0
-    revisits_changed: int = 0
-    decisions_total: int = 0
-    decisions_trimmed: int = 0
-    ttl: float | None = None
-    max_decisions: int | None = None
-    again: int = 0  # a crawl job's own re-fetches (JOBDIR resume, retry): let through, not stored
-    new_total: int = 0  # entries ever stored as new (checks and imports)
-    items: Tally = Tally()  # the item pipeline's share of the counts above
-
-    @property
-    def dropped(self) -> int:
-        """Every near-duplicate decision ever recorded (trimmed ones too)."""
-        return self.decisions_total or self.decisions
-
-    @property
-    def unique(self) -> int:
-        """Pages ever stored as new: the entries, plus those forgotten or pruned since."""
-        return max(self.new_total, self.entries)
-
-    @property
-    def total(self) -> Tally:
-        """Every check the store answered, pages and items together."""
-        return Tally(
-            self.unique, self.dropped, self.revisits_unchanged, self.revisits_changed, self.again
-        )
-
-    @property
-    def pages(self) -> Tally:
-        """The downloader middleware's share: the totals less the items'."""
-        t, i = self.total, self.items
-        return Tally(
-            t.unique - i.unique,
-            t.dropped - i.dropped,
-            t.unchanged - i.unchanged,
-            t.changed - i.changed,
-            t.again - i.again,
-        )
-
-    @property
-    def pages_seen(self) -> int:
-        """Every check the store answered, summed over every crawl: it equals the sum of the
-        crawls' ``neardup/checked`` and ``neardup/items/checked`` stats."""
-        return self.total.checked
 
 
 def check_key(key: object) -> str:

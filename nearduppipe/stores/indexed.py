@@ -36,8 +36,8 @@ from .base import (
     check_max_decisions,
     check_ttl,
     clean_text,
-    counter_names,
 )
+from .counts import counter_names
 
 __all__ = ["COUNTERS", "IndexedStore", "wide_words", "words_to_int"]
 
