@@ -102,27 +102,22 @@ def live_ids(alive: Any, lo: int, hi: int) -> Any:
 
 @njit(cache=True, nogil=True)
 def build_run(
-    fps: Any,
-    ids: Any,
-    shifts: Any,
-    widths: Any,
-    drops: Any,
-    dir_bits: int,
-    offsets: Any,
-    tfps: Any,
-    tids: Any,
-) -> None:
-    """Fill ``offsets`` (``int32``, tables x ``2**dir_bits + 1``), ``tfps`` and ``tids``
-    (tables x ``len(ids)``) with the ids ``ids`` (ascending) in every table: a counting sort
-    by bucket, stable, so each bucket lists its ids oldest first. The caller allocates them
-    with numpy, which asks the kernel for huge pages for large arrays: the search reads them
-    at random, and with 4 KiB pages most of its reads would also miss the TLB (measured: 12 %
-    of a query at 1 M, 17 % at 10 M). ``int32`` offsets (a run holds fewer than 2**31 ids)
-    halve the directory's cache footprint."""
+    fps: Any, ids: Any, shifts: Any, widths: Any, drops: Any, dir_bits: int
+) -> tuple[Any, Any, Any]:
+    """``(offsets, table_fps, table_ids)`` of the ids ``ids`` (ascending) in every table: a
+    counting sort by bucket, stable, so each bucket lists its ids oldest first. Offsets are
+    ``int32`` (a run holds fewer than 2**31 ids): half the directory's cache footprint.
+
+    Allocated here, on 4 KiB pages. Huge pages (numpy's allocation, which madvises them) made
+    no difference to a store's check at 1 M or 10 M, measured, and with the kernel's THP
+    ``defrag = madvise`` a worker building a large run stalled in direct compaction while
+    holding the address space's lock: one add waited 917 ms at 28 M (58 ms without)."""
     n_tables = shifts.shape[0]
     m = len(ids)
     nb = 1 << dir_bits
-    offsets[:] = 0
+    offsets = np.zeros((n_tables, nb + 1), dtype=np.int32)
+    tfps = np.empty((n_tables, m), dtype=np.uint64)
+    tids = np.empty((n_tables, m), dtype=np.uint32)
     buckets = np.empty(m, dtype=np.int64)
     for t in range(n_tables):
         row = offsets[t]
@@ -139,6 +134,7 @@ def build_run(
             fill[buckets[j]] = pos + 1
             tfps[t, pos] = fps[i]
             tids[t, pos] = i
+    return offsets, tfps, tids
 
 
 @njit(cache=True, nogil=True)
@@ -369,9 +365,7 @@ def warm() -> None:
     widths = np.full((1, 1), 2, dtype=np.int64)
     drops = np.zeros(1, dtype=np.int64)
     ids = live_ids(alive, 0, 8)
-    offsets = np.empty((1, 5), dtype=np.int32)
-    tfps, tids = np.empty((1, 8), dtype=np.uint64), np.empty((1, 8), dtype=np.uint32)
-    build_run(fps, ids, shifts, widths, drops, 2, offsets, tfps, tids)
+    offsets, tfps, tids = build_run(fps, ids, shifts, widths, drops, 2)
     out_ids, out_d = np.empty(8, dtype=np.int64), np.empty(8, dtype=np.int64)
     masks = np.zeros(1, dtype=np.int64)
     query_run(

@@ -102,15 +102,9 @@ class Run:
         self.dir_bits = geo.dir_bits(len(ids))
         self.drops = geo.drops(self.dir_bits)
         self.masks = probe_masks(self.dir_bits, geo.probe)
-        # allocated here, by numpy, for its huge pages (see build_run)
-        tables = len(geo.key_bits)
-        self.offsets = np.empty((tables, (1 << self.dir_bits) + 1), dtype=np.int32)
-        self.tfps = np.empty((tables, len(ids)), dtype=np.uint64)
-        self.tids = np.empty((tables, len(ids)), dtype=np.uint32)
-        K.build_run(
-            fps, ids, geo.shifts, geo.widths, self.drops, self.dir_bits,
-            self.offsets, self.tfps, self.tids,
-        )  # fmt: skip
+        self.offsets, self.tfps, self.tids = K.build_run(
+            fps, ids, geo.shifts, geo.widths, self.drops, self.dir_bits
+        )
         # what every query passes first, in query_run's order (one tuple, not 8 lookups)
         self.args = (
             self.offsets, self.tfps, self.tids, geo.shifts, geo.widths, self.drops,
