@@ -241,12 +241,11 @@ class SqliteStore(IndexedStore):
         return self._last_key[1]
 
     def _find(self, key: str) -> tuple[int, str | None] | None:
-        row_key = "k:" + key
-        held, value = (False, None) if self._writer is None else self._writer.lookup(row_key)
-        if not held:
-            if not self._keys.may_hold(self._hash(key)):
-                return None  # certainly not stored: no query
-            value = self._row(row_key)
+        # The filter holds the key of every live entry, buffered or committed: a "no" needs
+        # neither the buffer nor a query (most keys of a crawl are new).
+        if not self._keys.may_hold(self._hash(key)):
+            return None
+        value = self._row("k:" + key)
         if value is None:
             return None
         rid, job = decode(value, f"{self.path}: record for key {key!r:.80}")
@@ -283,15 +282,23 @@ class SqliteStore(IndexedStore):
         text: str | None,
         replaces: int | None,
     ) -> None:
-        rid = self._state["rseq"]
-        self._state["rseq"] = rid + 1
-        self._set_rid(i, rid)
+        # (the per-page path of every check: calls inlined where it measurably helps)
+        state = self._state
+        rid = state["rseq"]
+        state["rseq"] = rid + 1
+        rids = self._rids
+        if i >= len(rids):
+            rids = self._rids = self._rid_column.reserve(i + 1)
+        rids[i] = rid
         self._keys.add(i, self._hash(key), self._index.alive)
+        w = self._writer
+        assert w is not None
+        buf = w.buffer
         if replaces is not None:
-            self._buf["i:" + _rid(int(self._rids[replaces]))] = None
-        self._buf["k:" + key] = key_record(rid, job)
-        self._buf["i:" + _rid(rid)] = entry_record(fps, t, job, key, text)
-        self._queued()
+            buf[f"i:{int(rids[replaces]):012x}"] = None
+        buf["k:" + key] = key_record(rid, job)
+        buf[f"i:{rid:012x}"] = entry_record(fps, t, job, key, text)
+        w.after_write()
 
     def _persist_touch(self, i: int, key: str, t: float, job: str | None) -> None:
         e = self._entry_at(i)

@@ -227,7 +227,7 @@ class Writer:
         while b is not None:
             try:
                 if until is None:
-                    if b.replies.empty():
+                    if not b.replies.queue:  # (empty(), without its lock: called per write)
                         return False
                     self._wait(b.replies, time.monotonic() + self.wait)
                 else:
