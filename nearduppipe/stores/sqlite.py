@@ -226,10 +226,6 @@ class SqliteStore(IndexedStore):
         ).fetchone()
         return None if row is None else row[0]
 
-    def _set_rid(self, i: int, rid: int) -> None:
-        self._rids = self._rid_column.reserve(i + 1)
-        self._rids[i] = rid
-
     def _id_of_rid(self, rid: int) -> int | None:
         n = self._index.id_count
         i = int(np.searchsorted(self._rids[:n], rid))

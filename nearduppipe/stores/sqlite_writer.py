@@ -74,6 +74,12 @@ class WriteOptions:
 
 logger = logging.getLogger("nearduppipe")
 CACHE_KIB = 64 * 1024  # the writer's page cache: the key index's inner pages stay in memory
+# WAL pages between automatic checkpoints (sqlite's default: 1000). A commit rewrites every
+# page it touches into the WAL, and new keys land on random leaves of the key index, so a
+# checkpoint every 1000 pages copied the same leaves into the file over and over: 10,000
+# pages (a WAL of up to ~40 MB while open) cut the writer thread's CPU time by a quarter
+# to a third (1 M checks: 33 -> 24 s), and the wall time of the checks with it.
+CHECKPOINT_PAGES = 10_000
 
 
 class _Quiet(logging.Filter):
@@ -160,6 +166,7 @@ class Writer:
             "PRAGMA synchronous=NORMAL",
             f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}",
             f"PRAGMA cache_size={-CACHE_KIB}",
+            f"PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}",
         ]
 
     # -- statements --------------------------------------------------------------------------
