@@ -38,6 +38,7 @@ from .sqlite_files import (
     FileLock,
     decode,
     encode,
+    open_db,
     prepare_path,
     read_connection,
     scan_rows,
@@ -49,11 +50,9 @@ from .sqlite_migrate import migrate_v1, read_only_view, rule_of
 from .sqlite_records import (
     decision_record,
     entry_record,
-    key_hashes_v2,
     key_record,
     parse_decision,
     parse_entry,
-    read_state,
 )
 from .sqlite_snapshot import (
     SNAPSHOT_TABLE,
@@ -63,7 +62,7 @@ from .sqlite_snapshot import (
     new_token,
     snapshot_statements,
 )
-from .sqlite_writer import Snapshot, WriteOptions, Writer, open_db
+from .sqlite_writer import Snapshot, WriteOptions, Writer
 
 __all__ = ["FORMAT_VERSION", "SqliteStore", "sqlite_path"]
 
@@ -195,15 +194,10 @@ class SqliteStore(IndexedStore):
 
     def _load(self) -> None:
         assert self._reader is not None
-        state = read_state(self._reader, self.path)
+        state, self._snapshot, loaded = load_index(self._reader, self.path)
         self._state.update({name: int(state.get(name, 0)) for name in self._state})
         self._counters.update({name: int(state.get(name, 0)) for name in COUNTERS})
-        snapshot = state.get("snapshot")
-        self._snapshot = snapshot if isinstance(snapshot, str) else None
-        loaded = load_index(self._reader, self._snapshot, self.path)
-        if loaded.keys is None:  # from the rows: the snapshot is stale or absent
-            self._snapshot = None
-            loaded.keys = key_hashes_v2(self._reader, self.path, loaded.rids)
+        assert loaded.keys is not None
         self._load_arrays(loaded.fps, loaded.wide, loaded.has_wide, loaded.times)
         self._keys.load(loaded.keys, np.ones(len(loaded.rids), dtype=bool), loaded.key_filter)
         self._rids = self._rid_column.reserve(len(loaded.rids))
@@ -237,8 +231,7 @@ class SqliteStore(IndexedStore):
         return self._last_key[1]
 
     def _find(self, key: str) -> tuple[int, str | None] | None:
-        # The filter holds the key of every live entry, buffered or committed: a "no" needs
-        # neither the buffer nor a query (most keys of a crawl are new).
+        # every live entry's key (buffered or committed) is in the filter: "no" needs no lookup
         if not self._keys.may_hold(self._hash(key)):
             return None
         value = self._row("k:" + key)
@@ -279,9 +272,8 @@ class SqliteStore(IndexedStore):
         replaces: int | None,
     ) -> None:
         # (the per-page path of every check: calls inlined where it measurably helps)
-        state = self._state
-        rid = state["rseq"]
-        state["rseq"] = rid + 1
+        rid = self._state["rseq"]
+        self._state["rseq"] = rid + 1
         rids = self._rids
         if i >= len(rids):
             rids = self._rids = self._rid_column.reserve(i + 1)
