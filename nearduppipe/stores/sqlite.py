@@ -38,6 +38,7 @@ from .sqlite_files import (
     FileLock,
     decode,
     encode,
+    open_db,
     prepare_path,
     read_connection,
     scan_rows,
@@ -49,11 +50,9 @@ from .sqlite_migrate import migrate_v1, read_only_view, rule_of
 from .sqlite_records import (
     decision_record,
     entry_record,
-    key_hashes_v2,
     key_record,
     parse_decision,
     parse_entry,
-    read_state,
 )
 from .sqlite_snapshot import (
     SNAPSHOT_TABLE,
@@ -63,7 +62,7 @@ from .sqlite_snapshot import (
     new_token,
     snapshot_statements,
 )
-from .sqlite_writer import Snapshot, WriteOptions, Writer, open_db
+from .sqlite_writer import Snapshot, WriteOptions, Writer
 
 __all__ = ["FORMAT_VERSION", "SqliteStore", "sqlite_path"]
 
@@ -195,15 +194,10 @@ class SqliteStore(IndexedStore):
 
     def _load(self) -> None:
         assert self._reader is not None
-        state = read_state(self._reader, self.path)
+        state, self._snapshot, loaded = load_index(self._reader, self.path)
         self._state.update({name: int(state.get(name, 0)) for name in self._state})
         self._counters.update({name: int(state.get(name, 0)) for name in COUNTERS})
-        snapshot = state.get("snapshot")
-        self._snapshot = snapshot if isinstance(snapshot, str) else None
-        loaded = load_index(self._reader, self._snapshot, self.path)
-        if loaded.keys is None:  # from the rows: the snapshot is stale or absent
-            self._snapshot = None
-            loaded.keys = key_hashes_v2(self._reader, self.path, loaded.rids)
+        assert loaded.keys is not None
         self._load_arrays(loaded.fps, loaded.wide, loaded.has_wide, loaded.times)
         self._keys.load(loaded.keys, np.ones(len(loaded.rids), dtype=bool), loaded.key_filter)
         self._rids = self._rid_column.reserve(len(loaded.rids))
@@ -226,10 +220,6 @@ class SqliteStore(IndexedStore):
         ).fetchone()
         return None if row is None else row[0]
 
-    def _set_rid(self, i: int, rid: int) -> None:
-        self._rids = self._rid_column.reserve(i + 1)
-        self._rids[i] = rid
-
     def _id_of_rid(self, rid: int) -> int | None:
         n = self._index.id_count
         i = int(np.searchsorted(self._rids[:n], rid))
@@ -241,12 +231,10 @@ class SqliteStore(IndexedStore):
         return self._last_key[1]
 
     def _find(self, key: str) -> tuple[int, str | None] | None:
-        row_key = "k:" + key
-        held, value = (False, None) if self._writer is None else self._writer.lookup(row_key)
-        if not held:
-            if not self._keys.may_hold(self._hash(key)):
-                return None  # certainly not stored: no query
-            value = self._row(row_key)
+        # every live entry's key (buffered or committed) is in the filter: "no" needs no lookup
+        if not self._keys.may_hold(self._hash(key)):
+            return None
+        value = self._row("k:" + key)
         if value is None:
             return None
         rid, job = decode(value, f"{self.path}: record for key {key!r:.80}")
@@ -283,15 +271,22 @@ class SqliteStore(IndexedStore):
         text: str | None,
         replaces: int | None,
     ) -> None:
+        # (the per-page path of every check: calls inlined where it measurably helps)
         rid = self._state["rseq"]
         self._state["rseq"] = rid + 1
-        self._set_rid(i, rid)
+        rids = self._rids
+        if i >= len(rids):
+            rids = self._rids = self._rid_column.reserve(i + 1)
+        rids[i] = rid
         self._keys.add(i, self._hash(key), self._index.alive)
+        w = self._writer
+        assert w is not None
+        buf = w.buffer
         if replaces is not None:
-            self._buf["i:" + _rid(int(self._rids[replaces]))] = None
-        self._buf["k:" + key] = key_record(rid, job)
-        self._buf["i:" + _rid(rid)] = entry_record(fps, t, job, key, text)
-        self._queued()
+            buf[f"i:{int(rids[replaces]):012x}"] = None
+        buf["k:" + key] = key_record(rid, job)
+        buf[f"i:{rid:012x}"] = entry_record(fps, t, job, key, text)
+        w.after_write()
 
     def _persist_touch(self, i: int, key: str, t: float, job: str | None) -> None:
         e = self._entry_at(i)

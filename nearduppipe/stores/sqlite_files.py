@@ -1,4 +1,5 @@
-"""The file side of the sqlite store: paths, validation, locking and record encoding.
+"""The file side of the sqlite store: paths, validation, locking, record encoding, and opening
+the sqlitedict table (with its writer thread).
 
 Kept apart from :mod:`.sqlite` (the store's logic) because none of it depends on what the store
 holds: it answers "is this file ours, can we use it, and is anyone else using it?".
@@ -7,12 +8,15 @@ holds: it answers "is this file ours, can we use it, and is anyone else using it
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from sqlitedict import SqliteDict
 
 from .base import StoreError
 
@@ -27,6 +31,7 @@ __all__ = [
     "FileLock",
     "decode",
     "encode",
+    "open_db",
     "prepare_path",
     "read_connection",
     "scan_rows",
@@ -70,6 +75,35 @@ def decode(value: Any, where: str = "record") -> Any:
         return json.loads(value)
     except ValueError as e:
         raise StoreError(f"{where} is not valid JSON ({e})") from None
+
+
+class _Quiet(logging.Filter):
+    """sqlitedict logs every failed statement of its writer thread as a multi-line ERROR dump;
+    this store reports each failure itself (StoreUnavailable, retried), so those are noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+for _name in ("sqlitedict", "sqlitedict.SqliteMultithread"):
+    logging.getLogger(_name).addFilter(_Quiet())
+
+
+def open_db(path: Path, reset: bool) -> SqliteDict:
+    """The sqlitedict table (created if new, emptied with ``reset``) and its writer thread."""
+    try:
+        return SqliteDict(
+            str(path),
+            tablename=TABLE,
+            flag="w" if reset else "c",
+            autocommit=False,
+            journal_mode="WAL",
+            encode=encode,
+            decode=decode,
+            outer_stack=False,
+        )
+    except Exception as e:
+        raise StoreError(f"{path}: cannot open: {e}") from e
 
 
 def read_connection(path: Path) -> sqlite3.Connection:

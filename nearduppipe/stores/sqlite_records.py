@@ -55,9 +55,11 @@ def _string(s: str | None) -> str:
 
 def entry_record(fps: Fingerprints, t: float, job: str | None, key: str, text: str | None) -> str:
     # Formatted by hand (json.dumps costs several µs per field): the same JSON text.
-    wide = "" if fps.wide is None else f"{fps.wide:0{WIDE_HEX}x}"
+    fp, wide = fps
+    hex_wide = "" if wide is None else wide.to_bytes(WIDE_HEX // 2, "big").hex()
     tail = "" if text is None else "," + encode_basestring(text)
-    return f'["{fps.fp:016x}","{wide}",{t:.3f},{_string(job)},{encode_basestring(key)}{tail}]'
+    job_text = "null" if job is None else encode_basestring(job)
+    return f'["{fp:016x}","{hex_wide}",{t:.3f},{job_text},{encode_basestring(key)}{tail}]'
 
 
 def key_record(rid: int, job: str | None) -> str:

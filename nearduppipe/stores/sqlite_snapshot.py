@@ -27,7 +27,7 @@ import numpy as np
 from .base import StoreError
 from .sqlite_files import TABLE
 from .sqlite_keys import KeyFilter
-from .sqlite_records import Loaded, load_v2
+from .sqlite_records import Loaded, key_hashes_v2, load_v2, read_state
 
 __all__ = [
     "SNAPSHOT_TABLE",
@@ -156,13 +156,17 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
     )
 
 
-def load_index(conn: sqlite3.Connection, token: str | None, path: Path) -> Loaded:
-    """The index columns: from the snapshot if it is current, else from the rows (then
-    ``keys`` is ``None``)."""
-    loaded = load_snapshot(conn, token, path)
+def load_index(conn: sqlite3.Connection, path: Path) -> tuple[dict[str, Any], str | None, Loaded]:
+    """The ``m:state`` record, the token of the snapshot the index columns were read from
+    (``None``: it was stale or absent, and they were read from the rows), and the columns."""
+    state = read_state(conn, path)
+    token = state.get("snapshot")
+    loaded = load_snapshot(conn, token if isinstance(token, str) else None, path)
     if loaded is not None:
-        return loaded
+        return state, token, loaded
     try:
-        return load_v2(conn, path)
+        loaded = load_v2(conn, path)
+        loaded.keys = key_hashes_v2(conn, path, loaded.rids)
     except sqlite3.DatabaseError as e:
         raise StoreError(f"{path}: damaged store ({e}); nothing was changed") from e
+    return state, None, loaded

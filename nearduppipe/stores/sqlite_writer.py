@@ -42,10 +42,10 @@ from typing import Any
 
 from sqlitedict import SqliteDict
 
-from .base import StoreError, StoreUnavailable
-from .sqlite_files import TABLE, decode, encode
+from .base import StoreUnavailable
+from .sqlite_files import TABLE
 
-__all__ = ["Snapshot", "Statement", "WriteOptions", "Writer", "open_db"]
+__all__ = ["Snapshot", "Statement", "WriteOptions", "Writer"]
 
 
 @dataclass(frozen=True)
@@ -74,35 +74,11 @@ class WriteOptions:
 
 logger = logging.getLogger("nearduppipe")
 CACHE_KIB = 64 * 1024  # the writer's page cache: the key index's inner pages stay in memory
-
-
-class _Quiet(logging.Filter):
-    """sqlitedict logs every failed statement of its writer thread as a multi-line ERROR dump;
-    this store reports each failure itself (StoreUnavailable, retried), so those are noise."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return False
-
-
-for _name in ("sqlitedict", "sqlitedict.SqliteMultithread"):
-    logging.getLogger(_name).addFilter(_Quiet())
-
-
-def open_db(path: Path, reset: bool) -> SqliteDict:
-    """The sqlitedict table (created if new, emptied with ``reset``) and its writer thread."""
-    try:
-        return SqliteDict(
-            str(path),
-            tablename=TABLE,
-            flag="w" if reset else "c",
-            autocommit=False,
-            journal_mode="WAL",
-            encode=encode,
-            decode=decode,
-            outer_stack=False,
-        )
-    except Exception as e:
-        raise StoreError(f"{path}: cannot open: {e}") from e
+# WAL pages between automatic checkpoints (sqlite's default: 1000). A commit rewrites each page
+# it touches into the WAL, and new keys land on random leaves of the key index: checkpoints
+# every 1000 pages copied the same leaves into the file over and over. 10,000 (a WAL of up to
+# ~40 MB) cut the writer thread's CPU time by about a quarter (1 M checks: 33 -> 24 s).
+CHECKPOINT_PAGES = 10_000
 
 
 _NO_MORE = "--no more--"  # sqlitedict's end-of-reply marker
@@ -160,6 +136,7 @@ class Writer:
             "PRAGMA synchronous=NORMAL",
             f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}",
             f"PRAGMA cache_size={-CACHE_KIB}",
+            f"PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}",
         ]
 
     # -- statements --------------------------------------------------------------------------
@@ -227,7 +204,7 @@ class Writer:
         while b is not None:
             try:
                 if until is None:
-                    if b.replies.empty():
+                    if not b.replies.queue:  # (empty(), without its lock: called per write)
                         return False
                     self._wait(b.replies, time.monotonic() + self.wait)
                 else:

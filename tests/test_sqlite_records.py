@@ -1,0 +1,87 @@
+"""The sqlite store's hand-formatted records are the JSON text ``json.dumps`` writes (the float
+aside: always three decimals), whatever the key, job or text holds, and read back as written."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from nearduppipe import open_store
+from nearduppipe.rule import Fingerprints
+from nearduppipe.stores.base import MAX_KEY_CHARS, BadKey, check_key, clean_text
+from nearduppipe.stores.sqlite_files import encode
+from nearduppipe.stores.sqlite_records import entry_record, key_record, parse_entry
+
+HOSTILE = [
+    "plain",
+    'quote " inside',
+    "back\\slash \\u0041 \\",
+    "".join(chr(c) for c in range(32)) + "\x7f",  # every control character
+    "\u2028\u2029 line separators",
+    "例子 😀 \U0010ffff non-BMP",
+    "</script><!--",
+    '["]",null,1e9]',  # looks like the record around it
+    "x" * MAX_KEY_CHARS,  # the longest key a store takes
+]
+FPS = [
+    Fingerprints(0, None),
+    Fingerprints((1 << 64) - 1, 0),
+    Fingerprints(0x0123_4567_89AB_CDEF, (1 << 512) - 1),
+    Fingerprints(1, 1 << 511),
+    Fingerprints(2, 12345),
+]
+TIMES = [0.0, 1.5, 1_700_000_000.0004, 1_700_000_000.9996, 2.0**40 + 0.25]
+
+
+def expected(fps: Fingerprints, t: float, job: str | None, key: str, text: str | None) -> str:
+    """The record as ``json.dumps`` writes it, with the time as three decimals."""
+    wide = "" if fps.wide is None else f"{fps.wide:0128x}"
+    head = encode([f"{fps.fp:016x}", wide])[:-1]
+    tail = encode([job, key] + ([] if text is None else [text]))[1:]
+    return f"{head},{t:.3f},{tail}"
+
+
+@pytest.mark.parametrize("key", HOSTILE)
+def test_entry_record_is_the_json_dumps_text(key: str) -> None:
+    check_key(key)
+    for n, fps in enumerate(FPS):
+        t = TIMES[n % len(TIMES)]
+        for job, text in [(None, None), (key, None), (None, key), ("j", "\ud800 lone")]:
+            text = clean_text(text)  # what check() stores: lone surrogates become U+FFFD
+            record = entry_record(fps, t, job, key, text)
+            assert record == expected(fps, t, job, key, text)
+            decoded = json.loads(record)
+            assert decoded[3:] == [job, key] + ([] if text is None else [text])
+            e = parse_entry(record, "test")
+            assert (e.key, e.fingerprint, e.wide, e.job, e.text) == (
+                key, fps.fp, fps.wide, job, text
+            )  # fmt: skip
+            assert abs(e.stored_at - t) <= 0.0005 + 1e-9 * t
+
+
+def test_key_record_is_the_json_dumps_text() -> None:
+    for rid in (0, 1, 2**40, 2**48 - 1):
+        for job in [None, *HOSTILE]:
+            assert key_record(rid, job) == encode([rid, job])
+
+
+def test_lone_surrogate_keys_are_refused_before_any_record() -> None:
+    with pytest.raises(BadKey):
+        check_key("a\udc80b")
+
+
+def test_hostile_keys_survive_a_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "hostile.sqlite"
+    rng = random.Random(5)
+    fps = [Fingerprints(rng.getrandbits(64), rng.getrandbits(512)) for _ in HOSTILE]
+    with open_store(str(path)) as s:
+        for key, fp in zip(HOSTILE, fps, strict=True):
+            assert s.check(fp, key, job=key, text=key).status == "new"
+    with open_store(str(path), read_only=True) as s:
+        for key, fp in zip(HOSTILE, fps, strict=True):
+            e = s.get(key)
+            assert e is not None and (e.key, e.job, e.text) == (key, key, key)
+            assert (e.fingerprint, e.wide) == fp
