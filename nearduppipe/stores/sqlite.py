@@ -6,8 +6,7 @@ buffered and committed in the background (:mod:`.sqlite_writer`): a row leaves t
 once its commit succeeded, a lock held by another process is waited out within bounds, any other
 failure is raised as :class:`StoreUnavailable`, and :meth:`flush` / :meth:`close` return within
 about 10 s. One process writes a store (:class:`~.sqlite_files.FileLock`); ``read_only=True``
-never writes. docs/operations.md has the details and the measured figures.
-"""
+never writes. Details and measured figures: docs/operations.md."""
 
 from __future__ import annotations
 
