@@ -10,12 +10,17 @@ and :func:`format1_key_pattern` make that exact too.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode
+
+from .base import StoreError
 
 __all__ = [
     "FIXED_NAMES",
     "format1_key_pattern",
     "glob_escape",
+    "open_checked",
     "redact",
     "split_uri",
     "store_keys",
@@ -96,3 +101,30 @@ def redact(text: str, uri: str) -> str:
     for secret in secrets(uri):
         out = out.replace(secret, "***")
     return out
+
+
+# options both Redis stores take (the cluster store adds its own)
+OPTIONS = frozenset(
+    {"prefix", "name", "reset", "ttl", "max_decisions", "read_only", "clock", "blocks"}
+    | {"timeout", "params"}
+)
+_S = TypeVar("_S")
+
+
+def open_checked(
+    what: str,
+    factory: Callable[..., _S],
+    known: frozenset[str],
+    uri: str,
+    rule: Any,
+    **options: Any,
+) -> _S:
+    """``factory(uri, rule, **options)`` once the options are ones it knows: the crawl's commit
+    settings are dropped (every call is a server transaction), others are a :class:`StoreError`
+    naming them, with the password redacted."""
+    for ignored in ("commit_every", "commit_interval"):
+        options.pop(ignored, None)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise StoreError(f"{what} {redact(uri, uri)}: unknown options {unknown}")
+    return factory(uri, rule, **options)

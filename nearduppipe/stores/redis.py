@@ -362,27 +362,8 @@ class RedisStore(RedisBase):
             self._client.close()
 
 
-_OPTIONS = {
-    "prefix",
-    "name",
-    "reset",
-    "ttl",
-    "max_decisions",
-    "read_only",
-    "clock",
-    "blocks",
-    "timeout",
-    "params",
-}
-
-
 def _open(uri: str, rule: Rule | None = None, **options: Any) -> RedisStore:
-    for ignored in ("commit_every", "commit_interval"):  # every call is a server transaction
-        options.pop(ignored, None)
-    unknown = sorted(set(options) - _OPTIONS)
-    if unknown:
-        raise StoreError(f"redis store {rk.redact(uri, uri)}: unknown options {unknown}")
-    return RedisStore(uri, rule, **options)
+    return rk.open_checked("redis store", RedisStore, rk.OPTIONS, uri, rule, **options)
 
 
 for _scheme in ("redis", "rediss", "unix"):

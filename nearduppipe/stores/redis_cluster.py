@@ -334,29 +334,13 @@ class _ShardView:
         return self._store._call(what, self._shard, args)
 
 
-_OPTIONS = {
-    "prefix",
-    "name",
-    "reset",
-    "ttl",
-    "max_decisions",
-    "read_only",
-    "clock",
-    "blocks",
-    "shards",
-    "pending_timeout",
-    "timeout",
-    "params",
-}
+_OPTIONS = rk.OPTIONS | {"shards", "pending_timeout"}
 
 
 def _open(uri: str, rule: Rule | None = None, **options: Any) -> RedisClusterStore:
-    for ignored in ("commit_every", "commit_interval"):  # every call is a server transaction
-        options.pop(ignored, None)
-    unknown = sorted(set(options) - _OPTIONS)
-    if unknown:
-        raise StoreError(f"redis cluster store {rk.redact(uri, uri)}: unknown options {unknown}")
-    return RedisClusterStore(uri, rule, **options)
+    return rk.open_checked(
+        "redis cluster store", RedisClusterStore, _OPTIONS, uri, rule=rule, **options
+    )
 
 
 for _scheme in ("redis+cluster", "rediss+cluster"):
