@@ -129,13 +129,18 @@ class Executor:
         if self._processes is None:
             try:
                 return await await_future(self.threads.submit(fn, *args), self.timeout)
-            except TimeoutError:  # the thread runs on; threads cannot be stopped
-                raise PageTimeout(f"no result within {self.timeout} s") from None
+            except TimeoutError:
+                raise PageTimeout(
+                    f"no result within {self.timeout} s; its thread runs on, as threads cannot "
+                    "be stopped (NEARDUP_EXECUTOR = 'process' stops it)"
+                ) from None
         future = self._schedule(fn, args)
         try:
             return await await_future(future)
         except (TimeoutError, concurrent.futures.TimeoutError):
-            raise PageTimeout(f"no result within {self.timeout} s") from None
+            raise PageTimeout(
+                f"no result within {self.timeout} s; its worker was replaced"
+            ) from None
         except ProcessExpired as e:
             raise WorkerDied(f"worker process {e.pid} died (exit code {e.exitcode})") from None
         except BrokenProcessPool as e:

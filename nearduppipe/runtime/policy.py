@@ -66,7 +66,7 @@ class FailurePolicy:
             self.log.skip(source, "timeout")
             logger.warning(
                 "nearduppipe: gave up checking %(key)s, keeping it: %(exc)s "
-                "(NEARDUP_PAGE_TIMEOUT; the worker was replaced)",
+                "(NEARDUP_PAGE_TIMEOUT)",
                 {"key": key, "exc": exc},
                 extra=self._extra,
             )
