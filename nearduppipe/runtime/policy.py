@@ -65,8 +65,7 @@ class FailurePolicy:
         if isinstance(exc, PageTimeout):
             self.log.skip(source, "timeout")
             logger.warning(
-                "nearduppipe: gave up checking %(key)s, keeping it: %(exc)s "
-                "(NEARDUP_PAGE_TIMEOUT)",
+                "nearduppipe: gave up checking %(key)s, keeping it: %(exc)s (NEARDUP_PAGE_TIMEOUT)",
                 {"key": key, "exc": exc},
                 extra=self._extra,
             )
