@@ -34,11 +34,10 @@ The loops are compiled (:mod:`nearduppipe._kernels`). Queries never modify the i
 from __future__ import annotations
 
 import bisect
-import threading
 
 import numpy as np
 
-from ._columns import Column
+from ._columns import Column, free_later
 from ._runs import Geometry, Merge, Run, kernels
 from .layout import Layout, table_key, table_keys
 
@@ -244,16 +243,33 @@ class BlockIndex:
             merged = merge.take()
             at = self._runs.index(merge.sources[0])
             self._runs[at : at + len(merge.sources)] = [merged]
-            # Freeing the old runs unmaps hundreds of MB at tens of millions of ids (200 ms
-            # measured at 30 M): a worker thread drops the last references instead.
+            # the old runs' arrays (hundreds of MB at tens of millions of ids) are freed
+            # outside the GIL, on a worker thread (no query reads them any more)
             old, merge.sources = merge.sources, []
-            threading.Thread(target=old.clear, name="neardup-free", daemon=True).start()
+            free_later(a for run in old for a in (run.offsets, run.tfps, run.tids))
 
     def wait(self) -> None:
-        """Finish the merges running on worker threads (tests and benchmarks)."""
-        for merge in self._pending:
-            merge.take()
-        self._collect()
+        """Finish the merges running on worker threads, and those they make due (tests,
+        benchmarks, batch): a loop that only adds outruns merges at a lower priority."""
+        while True:
+            for merge in self._pending:
+                merge.take()
+            self._collect()
+            self._seal()
+            if self._pending:
+                continue
+            # adds that outran the merge threads leave runs an add's merge step never
+            # reaches (it looks at the newest runs only): merge from the oldest run that
+            # the newer ones have outgrown
+            total, oldest = 0, None
+            for at in range(len(self._runs) - 1, -1, -1):
+                span = self._runs[at].hi - self._runs[at].lo
+                if total and span <= MERGE_FACTOR * total:
+                    oldest = at
+                total += span
+            if oldest is None:
+                return
+            self._rebuild(self._runs[oldest:])
 
     # -- reads -------------------------------------------------------------------------------
     def search(self, fp: int, radius: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import numpy as np
+import mmap
+import sys
+import threading
 
-from nearduppipe._columns import Column
+import numpy as np
+import pytest
+
+from nearduppipe._columns import Column, free_later
 
 
 def test_growth_keeps_rows_and_earlier_views() -> None:
@@ -28,3 +33,38 @@ def test_bool_and_float_columns() -> None:
     f, t = flags.reserve(3000), times.reserve(3000)
     assert bool(f[0]) and t[0] == 1.5 and not f[1:].any() and not t[1:].any()
     assert f.flags.writeable and t.flags.writeable
+
+
+def _join_free_threads() -> None:
+    for t in threading.enumerate():
+        if t.name == "neardup-free":
+            t.join(timeout=60)
+
+
+def test_views_stay_valid_after_the_old_mapping_is_released() -> None:
+    col = Column(np.uint64, capacity=1 << 18)  # 2 MB: its old mapping is madvised away
+    arr = col.array
+    arr[:] = np.arange(1 << 18, dtype=np.uint64)
+    view = arr[10:]
+    new = col.reserve(1 << 20)
+    del arr
+    _join_free_threads()
+    assert view[:5].tolist() == [10, 11, 12, 13, 14]  # read back from the memory file
+    new[20] = 7
+    assert view[10] == 7  # the same pages
+    assert int(new[(1 << 18) - 1]) == (1 << 18) - 1
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * mmap.PAGESIZE
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_free_later_returns_the_pages() -> None:
+    arr = np.ones(64 << 20, dtype=np.uint8)  # 64 MB, touched
+    before = _rss()
+    free_later([arr])
+    del arr
+    _join_free_threads()
+    assert _rss() < before - (48 << 20)
