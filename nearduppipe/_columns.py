@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import queue
 import sys
 import threading
 import weakref
@@ -20,7 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["Column", "free_later"]
+__all__ = ["Column", "free_later", "wait_freed"]
 
 _PAGE = mmap.PAGESIZE
 _madvise = None
@@ -34,9 +35,6 @@ if sys.platform == "linux":  # (ctypes calls run without the GIL)
 
 
 def _return_pages(arrays: list[np.ndarray]) -> None:
-    from ._runs import background_priority
-
-    background_priority()
     for arr in arrays:
         start = arr.ctypes.data
         lo = -(-start // _PAGE) * _PAGE  # whole pages inside the array only
@@ -44,6 +42,43 @@ def _return_pages(arrays: list[np.ndarray]) -> None:
         if _madvise is not None and hi - lo >= 1 << 20:
             _madvise(lo, hi - lo, mmap.MADV_DONTNEED)
     arrays.clear()
+
+
+_queue: queue.SimpleQueue[list[np.ndarray] | threading.Event] | None = None
+_queue_lock = threading.Lock()
+
+
+def _freer(work: queue.SimpleQueue[list[np.ndarray] | threading.Event]) -> None:
+    from ._runs import background_priority
+
+    background_priority()
+    while True:
+        item = work.get()
+        if isinstance(item, threading.Event):
+            item.set()
+        else:
+            _return_pages(item)
+        del item
+
+
+def _work_queue() -> queue.SimpleQueue[list[np.ndarray] | threading.Event]:
+    global _queue
+    with _queue_lock:
+        if _queue is None:  # one thread for the process (starting one per call cost ~1 ms)
+            _queue = queue.SimpleQueue()
+            threading.Thread(
+                target=_freer, args=(_queue,), name="neardup-free", daemon=True
+            ).start()
+        return _queue
+
+
+def _forget_queue() -> None:  # a forked child has no thread to serve it
+    global _queue
+    _queue = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_queue)
 
 
 def free_later(arrays: Iterable[np.ndarray]) -> None:
@@ -56,8 +91,14 @@ def free_later(arrays: Iterable[np.ndarray]) -> None:
     pages) from a ctypes call, which releases the GIL; the unmap left to ``free()`` is then
     cheap. The arrays' contents are lost at once: only for arrays no one reads again.
     """
-    owned = [a for a in arrays if a.flags.c_contiguous]
-    threading.Thread(target=_return_pages, args=(owned,), name="neardup-free", daemon=True).start()
+    _work_queue().put([a for a in arrays if a.flags.c_contiguous])
+
+
+def wait_freed(timeout: float = 60.0) -> bool:
+    """Wait until the arrays handed to :func:`free_later` so far are freed (tests)."""
+    done = threading.Event()
+    _work_queue().put(done)
+    return done.wait(timeout)
 
 
 class Column:

@@ -368,6 +368,7 @@ def warm() -> None:
     offsets, tfps, tids = build_run(fps, ids, shifts, widths, drops, 2)
     out_ids, out_d = np.empty(8, dtype=np.int64), np.empty(8, dtype=np.int64)
     masks = np.zeros(1, dtype=np.int64)
+    masks.flags.writeable = False  # as the runs' probe masks are: one specialisation, not two
     query_run(
         offsets,
         tfps,

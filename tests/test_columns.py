@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import mmap
 import sys
-import threading
 
 import numpy as np
 import pytest
 
-from nearduppipe._columns import Column, free_later
+from nearduppipe._columns import Column, free_later, wait_freed
 
 
 def test_growth_keeps_rows_and_earlier_views() -> None:
@@ -35,12 +34,6 @@ def test_bool_and_float_columns() -> None:
     assert f.flags.writeable and t.flags.writeable
 
 
-def _join_free_threads() -> None:
-    for t in threading.enumerate():
-        if t.name == "neardup-free":
-            t.join(timeout=60)
-
-
 def test_views_stay_valid_after_the_old_mapping_is_released() -> None:
     col = Column(np.uint64, capacity=1 << 18)  # 2 MB: its old mapping is madvised away
     arr = col.array
@@ -48,7 +41,7 @@ def test_views_stay_valid_after_the_old_mapping_is_released() -> None:
     view = arr[10:]
     new = col.reserve(1 << 20)
     del arr
-    _join_free_threads()
+    assert wait_freed()
     assert view[:5].tolist() == [10, 11, 12, 13, 14]  # read back from the memory file
     new[20] = 7
     assert view[10] == 7  # the same pages
@@ -66,5 +59,5 @@ def test_free_later_returns_the_pages() -> None:
     before = _rss()
     free_later([arr])
     del arr
-    _join_free_threads()
+    assert wait_freed()
     assert _rss() < before - (48 << 20)
