@@ -87,20 +87,8 @@ class ClusterBase(Store):
         return f"{self.uri} prefix {self.prefix!r}"
 
     def _head(self, mode: str, now: float, pos: int = 0, epoch: str = "") -> list[Any]:
-        w = self.rule.wide_threshold
-        return [
-            mode,
-            repr(now),
-            "" if self.ttl is None else repr(self.ttl),
-            "" if self.max_decisions is None else self.max_decisions,
-            self.rule.radius,
-            -1 if w is None else w,
-            min(self.rule.radius, self.rule.legacy_distance),
-            "",
-            "",
-            pos,
-            epoch,
-        ]
+        rule = rk.rule_args(self.rule, self.ttl, self.max_decisions)
+        return [mode, repr(now), *rule, "", "", pos, epoch]
 
     def shard(self, key: str) -> int:
         return zlib.crc32(key.encode("utf-8")) % self.shards

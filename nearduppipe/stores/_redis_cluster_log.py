@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from .._columns import Column
 from ..index import BlockIndex
 from ..layout import Layout
+from ._redis_log import append_members
 
 __all__ = ["ShardLogs"]
 
@@ -47,7 +49,7 @@ class ShardLogs:
         self.pos = [0] * self.shards
         self.epoch = [""] * self.shards
         self._index = BlockIndex(self.layout)
-        self._ids = np.zeros(1024, dtype=_U64)  # local id -> shard << 56 | entry id
+        self._ids = Column(_U64)  # local id -> shard << 56 | entry id
 
     def load(self, read: Reader) -> None:
         """Read every shard's log from its start (a shard compacted meanwhile is read again)."""
@@ -59,21 +61,9 @@ class ShardLogs:
             self.loaded = True
 
     def _append(self, shard: int, blob: bytes, bulk: bool = False) -> None:
-        if not blob:
-            return
-        members = np.frombuffer(blob, dtype=">u8").reshape(-1, 2)
-        n0, n = self._index.id_count, len(members)
-        if n0 + n > len(self._ids):
-            grown = np.zeros(max(n0 + n, 2 * len(self._ids)), dtype=_U64)
-            grown[:n0] = self._ids[:n0]
-            self._ids = grown
-        self._ids[n0 : n0 + n] = members[:, 1].astype(_U64) | _U64(shard << _SHIFT)
-        if bulk or n > 64:
-            self._index.add_many(members[:, 0].astype(_U64))
-        else:
-            for fp in members[:, 0].tolist():
-                self._index.add(fp)
-        self.pos[shard] += n
+        self.pos[shard] += append_members(
+            self._index, self._ids, blob, tag=shard << _SHIFT, bulk=bulk
+        )
 
     def apply(self, shard: int, start: int, blob: bytes, epoch: str) -> None:
         """Members of ``shard`` logged from ``start`` of ``epoch`` on (a reply's): append the
@@ -102,7 +92,7 @@ class ShardLogs:
         members within ``radius`` of ``fp`` logged before that position."""
         with self._lock:
             hits, _ = self._index.search(fp, radius)
-            tagged = self._ids[hits]
+            tagged = self._ids.array[hits]
             shard_of = (tagged >> _U64(_SHIFT)).astype(np.int64)
             ids = (tagged & _U64(_LOW)).astype(">u8")
             return [

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode
 
+from ..rule import Rule
 from .base import StoreError
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "glob_escape",
     "open_checked",
     "redact",
+    "rule_args",
     "split_uri",
     "store_keys",
 ]
@@ -32,6 +34,20 @@ __all__ = [
 # being compacted.
 FIXED_NAMES = ("meta", "k", "e", "d", "r", "n", "c")
 _GLOB_SPECIAL = set("\\?*[]^-")
+
+
+def rule_args(rule: Rule, ttl: float | None, max_decisions: int | None) -> list[Any]:
+    """The rule and limits as every check script reads them, after its mode and time
+    (``ARGV[3]`` to ``ARGV[7]`` of ``redis_entries.lua``'s head): one place for both
+    backends, which run the same head parsing."""
+    w = rule.wide_threshold
+    return [
+        "" if ttl is None else repr(ttl),
+        "" if max_decisions is None else max_decisions,
+        rule.radius,
+        -1 if w is None else w,
+        min(rule.radius, rule.legacy_distance),
+    ]
 
 
 def key(prefix: str, name: str) -> str:

@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from .._columns import Column
 from ..index import BlockIndex
 from ..layout import Layout
 
-__all__ = ["LogIndex", "compact", "new_epoch"]
+__all__ = ["LogIndex", "append_members", "compact", "new_epoch"]
 
 _CHUNK = 100_000  # log members per LRANGE while loading (1.6 MB)
 _U64 = np.uint64
@@ -38,6 +39,25 @@ _U64 = np.uint64
 
 def new_epoch() -> str:
     return os.urandom(8).hex()
+
+
+def append_members(
+    index: BlockIndex, ids: Column, blob: bytes, tag: int = 0, bulk: bool = False
+) -> int:
+    """Add log members (fingerprint, entry id; 16 bytes each, big-endian) to ``index``, and
+    their entry ids, OR-ed with ``tag``, to ``ids`` at the same local ids (a column grows
+    without copying: no pause at tens of millions of entries). Returns how many."""
+    members = np.frombuffer(blob, dtype=">u8").reshape(-1, 2)
+    n0, n = index.id_count, len(members)
+    if not n:
+        return 0
+    ids.reserve(n0 + n)[n0 : n0 + n] = members[:, 1].astype(_U64) | _U64(tag)
+    if bulk or n > 64:
+        index.add_many(members[:, 0].astype(_U64))
+    else:
+        for fp in members[:, 0].tolist():
+            index.add(fp)
+    return n
 
 
 class LogIndex:
@@ -55,7 +75,7 @@ class LogIndex:
         self.epoch = epoch
         self.pos = pos
         self._index = BlockIndex(self.layout)
-        self._ids = np.zeros(1024, dtype=_U64)  # local id -> entry id
+        self._ids = Column(_U64)  # local id -> entry id
 
     def load(self, client: Any, meta_key: str, log_key: str) -> None:
         """Read the whole log (one epoch: retried if a compaction switches it meanwhile)."""
@@ -78,21 +98,7 @@ class LogIndex:
             return
 
     def _append(self, blob: bytes, bulk: bool = False) -> None:
-        if not blob:
-            return
-        members = np.frombuffer(blob, dtype=">u8").reshape(-1, 2)
-        n0, n = self._index.id_count, len(members)
-        if n0 + n > len(self._ids):
-            grown = np.zeros(max(n0 + n, 2 * len(self._ids)), dtype=_U64)
-            grown[:n0] = self._ids[:n0]
-            self._ids = grown
-        self._ids[n0 : n0 + n] = members[:, 1]
-        if bulk or n > 64:
-            self._index.add_many(members[:, 0].astype(_U64))
-        else:
-            for fp in members[:, 0].tolist():
-                self._index.add(fp)
-        self.pos += n
+        self.pos += append_members(self._index, self._ids, blob, bulk=bulk)
 
     def apply(self, start: int, blob: bytes, epoch: str) -> None:
         """Members logged from position ``start`` of ``epoch`` on (a reply's): append what
@@ -125,7 +131,7 @@ class LogIndex:
         member within ``radius`` of ``fp`` logged before that position."""
         with self._lock:
             hits, _ = self._index.search(fp, radius)
-            ids = self._ids[hits]
+            ids = self._ids.array[hits]
             return self.pos, self.epoch, ids.astype(">u8").tobytes()
 
     @property

@@ -61,7 +61,6 @@ class RedisBase(Store):
     def _head_args(
         self, mode: str, now: float, token: bytes = b"", pos: int = 0, epoch: str = ""
     ) -> list[Any]:
-        w = self.rule.wide_threshold
         field = ""
         if token:
             field = f"{self._instance}:{threading.get_ident()}"
@@ -69,11 +68,7 @@ class RedisBase(Store):
         return [
             mode,
             repr(now),
-            "" if self.ttl is None else repr(self.ttl),
-            "" if self.max_decisions is None else self.max_decisions,
-            self.rule.radius,
-            -1 if w is None else w,
-            min(self.rule.radius, self.rule.legacy_distance),
+            *rk.rule_args(self.rule, self.ttl, self.max_decisions),
             field,
             token,
             pos,
