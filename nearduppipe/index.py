@@ -34,6 +34,7 @@ The loops are compiled (:mod:`nearduppipe._kernels`). Queries never modify the i
 from __future__ import annotations
 
 import bisect
+from typing import Any
 
 import numpy as np
 
@@ -78,6 +79,8 @@ class BlockIndex:
         self._out_ids = np.empty(1024, dtype=np.int64)
         self._out_d = np.empty(1024, dtype=np.int64)
         self._mask = (1 << self.layout.bits) - 1
+        self._query: Any = None  # the search's compiled loops, bound at the first search
+        self._scan: Any = None
         kernels().warm()
 
     @property
@@ -284,21 +287,32 @@ class BlockIndex:
         the next search (what a store's check reads once, under its lock)."""
         q = _U64(self._check(fp))
         k = self.layout.distance if radius is None else min(radius, self.layout.distance)
-        K = kernels()
         while True:
             out_ids, out_d = self._out_ids, self._out_d
             count = 0
             alive = self._alive
             for run in self._runs:
-                count = K.query_run(*run.args, q, k, alive, out_ids, out_d, count)
-            count = K.scan_range(
-                self._fps, self._alive, self._tail, self._n, q, k, out_ids, out_d, count
-            )
+                query = self._query or self._bind_query(run, q, k)
+                count = query(*run.args, q, k, alive, out_ids, out_d, count)
+            scan = self._scan or self._bind_scan(q, k)
+            count = scan(self._fps, alive, self._tail, self._n, q, k, out_ids, out_d, count)
             if count <= len(out_ids):
                 return int(count)
             # more hits than the buffers hold: grow them (scratch space, not index state)
             self._out_ids = np.empty(2 * count, dtype=np.int64)
             self._out_d = np.empty(2 * count, dtype=np.int64)
+
+    # (every run's arrays come from the same kernel and every query passes the same types:
+    # one binding per index, see _kernels.bind)
+    def _bind_query(self, run: Run, q: np.uint64, k: int) -> Any:
+        args = (*run.args, q, k, self._alive, self._out_ids, self._out_d, 0)
+        self._query = kernels().bind(kernels().query_run, *args)
+        return self._query
+
+    def _bind_scan(self, q: np.uint64, k: int) -> Any:
+        args = (self._fps, self._alive, 0, 0, q, k, self._out_ids, self._out_d, 0)
+        self._scan = kernels().bind(kernels().scan_range, *args)
+        return self._scan
 
     @property
     def hit_ids(self) -> np.ndarray:

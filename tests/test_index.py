@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nearduppipe.index import BlockIndex, Layout
+from nearduppipe.index import BlockIndex, Layout, kernels
+
+from .support.bound import dispatched
 
 U64 = np.uint64
 
@@ -195,6 +197,33 @@ def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(sync_merge:
     arr = np.array(stored, dtype=U64)
     for q in [flip(c, 4, rng) for c in centres]:
         assert idx.query(q) == [h for h in brute(arr, q, 8) if alive[h[0]]]
+    assert_bound_as_dispatched(idx)
+
+
+def assert_bound_as_dispatched(idx: BlockIndex) -> None:
+    """The search calls its loops without numba's dispatch (``_kernels.bind``): the code it
+    bound must be what the dispatcher picks for the arguments it passes now, after merges,
+    on worker threads or not, and after the columns grew."""
+    assert idx.runs and idx._query is not None and idx._scan is not None
+    q, k = np.uint64(12345), idx.distance
+    out = (idx._alive, idx._out_ids, idx._out_d, 0)
+    for run in idx._runs:
+        assert idx._query is dispatched(kernels().query_run, *run.args, q, k, *out)
+    fps = idx._fps
+    assert idx._scan is dispatched(kernels().scan_range, fps, idx._alive, 0, 0, q, k, *out[1:])
+
+
+def test_search_binds_the_code_the_dispatcher_picks() -> None:
+    idx = BlockIndex(Layout(distance=8), tail_capacity=64, sync_merge=100)
+    rng = np.random.default_rng(5)
+    for fp in random_fps(rng, 20_000).tolist():  # columns grow; runs merge on both threads
+        idx.add(fp)
+        if idx.id_count % 997 == 0:
+            idx.search_into(fp)
+    idx.wait()
+    idx.add_many(random_fps(rng, 5000))  # a bulk load's run
+    idx.search_into(1)
+    assert_bound_as_dispatched(idx)
 
 
 @pytest.mark.parametrize("bulk", [True, False])

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import random
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -382,6 +384,51 @@ def test_unreachable_server_and_options() -> None:
         _open("redis://127.0.0.1:1/0", distance=3)
     # open_store("redis://…") reaches _open (open_store itself also loads the sqlite backend)
     assert all(_REGISTRY[scheme] is _open for scheme in ("redis", "rediss", "unix"))
+
+
+def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: RedisServer) -> None:
+    """A check's call keeps its thread's connection (no pool checkout per call): threads do
+    not share one, a connection the server dropped is reconnected and the call retried, the
+    connections of threads that ended go back to the pool, and a forked child uses its own."""
+    admin = _client(redis_server)
+    with RedisStore(redis_server.url, prefix="test:held", reset=True) as s:
+        wire, seen, errors = s._wire, [], []
+        s.add(Fingerprints(A, WA), "a")
+
+        def work(t: int) -> None:
+            rng = random.Random(t)
+            try:
+                for i in range(50):
+                    fps = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+                    assert s.check(fps, f"t{t}/{i}").status == "new"
+                seen.append(id(wire._held[threading.get_ident()]))
+            except BaseException as e:  # (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and len(set(seen)) == 4 and len(wire._held) == 4
+        # the server drops every client but the admin one: the next call reconnects
+        assert admin.client_kill_filter(_type="normal", skipme=True) >= 4
+        assert s.check(Fingerprints(A ^ 3, WA), "after-kill").status == "duplicate"
+        assert len(wire._held) == 1  # the four ended threads' connections were given back
+        released = s._client.connection_pool._available_connections
+        assert len(released) >= 3  # four given back, one taken again by this thread
+        pid = os.fork()
+        if pid == 0:  # the child: its own connection, the parent's left alone
+            try:
+                far = Fingerprints(0x0F0F_0F0F_0F0F_0F0F, WA)
+                ok = s.check(far, "child").status == "new"
+                os._exit(0 if ok and len(wire._held) == 1 else 1)
+            except BaseException:
+                os._exit(2)
+        assert os.waitpid(pid, 0)[1] == 0
+        assert s.check(Fingerprints(A ^ 7, WA), "parent").status == "duplicate"
+        assert s.get("child") is not None and len(s) == 1 + 4 * 50 + 1
+    admin.close()
 
 
 def test_server_killed_and_restarted(tmp_path: Path) -> None:

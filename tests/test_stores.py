@@ -12,8 +12,12 @@ import numpy as np
 import pytest
 
 from nearduppipe import Match, Store, StoreError, open_store
+from nearduppipe.index import kernels
 from nearduppipe.rule import Fingerprints, Rule
 from nearduppipe.stores.base import BadKey, Verdict
+from nearduppipe.stores.indexed import IndexedStore
+
+from .support.bound import dispatched
 
 A = 0x0123_4567_89AB_CDEF
 W = (1 << 511) | 0xDEADBEEF  # a wide fingerprint
@@ -165,6 +169,12 @@ def test_same_answers_as_brute_force(backend: object) -> None:
             assert store.near(q) == model.near(q, None)
     assert all(n > 20 for n in counts.values()), counts
     assert len(store) == len(model.entries)
+    if isinstance(store, IndexedStore):  # its verdict bound the code the dispatcher picks
+        assert store.near(centres[0])
+        index = store._index
+        args = (index.hit_ids, index.hit_distances, store._wide, store._has_wide, store._times)
+        args += (store._words(None), True, 0.0, -1, 8, 61, 3, store._dw, store._sel[:1])
+        assert store._verdicts is dispatched(kernels().verdicts, *args)
     got_entries = [(e.key, e.fingerprints) for e in store.entries()]
     assert got_entries == [
         (k, v[0]) for k, v in sorted(model.entries.items(), key=lambda x: x[1][2])

@@ -91,8 +91,8 @@ class ShardLogs:
         """Per shard: the log position and epoch read, and the entry ids (8 bytes each) of the
         members within ``radius`` of ``fp`` logged before that position."""
         with self._lock:
-            hits, _ = self._index.search(fp, radius)
-            tagged = self._ids.array[hits]
+            count = self._index.search_into(fp, radius)
+            tagged = self._ids.array[self._index.hit_ids[:count]]
             shard_of = (tagged >> _U64(_SHIFT)).astype(np.int64)
             ids = (tagged & _U64(_LOW)).astype(">u8")
             return [

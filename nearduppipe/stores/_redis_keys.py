@@ -9,6 +9,7 @@ and :func:`format1_key_pattern` make that exact too.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -36,18 +37,19 @@ FIXED_NAMES = ("meta", "k", "e", "d", "r", "n", "c")
 _GLOB_SPECIAL = set("\\?*[]^-")
 
 
-def rule_args(rule: Rule, ttl: float | None, max_decisions: int | None) -> list[Any]:
+@functools.lru_cache(maxsize=64)  # (a store's are fixed at open: once, not per call)
+def rule_args(rule: Rule, ttl: float | None, max_decisions: int | None) -> tuple[Any, ...]:
     """The rule and limits as every check script reads them, after its mode and time
     (``ARGV[3]`` to ``ARGV[7]`` of ``redis_entries.lua``'s head): one place for both
     backends, which run the same head parsing."""
     w = rule.wide_threshold
-    return [
+    return (
         "" if ttl is None else repr(ttl),
         "" if max_decisions is None else max_decisions,
         rule.radius,
         -1 if w is None else w,
         min(rule.radius, rule.legacy_distance),
-    ]
+    )
 
 
 def key(prefix: str, name: str) -> str:

@@ -22,6 +22,7 @@ rebuilt under the same prefix is never mistaken for the log a client read.
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from typing import Any
 
@@ -34,6 +35,7 @@ from ..layout import Layout
 __all__ = ["LogIndex", "append_members", "compact", "new_epoch"]
 
 _CHUNK = 100_000  # log members per LRANGE while loading (1.6 MB)
+_MEMBER = struct.Struct(">QQ")  # fingerprint, entry id
 _U64 = np.uint64
 
 
@@ -47,16 +49,21 @@ def append_members(
     """Add log members (fingerprint, entry id; 16 bytes each, big-endian) to ``index``, and
     their entry ids, OR-ed with ``tag``, to ``ids`` at the same local ids (a column grows
     without copying: no pause at tens of millions of entries). Returns how many."""
-    members = np.frombuffer(blob, dtype=">u8").reshape(-1, 2)
-    n0, n = index.id_count, len(members)
+    n0, n = index.id_count, len(blob) // 16
+    if len(blob) % 16:
+        raise ValueError(f"log members are 16 bytes each, not {len(blob)} bytes in all")
     if not n:
         return 0
-    ids.reserve(n0 + n)[n0 : n0 + n] = members[:, 1].astype(_U64) | _U64(tag)
-    if bulk or n > 64:
-        index.add_many(members[:, 0].astype(_U64))
-    else:
-        for fp in members[:, 0].tolist():
+    if not bulk and n <= 64:  # a check's reply (its own member, and a few from other clients):
+        # no numpy temporaries, 1-2 µs a member instead of ~9 for one through arrays
+        arr = ids.reserve(n0 + n)
+        for j, (fp, entry) in enumerate(_MEMBER.iter_unpack(blob[: 16 * n])):
+            arr[n0 + j] = entry | tag
             index.add(fp)
+        return n
+    members = np.frombuffer(blob, dtype=">u8", count=2 * n).reshape(-1, 2)
+    ids.reserve(n0 + n)[n0 : n0 + n] = members[:, 1].astype(_U64) | _U64(tag)
+    index.add_many(members[:, 0].astype(_U64))
     return n
 
 
@@ -130,8 +137,8 @@ class LogIndex:
         """The position and epoch the index is at, and the entry ids (8 bytes each) of every
         member within ``radius`` of ``fp`` logged before that position."""
         with self._lock:
-            hits, _ = self._index.search(fp, radius)
-            ids = self._ids.array[hits]
+            count = self._index.search_into(fp, radius)
+            ids = self._ids.array[self._index.hit_ids[:count]]
             return self.pos, self.epoch, ids.astype(">u8").tobytes()
 
     @property

@@ -8,11 +8,20 @@ Here the command is packed in one join, the connection comes from the same pool 
 authentication, TLS, health checks, timeouts), and the failure semantics match the client's
 own: connection and timeout errors disconnect and retry twice with backoff (a retried check
 finds its first reply by its token), an unknown script is loaded and sent again.
+
+Each thread takes one connection from the pool and keeps it: checking a connection out and in
+again per call cost ~45 µs of client CPU with redis-py 8 (its checkout polls the socket for
+stray data and records metrics), as much as the rest of the call, measured. A kept connection
+never holds stray data: every reply is read whole, and anything that interrupts a reply
+disconnects it. Connections of threads that ended go back to the pool when another thread
+takes one; a forked child takes its own.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+import threading
 import time
 from typing import Any
 
@@ -44,6 +53,23 @@ class Wire:
         self._get_args: tuple[str, ...] = (
             ("EVALSHA",) if param is not None and param.default is inspect.Parameter.empty else ()
         )
+        self._held: dict[int, Any] = {}  # thread ident -> its connection
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def _connection(self) -> Any:
+        conn = self._held.get(threading.get_ident())
+        if conn is not None and self._pid == os.getpid():
+            return conn
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's sockets are not its own
+                self._held, self._pid = {}, os.getpid()
+            alive = {t.ident for t in threading.enumerate()}
+            for ident in [i for i in self._held if i not in alive]:
+                self._pool.release(self._held.pop(ident))
+            conn = self._pool.get_connection(*self._get_args)
+            self._held[threading.get_ident()] = conn
+            return conn
 
     def call(self, args: list[Any]) -> Any:
         items = [*self._keys, *map(_bytes, args)]
@@ -53,19 +79,23 @@ class Wire:
         packed = b"".join(parts)
         r = self._redis
         for attempt in range(len(_BACKOFF) + 1):
-            conn = self._pool.get_connection(*self._get_args)
+            conn = self._connection()
             try:
-                conn.send_packed_command([packed])
-                return conn.read_response()
-            except r.exceptions.NoScriptError:
-                self._client.script_load(self._script.script)
-                conn.send_packed_command([packed])
-                return conn.read_response()
+                try:
+                    conn.send_packed_command([packed])
+                    return conn.read_response()
+                except r.exceptions.NoScriptError:
+                    self._client.script_load(self._script.script)
+                    conn.send_packed_command([packed])
+                    return conn.read_response()
             except (r.ConnectionError, r.TimeoutError):
                 conn.disconnect()
                 if attempt == len(_BACKOFF):
                     raise
                 time.sleep(_BACKOFF[attempt])
-            finally:
-                self._pool.release(conn)
+            except r.ResponseError:
+                raise  # an error reply, read whole: the connection stays in step
+            except BaseException:
+                conn.disconnect()  # interrupted within a reply
+                raise
         raise AssertionError("unreachable")
