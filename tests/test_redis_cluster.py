@@ -131,6 +131,24 @@ def test_a_dead_clients_pending_entry_is_gone_after_its_deadline(cluster: LocalC
 
 
 # -- memory spreads over the masters -----------------------------------------------------------
+def test_connections_dropped_by_every_master_are_reconnected(cluster: LocalCluster) -> None:
+    """The thread keeps a connection to each master between checks: when the masters drop
+    them, the next check reconnects (and retries) by itself."""
+    store = open_store(cluster.url, prefix=f"test:dropped:{uuid.uuid4().hex[:8]}", reset=True)
+    try:
+        assert store.check(Fingerprints(A, W), "a").status == "new"
+        kept = len(store._wire._kept)  # type: ignore[attr-defined]
+        assert kept == len(cluster.ports)  # this thread: one per master
+        for url in cluster.node_urls():
+            admin = redis.Redis.from_url(url)
+            assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
+            admin.close()
+        assert store.check(Fingerprints(A ^ 1, W), "b").status == "duplicate"
+        assert len(store._wire._kept) == kept  # type: ignore[attr-defined]
+    finally:
+        store.close()
+
+
 def test_each_master_holds_about_a_third(cluster: LocalCluster) -> None:
     before = cluster.used_memory()
     rng = random.Random(3)

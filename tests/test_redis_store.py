@@ -401,7 +401,7 @@ def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: Red
                 for i in range(50):
                     fps = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
                     assert s.check(fps, f"t{t}/{i}").status == "new"
-                seen.append(id(wire._held[threading.get_ident()]))
+                seen.append(id(wire._kept.get(wire._pool)))
             except BaseException as e:  # (reported below)
                 errors.append(e)
 
@@ -410,11 +410,11 @@ def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: Red
             t.start()
         for t in threads:
             t.join()
-        assert not errors and len(set(seen)) == 4 and len(wire._held) == 4
+        assert not errors and len(set(seen)) == 4 and len(wire._kept) == 4
         # the server drops every client but the admin one: the next call reconnects
         assert admin.client_kill_filter(_type="normal", skipme=True) >= 4
         assert s.check(Fingerprints(A ^ 3, WA), "after-kill").status == "duplicate"
-        assert len(wire._held) == 1  # the four ended threads' connections were given back
+        assert len(wire._kept) == 1  # the four ended threads' connections were given back
         released = s._client.connection_pool._available_connections
         assert len(released) >= 3  # four given back, one taken again by this thread
         pid = os.fork()
@@ -422,7 +422,7 @@ def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: Red
             try:
                 far = Fingerprints(0x0F0F_0F0F_0F0F_0F0F, WA)
                 ok = s.check(far, "child").status == "new"
-                os._exit(0 if ok and len(wire._held) == 1 else 1)
+                os._exit(0 if ok and len(wire._kept) == 1 else 1)
             except BaseException:
                 os._exit(2)
         assert os.waitpid(pid, 0)[1] == 0

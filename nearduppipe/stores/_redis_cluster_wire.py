@@ -3,20 +3,20 @@
 Why not redis-py's cluster pipeline: it refuses ``EVALSHA`` (a blocked pipeline command), and
 a check asks every shard in the same step. Here the calls are grouped by the node that serves
 each shard's slot; each node gets its calls in one write on a connection from that node's pool
-(its authentication, TLS and timeouts), then the replies are read node by node, so a step
-costs one round trip, not one per shard. An unknown script is loaded on that node and sent
-again; a moved slot (resharding, failover) refreshes the slot map and sends the calls again;
-a connection error disconnects and retries twice with backoff, like the single-node store.
+(its authentication, TLS and timeouts, kept by the thread between calls), then the replies are
+read node by node, so a step costs one round trip, not one per shard. An unknown script is
+loaded on that node and sent again; a moved slot (resharding, failover) refreshes the slot map
+and sends the calls again; a connection error disconnects and retries twice with backoff, like
+the single-node store.
 """
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from ._redis_wire import _bytes
+from ._redis_wire import Kept, _bytes
 
 __all__ = ["ClusterWire"]
 
@@ -32,17 +32,15 @@ class ClusterWire:
         self._cluster = cluster
         self._script = script
         self._sha = sha.encode()
-        self._get_args: tuple[str, ...] | None = None
+        self._kept = Kept()  # per thread, a connection to each node (as the single-node wire)
 
     def _node(self, key: str) -> Any:
         return self._cluster.get_redis_connection(self._cluster.get_node_from_key(key))
 
-    def _conn(self, pool: Any) -> Any:
-        if self._get_args is None:  # redis-py < 5.3 wants the command name, later ones warn
-            param = inspect.signature(pool.get_connection).parameters.get("command_name")
-            wanted = param is not None and param.default is inspect.Parameter.empty
-            self._get_args = ("EVALSHA",) if wanted else ()
-        return pool.get_connection(*self._get_args)
+    def _refresh(self) -> None:
+        self._cluster.nodes_manager.initialize()
+        pools = [self._cluster.get_redis_connection(n) for n in self._cluster.get_nodes()]
+        self._kept.keep_only([r.connection_pool for r in pools])
 
     def _pack(self, call: Call) -> bytes:
         keys, args = call
@@ -77,7 +75,7 @@ class ClusterWire:
                 if attempt == len(_BACKOFF):
                     raise
             time.sleep(_BACKOFF[attempt])
-            self._cluster.nodes_manager.initialize()
+            self._refresh()
         raise AssertionError("unreachable")
 
     def _once(self, calls: Sequence[Call]) -> list[Any]:
@@ -87,26 +85,20 @@ class ClusterWire:
             node = self._node(keys[0])
             groups.setdefault(id(node), (node, []))[1].append(i)
         out: list[Any] = [None] * len(calls)
-        taken = [
-            (node, node.connection_pool, self._conn(node.connection_pool), idx)
-            for node, idx in groups.values()
-        ]
+        taken = [(self._kept.get(node.connection_pool), idx) for node, idx in groups.values()]
         try:
-            for _, _, conn, idx in taken:
+            for conn, idx in taken:
                 conn.send_packed_command([b"".join(self._pack(calls[i]) for i in idx)])
-            for _, _, conn, idx in taken:
+            for conn, idx in taken:
                 for i in idx:
                     try:
                         out[i] = conn.read_response()
-                    except r.ResponseError as e:
+                    except r.ResponseError as e:  # (read whole: the connection stays in step)
                         out[i] = e
-        except (r.ConnectionError, r.TimeoutError):
-            for _, _, conn, _ in taken:
+        except BaseException:  # a connection error, or interrupted within a reply
+            for conn, _ in taken:
                 conn.disconnect()
             raise
-        finally:
-            for _, pool, conn, _ in taken:
-                pool.release(conn)
         redo = [i for i, x in enumerate(out) if isinstance(x, r.exceptions.NoScriptError)]
         if redo:
             for i in redo:

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["Wire"]
+__all__ = ["Kept", "Wire"]
 
 _BACKOFF = (0.05, 0.1)
 
@@ -38,6 +38,49 @@ def _bytes(arg: Any) -> bytes:
     return repr(arg).encode() if isinstance(arg, float) else str(arg).encode()
 
 
+class Kept:
+    """Per thread, one connection from each pool it asks, kept between calls."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[int, int], tuple[Any, Any]] = {}  # (thread, pool id) -> both
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._get_args: tuple[str, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def get(self, pool: Any) -> Any:
+        held = self._held.get((threading.get_ident(), id(pool)))
+        if held is not None and held[0] is pool and self._pid == os.getpid():
+            return held[1]
+        return self._take(pool)
+
+    def _take(self, pool: Any) -> Any:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's sockets are not its own
+                self._held, self._pid = {}, os.getpid()
+            alive = {t.ident for t in threading.enumerate()}
+            key = (threading.get_ident(), id(pool))
+            for k in [k for k in self._held if k[0] not in alive or k == key]:
+                gone_pool, conn = self._held.pop(k)  # (k == key: a pool since replaced)
+                gone_pool.release(conn)
+            if self._get_args is None:  # redis-py < 5.3 wants the command name, later warn
+                param = inspect.signature(pool.get_connection).parameters.get("command_name")
+                wanted = param is not None and param.default is inspect.Parameter.empty
+                self._get_args = ("EVALSHA",) if wanted else ()
+            conn = pool.get_connection(*self._get_args)
+            self._held[key] = (pool, conn)
+            return conn
+
+    def keep_only(self, pools: list[Any]) -> None:
+        """Give back the connections of pools no longer in use (a cluster's old nodes)."""
+        with self._lock:
+            for k in [k for k, (p, _) in self._held.items() if all(p is not q for q in pools)]:
+                gone_pool, conn = self._held.pop(k)
+                gone_pool.release(conn)
+
+
 class Wire:
     def __init__(self, client: Any, script: Any, keys: list[str]) -> None:
         import redis
@@ -48,28 +91,7 @@ class Wire:
         self._pool = client.connection_pool
         head = [b"EVALSHA", script.sha.encode(), str(len(keys)).encode()]
         self._keys = [*head, *(k.encode("utf-8") for k in keys)]
-        # redis-py < 5.3 wants the command name, later versions warn when given one
-        param = inspect.signature(self._pool.get_connection).parameters.get("command_name")
-        self._get_args: tuple[str, ...] = (
-            ("EVALSHA",) if param is not None and param.default is inspect.Parameter.empty else ()
-        )
-        self._held: dict[int, Any] = {}  # thread ident -> its connection
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
-
-    def _connection(self) -> Any:
-        conn = self._held.get(threading.get_ident())
-        if conn is not None and self._pid == os.getpid():
-            return conn
-        with self._lock:
-            if self._pid != os.getpid():  # a forked child: the parent's sockets are not its own
-                self._held, self._pid = {}, os.getpid()
-            alive = {t.ident for t in threading.enumerate()}
-            for ident in [i for i in self._held if i not in alive]:
-                self._pool.release(self._held.pop(ident))
-            conn = self._pool.get_connection(*self._get_args)
-            self._held[threading.get_ident()] = conn
-            return conn
+        self._kept = Kept()
 
     def call(self, args: list[Any]) -> Any:
         items = [*self._keys, *map(_bytes, args)]
@@ -79,7 +101,7 @@ class Wire:
         packed = b"".join(parts)
         r = self._redis
         for attempt in range(len(_BACKOFF) + 1):
-            conn = self._connection()
+            conn = self._kept.get(self._pool)
             try:
                 try:
                     conn.send_packed_command([packed])
