@@ -90,13 +90,14 @@ class Wire:
         self._script = script
         self._pool = client.connection_pool
         head = [b"EVALSHA", script.sha.encode(), str(len(keys)).encode()]
-        self._keys = [*head, *(k.encode("utf-8") for k in keys)]
+        items = [*head, *(k.encode("utf-8") for k in keys)]
+        self._count = len(items)
+        self._head = b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in items)  # packed once
         self._kept = Kept()
 
     def call(self, args: list[Any]) -> Any:
-        items = [*self._keys, *map(_bytes, args)]
-        parts = [b"*%d\r\n" % len(items)]
-        for a in items:
+        parts = [b"*%d\r\n" % (self._count + len(args)), self._head]
+        for a in map(_bytes, args):
             parts += (b"$%d\r\n" % len(a), a, b"\r\n")
         packed = b"".join(parts)
         r = self._redis
