@@ -173,11 +173,12 @@ class IndexedStore(Store):
             self._qwide_of = None
             self._qwide[:] = 0
         elif self._qwide_of is not wide:
-            self._qwide_of = wide  # (held here, so no other int can reuse its identity)
+            self._qwide_of = None  # (until written: to_bytes raises for an oversized int)
             if _NATIVE_LE:
                 self._qwide_bytes[:] = wide.to_bytes(8 * WIDE_WORDS, "little")
             else:
                 self._qwide[:] = wide_words(wide)
+            self._qwide_of = wide  # (held here, so no other int can reuse its identity)
         return self._qwide
 
     def _fingerprints_of(self, i: int) -> Fingerprints:
