@@ -30,7 +30,7 @@ from nearduppipe import FeatureConfig, extract_text, open_store
 from nearduppipe.dedup import FingerprintParams, fingerprint_text
 from nearduppipe.rule import Rule
 from nearduppipe.settings import NearDupConfig
-from nearduppipe.stores.indexed import wide_words
+from nearduppipe.stores._words import wide_words
 
 Decider = Callable[[list[tuple[Page, str | None]]], dict[str, str | None]]  # url -> matched url
 

@@ -21,12 +21,10 @@ from typing import Any
 
 import numpy as np
 from numba import njit, types
-from numba import typeof as _typeof
 from numba.core import cgutils as _cgutils
 from numba.extending import intrinsic
 
 __all__ = [
-    "bind",
     "build_run",
     "components",
     "live_ids",
@@ -40,7 +38,6 @@ __all__ = [
 _U64 = np.uint64
 cgutils: Any = _cgutils  # (untyped)
 ir: Any = cgutils.ir  # numba's own llvmlite.ir, the one it generates code with
-typeof: Any = _typeof  # (untyped)
 
 
 @intrinsic
@@ -351,18 +348,6 @@ def components(n: int, first: Any, second: Any) -> Any:
     for i in range(n):
         parent[i] = _root(parent, i)
     return parent
-
-
-def bind(kernel: Any, *args: Any) -> Any:
-    """``kernel``'s compiled code for the types of ``args``, to be called directly.
-
-    A call through numba's dispatcher first types every argument (~0.15-0.2 µs each): 2-3 µs
-    per radius-8 query of one run (14 arguments) and as much for a check's verdict, against
-    15-40 µs for the whole query at 1 M stored, measured. The index and the stores pass
-    arrays whose dtype, dimensions and layout are fixed by construction, so they bind once
-    and skip that. The bound code does not check types: arguments of other types would be
-    misread, not converted (bind again for them)."""
-    return kernel.compile(tuple(typeof(a) for a in args))
 
 
 _warm = False

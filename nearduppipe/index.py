@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ._columns import Column, free_later
-from ._runs import Geometry, Merge, Run, kernels
+from ._runs import Geometry, Merge, Run, bind, kernels
 from .layout import Layout, table_key, table_keys
 
 __all__ = ["SYNC_MERGE", "BlockIndex", "Layout", "kernels", "table_key", "table_keys"]
@@ -303,15 +303,15 @@ class BlockIndex:
             self._out_d = np.empty(2 * count, dtype=np.int64)
 
     # (every run's arrays come from the same kernel and every query passes the same types:
-    # one binding per index, see _kernels.bind)
+    # one binding per index, see _runs.bind)
     def _bind_query(self, run: Run, q: np.uint64, k: int) -> Any:
         args = (*run.args, q, k, self._alive, self._out_ids, self._out_d, 0)
-        self._query = kernels().bind(kernels().query_run, *args)
+        self._query = bind(kernels().query_run, *args)
         return self._query
 
     def _bind_scan(self, q: np.uint64, k: int) -> Any:
         args = (self._fps, self._alive, 0, 0, q, k, self._out_ids, self._out_d, 0)
-        self._scan = kernels().bind(kernels().scan_range, *args)
+        self._scan = bind(kernels().scan_range, *args)
         return self._scan
 
     @property

@@ -31,7 +31,7 @@ from .dedup import Fingerprinted, FingerprintParams, fingerprint_html, fingerpri
 from .feeds import FeedReader, FeedWriter, feed_format
 from .report.model import Report, build_report, host_of
 from .rule import Rule
-from .stores.indexed import wide_words
+from .stores._words import wide_words
 
 __all__ = ["DedupResult", "MissingFieldError", "dedup_records"]
 

@@ -14,7 +14,7 @@ import pytest
 
 from nearduppipe.batch import near_pairs, verdicts
 from nearduppipe.rule import Rule
-from nearduppipe.stores.indexed import wide_words
+from nearduppipe.stores._words import wide_words
 
 U64 = np.uint64
 

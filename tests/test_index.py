@@ -201,7 +201,7 @@ def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(sync_merge:
 
 
 def assert_bound_as_dispatched(idx: BlockIndex) -> None:
-    """The search calls its loops without numba's dispatch (``_kernels.bind``): the code it
+    """The search calls its loops without numba's dispatch (``_runs.bind``): the code it
     bound must be what the dispatcher picks for the arguments it passes now, after merges,
     on worker threads or not, and after the columns grew."""
     assert idx.runs and idx._query is not None and idx._scan is not None

@@ -173,7 +173,7 @@ def test_same_answers_as_brute_force(backend: object) -> None:
         assert store.near(centres[0])
         index = store._index
         args = (index.hit_ids, index.hit_distances, store._wide, store._has_wide, store._times)
-        args += (store._words(None), True, 0.0, -1, 8, 61, 3, store._dw, store._sel[:1])
+        args += (store._query_wide.words(None), True, 0.0, -1, 8, 61, 3, store._dw, store._sel[:1])
         assert store._verdicts is dispatched(kernels().verdicts, *args)
     got_entries = [(e.key, e.fingerprints) for e in store.entries()]
     assert got_entries == [

@@ -9,7 +9,6 @@ map keys to ids; a lock makes :meth:`check` atomic across threads.
 from __future__ import annotations
 
 import math
-import sys
 import threading
 import time
 from abc import abstractmethod
@@ -19,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from .._columns import Column
+from .._runs import bind
 from ..index import BlockIndex, Layout, kernels
 from ..rule import Fingerprints, Rule
+from ._words import WIDE_WORDS, Scratch, words_to_int
 from .base import (
     COUNTERS,
     DEFAULT_MAX_DECISIONS,
@@ -39,24 +40,9 @@ from .base import (
 )
 from .counts import counter_names
 
-__all__ = ["COUNTERS", "IndexedStore", "wide_words", "words_to_int"]
+__all__ = ["COUNTERS", "IndexedStore"]
 
-WIDE_WORDS = 8  # 512 bits
-_NATIVE_LE = sys.byteorder == "little"
 _NEW, _CHANGED, _AGAIN = Verdict("new"), Verdict("changed"), Verdict("again")
-
-
-def wide_words(wide: int | None) -> np.ndarray:
-    """A wide fingerprint as 8 little-endian uint64 words (zeros for ``None``)."""
-    if wide is None:
-        return np.zeros(WIDE_WORDS, dtype=np.uint64)
-    # (a bytearray: a writable array, which the kernels take without another compilation)
-    words = np.frombuffer(bytearray(wide.to_bytes(8 * WIDE_WORDS, "little")), dtype="<u8")
-    return words if _NATIVE_LE else words.astype(np.uint64)
-
-
-def words_to_int(words: np.ndarray) -> int:
-    return int.from_bytes(np.ascontiguousarray(words, dtype="<u8").tobytes(), "little")
 
 
 class IndexedStore(Store):
@@ -76,11 +62,7 @@ class IndexedStore(Store):
         self.max_decisions = check_max_decisions(max_decisions, uri)
         self.clock = clock
         self._threshold = -1 if rule.wide_threshold is None else rule.wide_threshold
-        # the query's wide fingerprint as words, written in place (a new array per check cost
-        # ~1.2 µs, a write ~0.2), and which int it holds now
-        self._qwide = np.zeros(WIDE_WORDS, dtype=np.uint64)
-        self._qwide_bytes = self._qwide.data.cast("B")
-        self._qwide_of: int | None = None
+        self._query_wide = Scratch()  # the query's wide fingerprint as words
         self._verdicts: Any = None  # the verdict's compiled loop, bound at its first call
         self._index = BlockIndex(Layout(distance=rule.radius, blocks=blocks))
         # one row per index id; growing them copies nothing (see _columns)
@@ -159,27 +141,12 @@ class IndexedStore(Store):
         if i >= len(self._times):
             self._grow(i + 1)
         if fps.wide is not None:
-            self._wide[i] = self._words(fps.wide)
+            self._wide[i] = self._query_wide.words(fps.wide)
             self._has_wide[i] = True
         else:  # (a reused id never: ids only count up, and new rows are zeros)
             self._has_wide[i] = False
         self._times[i] = t
         return i
-
-    def _words(self, wide: int | None) -> np.ndarray:
-        """``wide`` as words in a scratch array, valid until the next call (a check converts
-        the same wide fingerprint to verify and then to store it: once)."""
-        if wide is None:
-            self._qwide_of = None
-            self._qwide[:] = 0
-        elif self._qwide_of is not wide:
-            self._qwide_of = None  # (until written: to_bytes raises for an oversized int)
-            if _NATIVE_LE:
-                self._qwide_bytes[:] = wide.to_bytes(8 * WIDE_WORDS, "little")
-            else:
-                self._qwide[:] = wide_words(wide)
-            self._qwide_of = wide  # (held here, so no other int can reuse its identity)
-        return self._qwide
 
     def _fingerprints_of(self, i: int) -> Fingerprints:
         wide = words_to_int(self._wide[i]) if self._has_wide[i] else None
@@ -212,13 +179,13 @@ class IndexedStore(Store):
             self._sel = np.empty(2 * count, dtype=np.int64)
         dw, sel = self._dw, self._sel[:count]
         args = (
-            ids, d64, self._wide, self._has_wide, self._times, self._words(fps.wide),
+            ids, d64, self._wide, self._has_wide, self._times, self._query_wide.words(fps.wide),
             fps.wide is not None, -math.inf if self.ttl is None else now - self.ttl,
             -1 if exclude is None else exclude, self.rule.radius, self._threshold,
             self.rule.legacy_distance, dw, sel,
         )  # fmt: skip
-        if self._verdicts is None:  # (fixed argument types: see _kernels.bind)
-            self._verdicts = kernels().bind(kernels().verdicts, *args)
+        if self._verdicts is None:  # (fixed argument types: see _runs.bind)
+            self._verdicts = bind(kernels().verdicts, *args)
         kept = self._verdicts(*args)
         if not kept:
             return []
