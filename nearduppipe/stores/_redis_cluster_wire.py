@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ._redis_wire import Kept, _bytes
+from ._redis_wire import Kept, _bytes, bulk
 
 __all__ = ["ClusterWire"]
 
@@ -46,10 +46,7 @@ class ClusterWire:
         keys, args = call
         items = [b"EVALSHA", self._sha, str(len(keys)).encode()]
         items += [k.encode("utf-8") for k in keys] + [_bytes(a) for a in args]
-        parts = [b"*%d\r\n" % len(items)]
-        for a in items:
-            parts += (b"$%d\r\n" % len(a), a, b"\r\n")
-        return b"".join(parts)
+        return b"*%d\r\n" % len(items) + bulk(items)
 
     def call(self, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """One call; a server error is raised."""

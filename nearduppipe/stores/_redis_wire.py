@@ -23,9 +23,10 @@ import inspect
 import os
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Kept", "Wire"]
+__all__ = ["Kept", "Wire", "bulk"]
 
 _BACKOFF = (0.05, 0.1)
 
@@ -36,6 +37,14 @@ def _bytes(arg: Any) -> bytes:
     if isinstance(arg, str):
         return arg.encode("utf-8")
     return repr(arg).encode() if isinstance(arg, float) else str(arg).encode()
+
+
+def bulk(items: Iterable[bytes]) -> bytes:
+    """``items`` as RESP bulk strings, end to end (a command is ``*<count>`` and these)."""
+    parts: list[bytes] = []
+    for a in items:
+        parts += (b"$%d\r\n" % len(a), a, b"\r\n")
+    return b"".join(parts)
 
 
 class Kept:
@@ -92,14 +101,12 @@ class Wire:
         head = [b"EVALSHA", script.sha.encode(), str(len(keys)).encode()]
         items = [*head, *(k.encode("utf-8") for k in keys)]
         self._count = len(items)
-        self._head = b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in items)  # packed once
+        self._head = bulk(items)  # packed once
         self._kept = Kept()
 
     def call(self, args: list[Any]) -> Any:
-        parts = [b"*%d\r\n" % (self._count + len(args)), self._head]
-        for a in map(_bytes, args):
-            parts += (b"$%d\r\n" % len(a), a, b"\r\n")
-        packed = b"".join(parts)
+        count = b"*%d\r\n" % (self._count + len(args))
+        packed = count + self._head + bulk(map(_bytes, args))
         r = self._redis
         for attempt in range(len(_BACKOFF) + 1):
             conn = self._kept.get(self._pool)
