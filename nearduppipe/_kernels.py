@@ -1,6 +1,6 @@
 """The index's inner loops, compiled by numba.
 
-A radius-8 search probes ~760 buckets and verifies a few hundred to a few thousand candidates;
+A radius-8 search probes 200-700 buckets per run and verifies hundreds to thousands of candidates;
 as numpy calls that is ~20 vectorised steps with a temporary array each (~65 us at 1 M stored),
 as one compiled loop it is a few microseconds. numba (a JIT for exactly this kind of numeric
 loop, with wheels for every supported Python) replaces hand-written C here.
@@ -146,7 +146,8 @@ def query_run(
     widths: Any,
     drops: Any,
     masks: Any,
-    probe: int,
+    n_masks: Any,
+    probes: Any,
     q: Any,
     radius: int,
     alive: Any,
@@ -156,8 +157,9 @@ def query_run(
 ) -> int:
     """Append ``(id, distance)`` of every live fingerprint of one run within ``radius`` of
     ``q`` to ``out_*`` from position ``k``; returns the new count (which may exceed the
-    buffers: the caller retries with larger ones). Each id is reported once: from the first
-    table whose probed buckets hold it."""
+    buffers: the caller retries with larger ones). Table ``t`` is probed at the offsets
+    ``masks[t, :n_masks[t]]`` (its keys within ``probes[t]`` bits). Each id is reported once:
+    from the first table whose probed buckets hold it."""
     n_tables = offsets.shape[0]
     qb = np.empty(n_tables, dtype=np.int64)
     for t in range(n_tables):
@@ -167,30 +169,31 @@ def query_run(
     # prefetch of every cache line of the buckets found, then the scan (the prefetches: 12-15 %
     # less per query at 1 M and 10 M, measured; each line rather than the first: 10 % less on
     # clustered fingerprints, whose buckets are longer).
-    n_masks = len(masks)
-    lo = np.empty(n_tables * n_masks, dtype=np.int64)
-    hi = np.empty(n_tables * n_masks, dtype=np.int64)
+    row_len = masks.shape[1]
+    lo = np.empty(n_tables * row_len, dtype=np.int64)
+    hi = np.empty(n_tables * row_len, dtype=np.int64)
     for t in range(n_tables):
-        for mi in range(n_masks):
-            b = qb[t] ^ masks[mi]
-            lo[t * n_masks + mi] = offsets[t, b]
-            hi[t * n_masks + mi] = offsets[t, b + 1]
+        for mi in range(n_masks[t]):
+            b = qb[t] ^ masks[t, mi]
+            lo[t * row_len + mi] = offsets[t, b]
+            hi[t * row_len + mi] = offsets[t, b + 1]
     for t in range(n_tables):
         row = tfps[t]
-        for mi in range(n_masks):
-            for j in range(lo[t * n_masks + mi], hi[t * n_masks + mi], 8):  # each cache line
+        for mi in range(n_masks[t]):
+            for j in range(lo[t * row_len + mi], hi[t * row_len + mi], 8):  # each cache line
                 _prefetch(row, j)
     cap = len(out_ids)
     for t in range(n_tables):
-        for mi in range(n_masks):
-            for j in range(lo[t * n_masks + mi], hi[t * n_masks + mi]):
+        for mi in range(n_masks[t]):
+            for j in range(lo[t * row_len + mi], hi[t * row_len + mi]):
                 f = tfps[t, j]
                 d = _popcount(f ^ q)
                 if d > radius:
                     continue
                 seen = False
                 for t2 in range(t):
-                    if _popcount(_U64(_bucket(f, shifts, widths, t2, drops[t2]) ^ qb[t2])) <= probe:
+                    b2 = _bucket(f, shifts, widths, t2, drops[t2])
+                    if _popcount(_U64(b2 ^ qb[t2])) <= probes[t2]:
                         seen = True
                         break
                 if seen:
@@ -214,7 +217,8 @@ def self_join(
     widths: Any,
     drops: Any,
     masks: Any,
-    probe: int,
+    n_masks: Any,
+    probes: Any,
     fps: Any,
     radius: int,
     alive: Any,
@@ -231,7 +235,10 @@ def self_join(
     for i in range(len(fps)):
         if not alive[i]:
             continue
-        args = (offsets, tfps, tids, shifts, widths, drops, masks, probe, fps[i], radius, alive)
+        args = (
+            offsets, tfps, tids, shifts, widths, drops, masks, n_masks, probes, fps[i], radius,
+            alive,
+        )  # fmt: skip
         k = query_run(*args, buf_ids, buf_d, 0)
         if k > len(buf_ids):
             buf_ids = np.empty(2 * k, dtype=np.int64)
@@ -367,24 +374,11 @@ def warm() -> None:
     ids = live_ids(alive, 0, 8)
     offsets, tfps, tids = build_run(fps, ids, shifts, widths, drops, 2)
     out_ids, out_d = np.empty(8, dtype=np.int64), np.empty(8, dtype=np.int64)
-    masks = np.zeros(1, dtype=np.int64)
-    masks.flags.writeable = False  # as the runs' probe masks are: one specialisation, not two
-    query_run(
-        offsets,
-        tfps,
-        tids,
-        shifts,
-        widths,
-        drops,
-        masks,
-        0,
-        np.uint64(1),
-        1,
-        alive,
-        out_ids,
-        out_d,
-        0,
-    )
+    # read-only, as a run's are: one specialisation, not two
+    masks, n_masks, probes = np.zeros((1, 1), np.int64), np.ones(1, np.int64), np.zeros(1, np.int64)
+    masks.flags.writeable = n_masks.flags.writeable = probes.flags.writeable = False
+    args = (offsets, tfps, tids, shifts, widths, drops, masks, n_masks, probes, np.uint64(1), 1)
+    query_run(*args, alive, out_ids, out_d, 0)
     scan_range(fps, alive, 0, 8, np.uint64(1), 1, out_ids, out_d, 0)
     wide = np.zeros((8, 8), dtype=np.uint64)
     verdicts(

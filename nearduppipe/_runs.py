@@ -24,7 +24,7 @@ import numpy as np
 
 from .layout import Layout
 
-__all__ = ["Geometry", "Merge", "Run", "bind", "kernels", "probe_masks"]
+__all__ = ["Geometry", "Merge", "Run", "TableSet", "bind", "kernels", "probe_masks"]
 
 _KERNELS: Any = None
 
@@ -83,19 +83,36 @@ def background_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + 10))
 
 
-class Geometry:
-    """The layout's table keys as arrays the kernels read."""
+# The cost of one run's query, measured with the compiled search on this project's 2-core
+# host (single runs of 30 k to 10 M uniform fingerprints, radius 8): each probed bucket costs
+# about 40 ns (a directory read and a line of fingerprints, mostly cache misses) and each
+# fingerprint in it 2.5 ns (a popcount). The model picked the fastest table set at every size
+# measured (see Geometry); it only chooses, so an error costs speed, never results.
+PROBE_NS = 40.0
+CANDIDATE_NS = 2.5
+PREFER_FEWER = 1.1  # a set with fewer tables (less memory) wins unless 10 % slower
 
-    def __init__(self, layout: Layout) -> None:
-        tables = layout.tables()
+
+def _ball(width: int, radius: int) -> int:
+    return sum(math.comb(width, i) for i in range(min(radius, width) + 1))
+
+
+class TableSet:
+    """One way of filing a run (:meth:`Layout.table_sets`) as arrays the kernels read: each
+    table's key as blocks ``(shift, width)`` and the radius its key is probed at."""
+
+    def __init__(self, tables: list[tuple[tuple[int, int], ...]], radii: tuple[int, ...]):
         width = max(len(parts) for parts in tables)
         self.shifts = np.zeros((len(tables), width), dtype=np.int64)
         self.widths = np.zeros((len(tables), width), dtype=np.int64)
         for t, parts in enumerate(tables):
             for p, (shift, w) in enumerate(parts):
                 self.shifts[t, p], self.widths[t, p] = shift, w
+        self.tables = tables
         self.key_bits = [sum(w for _, w in parts) for parts in tables]
-        self.probe = layout.probe
+        self.probes = np.array(radii, dtype=np.int64)
+        self.probes.flags.writeable = False
+        self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def dir_bits(self, n: int) -> int:
         # About 1 id per group (measured with the compiled search: at 1 M and 10 M, each bit
@@ -106,6 +123,43 @@ class Geometry:
 
     def drops(self, dir_bits: int) -> np.ndarray:
         return np.array([kb - dir_bits for kb in self.key_bits], dtype=np.int64)
+
+    def masks(self, dir_bits: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each table's probe offsets (a row each, padded) and how many each row holds."""
+        if dir_bits not in self._masks:
+            rows = [probe_masks(dir_bits, int(r)) for r in self.probes]
+            masks = np.zeros((len(rows), max(len(r) for r in rows)), dtype=np.int64)
+            for t, row in enumerate(rows):
+                masks[t, : len(row)] = row
+            counts = np.array([len(r) for r in rows], dtype=np.int64)
+            masks.flags.writeable = counts.flags.writeable = False
+            self._masks[dir_bits] = masks, counts
+        return self._masks[dir_bits]
+
+    def cost(self, n: int) -> float:
+        """Modelled nanoseconds of one query of a run of ``n`` ids."""
+        d = self.dir_bits(n)
+        probes = sum(_ball(d, int(r)) for r in self.probes)
+        return probes * (PROBE_NS + CANDIDATE_NS * n / (1 << d))
+
+
+class Geometry:
+    """The layout's table sets; each run is filed in the one cheapest for its size.
+
+    Measured (single runs, radius 8, median query; ``/tmp`` script comparing the sets on the
+    same fingerprints): 5 tables of 12-13 bits probed at radii 1,1,1,1,0 took 3.3 us at 30 k
+    against 8.3 for 3 tables at radius 2; 4 tables of 16 bits at radii 2,1,1,1 took 15 us at
+    1 M against 25-31 (skewed 22 against 28, text-like 19 against 26); at 10 M the 3 wide
+    tables win (58 us against 80). All return the same ids: the choice is speed only."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.sets = [TableSet(tables, radii) for tables, radii in layout.table_sets()]
+
+    def for_size(self, n: int) -> TableSet:
+        costs = [ts.cost(n) for ts in self.sets]
+        best = min(costs)
+        fit = [ts for ts, c in zip(self.sets, costs, strict=True) if c <= best * PREFER_FEWER]
+        return min(fit, key=lambda ts: len(ts.tables))
 
 
 class Run:
@@ -121,6 +175,7 @@ class Run:
         "masks",
         "offsets",
         "size",
+        "tables",
         "tfps",
         "tids",
     )
@@ -131,16 +186,17 @@ class Run:
         if len(ids) >= 1 << 31:
             raise ValueError("a run holds fewer than 2**31 ids")
         self.lo, self.hi, self.size, self.dead = lo, hi, len(ids), 0
-        self.dir_bits = geo.dir_bits(len(ids))
-        self.drops = geo.drops(self.dir_bits)
-        self.masks = probe_masks(self.dir_bits, geo.probe)
+        ts = self.tables = geo.for_size(len(ids))
+        self.dir_bits = ts.dir_bits(len(ids))
+        self.drops = ts.drops(self.dir_bits)
+        self.masks, counts = ts.masks(self.dir_bits)
         self.offsets, self.tfps, self.tids = K.build_run(
-            fps, ids, geo.shifts, geo.widths, self.drops, self.dir_bits
+            fps, ids, ts.shifts, ts.widths, self.drops, self.dir_bits
         )
-        # what every query passes first, in query_run's order (one tuple, not 8 lookups)
+        # what every query passes first, in query_run's order (one tuple, not 9 lookups)
         self.args = (
-            self.offsets, self.tfps, self.tids, geo.shifts, geo.widths, self.drops,
-            self.masks, geo.probe,
+            self.offsets, self.tfps, self.tids, ts.shifts, ts.widths, self.drops,
+            self.masks, counts, ts.probes,
         )  # fmt: skip
 
     @property

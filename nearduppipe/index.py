@@ -10,16 +10,19 @@ tables (one per choice of ``b - r`` of ``b`` blocks, keys of several blocks) are
 option, for ``b > r``. Candidates are verified by popcount, so the result is exactly what a
 full scan returns.
 
-The default is 3 blocks of 21-22 bits: key width near ``log2`` of the store's size between
-1 M and 100 M entries, where each probed bucket holds a few entries. Radius 8 then probes
-about 200 keys per table.
+Probe radii may differ per table: with radius ``r_t`` for table ``t`` the search is exact when
+``sum(r_t + 1) >= r + 1``. Unless ``blocks`` is given, each run picks the cheapest such table
+set for its size (:meth:`Layout.table_sets`, :class:`nearduppipe._runs.Geometry`): at radius
+8, 5-6 tables of 10-13 bits for runs up to ~100 k ids, 4 tables of 16 bits probed at radii
+2, 1, 1, 1 (188 keys) up to ~2 M, and 3 blocks of 21-22 bits probed at radius 2 (~700 keys)
+beyond, where a 16-bit bucket would hold hundreds of ids.
 
 Layout in memory, for ``n`` fingerprints and ``T`` tables:
 
 * ``fps``: every fingerprint, ``uint64``, in insertion order; its position is its id. ``alive``
   marks ids not removed (removal leaves a tombstone, dropped when its run is rebuilt).
-* *runs* (a log-structured merge): each run files a contiguous range of ids in every table:
-  per table the ids and their fingerprints grouped by the top ``d`` bits of the table key, and
+* *runs* (a log-structured merge): each run files a contiguous range of ids in every table of
+  its set: per table the ids and their fingerprints grouped by the top ``d`` bits of the key, and
   a directory of ``2**d + 1`` offsets, ``d`` growing with the run's size (about 2 ids per
   group). Runs are immutable; adjacent runs of similar size are merged into one (a binary
   counter), so each id is rebuilt ``O(log n)`` times and an add costs the same amortised time
@@ -327,11 +330,10 @@ class BlockIndex:
         self-join batch dedup needs, compiled when the index is one run (a bulk load)."""
         self.wait()
         if len(self._runs) == 1 and self._tail == self._n:
-            run, geo = self._runs[0], self._geo
+            run = self._runs[0]
             i, j, d = kernels().self_join(
-                run.offsets, run.tfps, run.tids, geo.shifts, geo.widths, run.drops,
-                run.masks, geo.probe, self._fps[: self._n], self.distance, self._alive,
-            )  # fmt: skip
+                *run.args, self._fps[: self._n], self.distance, self._alive
+            )
             out = np.stack([i, j, d], axis=1)
         else:
             found = [

@@ -13,7 +13,7 @@ from itertools import combinations
 
 import numpy as np
 
-__all__ = ["Layout", "Parts", "table_key", "table_keys"]
+__all__ = ["Layout", "Parts", "recorded_blocks", "table_key", "table_keys"]
 
 _U64 = np.uint64
 Parts = tuple[tuple[int, int], ...]
@@ -35,11 +35,28 @@ def table_keys(fps: np.ndarray, parts: Parts) -> np.ndarray:
     return key
 
 
+MAX_PROBE = 4  # a table probed at radius 5 over 21 bits reads 27,000 buckets per query
+MAX_TABLES = 6  # tables a layout without explicit blocks may keep for one run (12 B/id each)
+
+
+def _ranges(bits: int, blocks: int) -> list[tuple[int, int]]:
+    base, extra = divmod(bits, blocks)
+    ranges = []
+    top = bits
+    for i in range(blocks):
+        w = base + (1 if i < extra else 0)
+        top -= w
+        ranges.append((top, w))
+    return ranges
+
+
 @dataclass(frozen=True)
 class Layout:
     """Which tables the index keeps for an exact search within ``distance`` bits.
 
-    ``blocks=None`` picks 3 blocks (one table each, probed at the radius the distance needs).
+    ``blocks=None`` lets each run of the index pick among :meth:`table_sets` (one table per
+    block, probed at radii that add up to what the distance needs); :meth:`tables` and
+    :attr:`probe` then describe the 3-block set.
     ``blocks > distance`` gives Manku et al.'s tables: one per choice of ``blocks - distance``
     blocks, looked up exactly (``distance + 1`` blocks is the paper's pigeonhole scheme).
     ``blocks <= distance`` gives one table per block, probed at radius
@@ -60,7 +77,7 @@ class Layout:
             raise ValueError(f"blocks must be between 1 and bits = {self.bits}, not {b}")
         if b > self.distance and math.comb(b, b - self.distance) > 1000:
             raise ValueError(f"{b} blocks at distance {self.distance} would need too many tables")
-        if self.probe > 4:
+        if self.probe > MAX_PROBE:
             raise ValueError(
                 f"{b} blocks at distance {self.distance} would probe each table at radius "
                 f"{self.probe}; use more blocks"
@@ -82,15 +99,30 @@ class Layout:
 
     def block_ranges(self) -> list[tuple[int, int]]:
         """(shift, width) of each block, most significant first; widths differ by at most 1."""
-        b = self.n_blocks
-        base, extra = divmod(self.bits, b)
-        widths = [base + (1 if i < extra else 0) for i in range(b)]
-        ranges = []
-        top = self.bits
-        for w in widths:
-            top -= w
-            ranges.append((top, w))
-        return ranges
+        return _ranges(self.bits, self.n_blocks)
+
+    def table_sets(self) -> list[tuple[list[Parts], tuple[int, ...]]]:
+        """Every way of filing fingerprints this layout allows, as (tables, the Hamming radius
+        each table's key is probed at); each finds every fingerprint within ``distance``.
+
+        An explicit ``blocks`` allows one: :meth:`tables`, each probed at :attr:`probe`.
+        ``blocks=None`` allows every split into ``b <= distance + 1`` blocks (one table each)
+        probed at radii ``r_t`` with ``sum(r_t + 1) = distance + 1``: two fingerprints that
+        differ in more than ``r_t`` bits of every block ``t`` differ in at least
+        ``sum(r_t + 1)`` bits, so within ``distance`` some block differs in at most its
+        ``r_t`` (Norouzi et al.'s argument with unequal radii). The index picks one per run,
+        by its size: narrow keys probed at small radii are cheaper for small runs, and 3 wide
+        keys for large ones (:class:`nearduppipe._runs.Geometry`)."""
+        if self.blocks is not None:
+            tables = self.tables()
+            return [(tables, (self.probe,) * len(tables))]
+        sets: list[tuple[list[Parts], tuple[int, ...]]] = []
+        for b in range(1, min(self.distance + 1, MAX_TABLES, self.bits) + 1):
+            q, extra = divmod(self.distance + 1, b)
+            radii = tuple(q if i < extra else q - 1 for i in range(b))  # (r + 1) sums to d + 1
+            if max(radii) <= MAX_PROBE:
+                sets.append(([(part,) for part in _ranges(self.bits, b)], radii))
+        return sets
 
     def tables(self) -> list[tuple[tuple[int, int], ...]]:
         """Each table's key as the (shift, width) of its blocks, most significant first."""
@@ -98,3 +130,11 @@ class Layout:
         b = self.n_blocks
         keep = b - self.distance if b > self.distance else 1
         return [tuple(ranges[i] for i in combo) for combo in combinations(range(len(ranges)), keep)]
+
+
+def recorded_blocks(distance: int, blocks: int) -> int | None:
+    """The ``blocks`` an index takes for a block count a store recorded: ``None`` (a table set
+    per run, :meth:`Layout.table_sets`) for the default count, which is what a store created
+    without an explicit one records. Every set finds the same fingerprints, so this only
+    changes speed: the clients' index is their own, not part of the store's data."""
+    return None if blocks == Layout(distance=distance).n_blocks else blocks

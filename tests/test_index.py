@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nearduppipe._runs import Geometry
 from nearduppipe.index import BlockIndex, Layout, kernels
 
 from .support.bound import dispatched
@@ -79,6 +80,59 @@ def test_adversarial_clusters_and_block_boundaries() -> None:
         qs += [flip(x, 4, rng) for x in shared_top[:100]]
         for q in qs:
             assert idx.query(q) == brute(stored, q, layout.distance)
+
+
+def _data(kind: str, k: int, rng: np.random.Generator) -> tuple[np.ndarray, list[int]]:
+    """Stored fingerprints and queries: random with planted neighbours, clustered (shared
+    blocks: the longest buckets), or adversarial (neighbours differing at every block edge)."""
+    if kind == "random":
+        base = random_fps(rng, 6000)
+        stored = np.concatenate([base, [flip(int(x), k, rng) for x in base[:1500]]]).astype(U64)
+    elif kind == "clustered":
+        centres = random_fps(rng, 30).tolist()
+        near = [flip(c, int(rng.integers(0, k + 3)), rng) for c in centres for _ in range(150)]
+        top = [(0xABCDE << 44) | int(x) for x in rng.integers(0, 1 << 44, 1500).tolist()]
+        stored = np.array(near + top, dtype=U64)
+    else:
+        fps = [0, (1 << 64) - 1]
+        for b in range(64):  # every single-bit and adjacent two-bit neighbour of 0 and ~0
+            fps += [1 << b, ((1 << 64) - 1) ^ (1 << b), (1 << b) | (1 << ((b + 1) % 64))]
+        fps += [flip(0, k, rng) for _ in range(500)] + [flip(0, k + 1, rng) for _ in range(500)]
+        stored = np.array(fps, dtype=U64)
+    qs = [flip(int(stored[i]), int(rng.integers(0, k + 2)), rng) for i in range(0, len(stored), 9)]
+    return stored, [*qs, 0, (1 << 64) - 1, *random_fps(rng, 100).tolist()]
+
+
+@pytest.mark.parametrize("kind", ["random", "clustered", "adversarial"])
+@pytest.mark.parametrize("k", [0, 1, 3, 4, 8])
+def test_every_table_set_matches_brute_force(k: int, kind: str) -> None:
+    """A run files its ids in the table set cheapest for its size (unequal probe radii per
+    table): each set the layout allows, forced on every run, returns the brute-force answer."""
+    rng = np.random.default_rng(k * 10 + len(kind))
+    stored, qs = _data(kind, k, rng)
+    layout = Layout(distance=k)
+    sets = Geometry(layout).sets
+    # 1 to k + 1 tables (at most 6), none probed beyond radius 4
+    assert len(sets) == {0: 1, 1: 2, 3: 4, 4: 5, 8: 5}[k]
+    assert all(sum(int(r) + 1 for r in ts.probes) == k + 1 for ts in sets)
+    for ts in sets:
+        idx = BlockIndex(layout, tail_capacity=300)
+        idx._geo.sets = [ts]
+        idx.add_many(stored[:2000])
+        for fp in stored[2000:].tolist():
+            idx.add(fp)
+        idx.wait()
+        assert {len(run.tables.tables) for run in idx._runs} == {len(ts.tables)}
+        for q in qs:
+            assert idx.query(q) == brute(stored, q, k), (len(ts.tables), q)
+
+
+def test_runs_pick_their_table_set_by_size() -> None:
+    """Radius 8: many narrow tables for small runs, 3 wide ones for large (the cost model)."""
+    geo = Geometry(Layout(distance=8))
+    picks = {n: len(geo.for_size(n).tables) for n in (4096, 100_000, 1_000_000, 10_000_000)}
+    assert picks == {4096: 6, 100_000: 5, 1_000_000: 4, 10_000_000: 3}
+    assert [len(ts.tables) for ts in Geometry(Layout(distance=8, blocks=3)).sets] == [3]
 
 
 def test_reads_do_not_grow_the_index() -> None:

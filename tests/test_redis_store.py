@@ -114,6 +114,7 @@ def test_rule_and_layout_are_read_from_the_store(redis_server: RedisServer) -> N
         s.add(Fingerprints(A, WA), "a")
     with RedisStore(url, prefix=prefix) as s:
         assert s.rule == Rule(similarity=0.95, radius=8) and s.layout.n_blocks == 3
+        assert s.layout.blocks is None  # the default count: each run picks its table set
     with RedisStore(url, name="news", params={"client_name": "nd-test"}) as s:
         assert s.prefix == "neardup:news" and s._client.client_getname() == "nd-test"
     with RedisStore(url + "?prefix=" + prefix, name="other") as s:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..layout import Layout
+from ..layout import Layout, recorded_blocks
 from ..rule import Rule
 from . import _redis_keys as rk
 from ._redis_log import new_epoch
@@ -120,7 +120,8 @@ def open_meta(
         for tag in shard_tags(prefix, n):
             fields = {"format": "2", "shard_of": prefix, "epoch": new_epoch(), "new_total": "0"}
             _init(client, rk.key(tag, "meta"), fields)
-    return rule or stored, _layout(where, stored, stored_blocks), n, True
+    blocks = recorded_blocks(stored.radius, stored_blocks)
+    return rule or stored, _layout(where, stored, blocks), n, True
 
 
 def _layout(where: str, rule: Rule, blocks: int | None) -> Layout:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
-from ..layout import Layout
+from ..layout import Layout, recorded_blocks
 from ..rule import Fingerprints, Rule
 from . import _redis_keys as rk
 from ._redis_codec import encode_entry
@@ -179,7 +179,7 @@ class RedisBase(Store):
                 "it with rule=None to use its rule, copy it to a new prefix with that rule "
                 "(nearduppipe copy), or reset it"
             )
-        self._set_layout(rule or stored, stored_blocks)
+        self._set_layout(rule or stored, recorded_blocks(stored.radius, stored_blocks))
         if rule is not None and rule != stored and not self.read_only:
             # similarity and legacy_distance are thresholds, not layout: the new default
             self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
