@@ -13,8 +13,8 @@ full scan returns.
 Probe radii may differ per table: with radius ``r_t`` for table ``t`` the search is exact when
 ``sum(r_t + 1) >= r + 1``. Unless ``blocks`` is given, each run picks the cheapest such table
 set for its size (:meth:`Layout.table_sets`, :class:`nearduppipe._runs.Geometry`): at radius
-8, 5-6 tables of 10-13 bits for runs up to ~100 k ids, 4 tables of 16 bits probed at radii
-2, 1, 1, 1 (188 keys) up to ~2 M, and 3 blocks of 21-22 bits probed at radius 2 (~700 keys)
+8, 5 tables of 12-13 bits for runs up to ~190 k ids, 4 tables of 16 bits probed at radii
+2, 1, 1, 1 (188 keys) up to ~3 M, and 3 blocks of 21-22 bits probed at radius 2 (~700 keys)
 beyond, where a 16-bit bucket would hold hundreds of ids.
 
 Layout in memory, for ``n`` fingerprints and ``T`` tables:

@@ -112,8 +112,8 @@ def test_every_table_set_matches_brute_force(k: int, kind: str) -> None:
     stored, qs = _data(kind, k, rng)
     layout = Layout(distance=k)
     sets = Geometry(layout).sets
-    # 1 to k + 1 tables (at most 6), none probed beyond radius 4
-    assert len(sets) == {0: 1, 1: 2, 3: 4, 4: 5, 8: 5}[k]
+    # 1 to k + 1 tables (at most 5), none probed beyond radius 4
+    assert len(sets) == {0: 1, 1: 2, 3: 4, 4: 5, 8: 4}[k]
     assert all(sum(int(r) + 1 for r in ts.probes) == k + 1 for ts in sets)
     for ts in sets:
         idx = BlockIndex(layout, tail_capacity=300)
@@ -131,7 +131,7 @@ def test_runs_pick_their_table_set_by_size() -> None:
     """Radius 8: many narrow tables for small runs, 3 wide ones for large (the cost model)."""
     geo = Geometry(Layout(distance=8))
     picks = {n: len(geo.for_size(n).tables) for n in (4096, 100_000, 1_000_000, 10_000_000)}
-    assert picks == {4096: 6, 100_000: 5, 1_000_000: 4, 10_000_000: 3}
+    assert picks == {4096: 5, 100_000: 5, 1_000_000: 4, 10_000_000: 3}
     assert [len(ts.tables) for ts in Geometry(Layout(distance=8, blocks=3)).sets] == [3]
 
 
