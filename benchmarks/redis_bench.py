@@ -42,6 +42,12 @@ CPU: list[float] = []  # per run: median client CPU seconds per call (user + sys
 LOADS: list[tuple[float, int]] = []  # per check run: median log-load seconds, index bytes
 
 
+def _layout(layout: Any) -> str:
+    if layout.blocks is None:
+        return "index: a table set per run by its size"
+    return f"blocks={layout.n_blocks} ({len(layout.tables())} tables, probe radius {layout.probe})"
+
+
 def _bits(rng: np.random.Generator, n: int, p: np.ndarray) -> list[int]:
     """``n`` integers of ``len(p)`` bits, bit i set with probability p[i]."""
     on = rng.random((n, len(p))) < p
@@ -145,10 +151,7 @@ def main() -> None:
             # what is stored per entry, raw: fingerprint 8, wide 64, entry id 8, time 8, the
             # page key and the job
             raw = 8 + 64 + 8 + 8 + len("https://seed.example/") + len(str(args.n // 2)) + 4
-            print(
-                f"{args.kind}, blocks={store.layout.n_blocks} ({len(store.layout.tables())} tables, "
-                f"probe radius {store.layout.probe}), rule {store.rule.describe()}"
-            )
+            print(f"{args.kind}, {_layout(store.layout)}, rule {store.rule.describe()}")
             print(
                 f"imported {held:,} entries in {took:.1f} s ({held / took:,.0f}/s); redis "
                 f"used_memory +{used / 1e6:.0f} MB = {used / held:.0f} B/entry "

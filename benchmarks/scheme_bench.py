@@ -20,7 +20,8 @@ SCHEMES = {
     "paper: k=3, 4 blocks, exact lookups (4 tables)": Layout(distance=3, blocks=4),
     "0.1 default: k=4, 5 blocks, exact lookups (5 tables)": Layout(distance=4, blocks=5),
     "radius 8, 10 blocks, Manku tables (45 tables)": Layout(distance=8, blocks=10),
-    "radius 8, 3 blocks probed at radius 2 (default)": Layout(distance=8),
+    "radius 8, 3 blocks probed at radius 2": Layout(distance=8, blocks=3),
+    "radius 8, table set by run size (default)": Layout(distance=8),
 }
 
 
@@ -29,9 +30,10 @@ def candidates(idx: BlockIndex, q: int) -> int:
     (what the search verifies by popcount)."""
     total = 0
     for run in idx._runs:
-        for t, parts in enumerate(idx.layout.tables()):
+        n_masks = run.args[7]
+        for t, parts in enumerate(run.tables.tables):
             b = table_key(q, parts) >> int(run.drops[t])
-            probes = b ^ run.masks
+            probes = b ^ run.masks[t, : n_masks[t]]
             total += int((run.offsets[t, probes + 1] - run.offsets[t, probes]).sum())
     return total
 

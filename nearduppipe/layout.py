@@ -122,7 +122,8 @@ class Layout:
         sets: list[tuple[list[Parts], tuple[int, ...]]] = []
         for b in range(1, min(self.distance + 1, MAX_TABLES, self.bits) + 1):
             q, extra = divmod(self.distance + 1, b)
-            radii = tuple(q if i < extra else q - 1 for i in range(b))  # (r + 1) sums to d + 1
+            # each radius + 1, added up over the tables, is distance + 1
+            radii = tuple(q if i < extra else q - 1 for i in range(b))
             if max(radii) <= MAX_PROBE:
                 sets.append(([(part,) for part in _ranges(self.bits, b)], radii))
         return sets
