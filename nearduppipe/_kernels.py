@@ -1,6 +1,6 @@
 """The index's inner loops, compiled by numba.
 
-A radius-8 search probes 200-700 buckets per run and verifies hundreds to thousands of candidates;
+A radius-8 search probes 50-700 buckets per run and verifies hundreds to thousands of candidates;
 as numpy calls that is ~20 vectorised steps with a temporary array each (~65 us at 1 M stored),
 as one compiled loop it is a few microseconds. numba (a JIT for exactly this kind of numeric
 loop, with wheels for every supported Python) replaces hand-written C here.

@@ -1,7 +1,7 @@
 """The runs of :class:`nearduppipe.index.BlockIndex`: immutable tables over a range of ids,
 built here or on a worker thread.
 
-A run files the live ids of ``lo .. hi - 1`` in every table of the layout: per table, the ids
+A run files the live ids of ``lo .. hi - 1`` in every table of its table set: per table, the ids
 and their fingerprints grouped by the top ``dir_bits`` bits of the table key (a counting sort),
 with a directory of offsets. Runs never change once built, so a worker thread can build a
 merged run from the same arrays while queries keep reading the old ones; the compiled kernels

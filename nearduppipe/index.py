@@ -23,8 +23,9 @@ Layout in memory, for ``n`` fingerprints and ``T`` tables:
   marks ids not removed (removal leaves a tombstone, dropped when its run is rebuilt).
 * *runs* (a log-structured merge): each run files a contiguous range of ids in every table of
   its set: per table the ids and their fingerprints grouped by the top ``d`` bits of the key, and
-  a directory of ``2**d + 1`` offsets, ``d`` growing with the run's size (about 2 ids per
-  group). Runs are immutable; adjacent runs of similar size are merged into one (a binary
+  a directory of ``2**d + 1`` offsets, ``d`` growing with the run's size up to the key's width
+  (about 1 id per group where the key is that long; the 12-13-bit keys of small runs' sets
+  hold up to ~50). Runs are immutable; adjacent runs of similar size are merged into one (a binary
   counter), so each id is rebuilt ``O(log n)`` times and an add costs the same amortised time
   at 1 M and 30 M. Merges larger than :data:`SYNC_MERGE` ids are built on a worker thread
   (the compiled kernels release the GIL) while the old runs keep answering; the next add

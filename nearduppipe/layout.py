@@ -13,7 +13,7 @@ from itertools import combinations
 
 import numpy as np
 
-__all__ = ["Layout", "Parts", "recorded_blocks", "table_key", "table_keys"]
+__all__ = ["Layout", "Parts", "table_key", "table_keys"]
 
 _U64 = np.uint64
 Parts = tuple[tuple[int, int], ...]
@@ -59,7 +59,7 @@ class Layout:
 
     ``blocks=None`` lets each run of the index pick among :meth:`table_sets` (one table per
     block, probed at radii that add up to what the distance needs); :meth:`tables` and
-    :attr:`probe` then describe the 3-block set.
+    :attr:`probe` then describe the set of :attr:`n_blocks` blocks (3 from distance 2 on).
     ``blocks > distance`` gives Manku et al.'s tables: one per choice of ``blocks - distance``
     blocks, looked up exactly (``distance + 1`` blocks is the paper's pigeonhole scheme).
     ``blocks <= distance`` gives one table per block, probed at radius
@@ -134,11 +134,3 @@ class Layout:
         b = self.n_blocks
         keep = b - self.distance if b > self.distance else 1
         return [tuple(ranges[i] for i in combo) for combo in combinations(range(len(ranges)), keep)]
-
-
-def recorded_blocks(distance: int, blocks: int) -> int | None:
-    """The ``blocks`` an index takes for a block count a store recorded: ``None`` (a table set
-    per run, :meth:`Layout.table_sets`) for the default count, which is what a store created
-    without an explicit one records. Every set finds the same fingerprints, so this only
-    changes speed: the clients' index is their own, not part of the store's data."""
-    return None if blocks == Layout(distance=distance).n_blocks else blocks

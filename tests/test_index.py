@@ -135,6 +135,24 @@ def test_runs_pick_their_table_set_by_size() -> None:
     assert [len(ts.tables) for ts in Geometry(Layout(distance=8, blocks=3)).sets] == [3]
 
 
+def test_runs_of_different_table_sets_in_one_index() -> None:
+    """A bulk-loaded run of 4 tables, then small runs of 5: one search reads both kinds with the
+    code bound at its first run, and returns the brute-force answer."""
+    rng = np.random.default_rng(17)
+    stored = random_fps(rng, 250_000)
+    idx = BlockIndex(Layout(distance=8), tail_capacity=512)
+    idx.add_many(stored[:240_000])
+    idx.search_into(1)  # binds the search to the 4-table run's argument types
+    for fp in stored[240_000:].tolist():
+        idx.add(fp)
+    idx.wait()
+    assert sorted({len(run.tables.tables) for run in idx._runs}) == [4, 5]
+    for i in range(0, 250_000, 2_500):
+        q = flip(int(stored[i]), i % 10, rng)
+        assert idx.query(q) == brute(stored, q, 8)
+    assert_bound_as_dispatched(idx)
+
+
 def test_reads_do_not_grow_the_index() -> None:
     idx = BlockIndex()
     idx.add_many(random_fps(np.random.default_rng(1), 10_000))

@@ -21,6 +21,7 @@ import redis
 
 from nearduppipe.index import Layout, table_key
 from nearduppipe.rule import Fingerprints, Rule
+from nearduppipe.stores._redis_keys import key as store_key
 from nearduppipe.stores._redis_keys import redact
 from nearduppipe.stores.base import (
     _REGISTRY,
@@ -114,7 +115,14 @@ def test_rule_and_layout_are_read_from_the_store(redis_server: RedisServer) -> N
         s.add(Fingerprints(A, WA), "a")
     with RedisStore(url, prefix=prefix) as s:
         assert s.rule == Rule(similarity=0.95, radius=8) and s.layout.n_blocks == 3
-        assert s.layout.blocks is None  # the default count: each run picks its table set
+        assert s.layout.blocks is None  # created without blocks: each run picks its table set
+    with RedisStore(url, prefix=prefix + ":3", reset=True, blocks=3) as s:
+        assert s.layout.blocks == 3
+    with RedisStore(url, prefix=prefix + ":3") as s:
+        assert s.layout.blocks == 3  # an explicit count stays, the default's included
+    redis.Redis.from_url(url).hdel(store_key(prefix, "meta"), "blocks_auto")  # as older stores
+    with RedisStore(url, prefix=prefix) as s:
+        assert s.layout.blocks == 3 and len(s) == 1
     with RedisStore(url, name="news", params={"client_name": "nd-test"}) as s:
         assert s.prefix == "neardup:news" and s._client.client_getname() == "nd-test"
     with RedisStore(url + "?prefix=" + prefix, name="other") as s:

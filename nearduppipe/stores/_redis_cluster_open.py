@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..layout import Layout, recorded_blocks
+from ..layout import Layout
 from ..rule import Rule
 from . import _redis_keys as rk
 from ._redis_log import new_epoch
@@ -100,6 +100,8 @@ def open_meta(
             "rule": json.dumps(rule.as_dict()),
             "blocks": str(layout.n_blocks),
         }
+        if blocks is None:
+            fields["blocks_auto"] = "1"
         meta = _init(client, key, fields)
     stored = Rule(**json.loads(meta["rule"]))
     stored_blocks, n = int(meta["blocks"]), int(meta["shards"])
@@ -120,8 +122,7 @@ def open_meta(
         for tag in shard_tags(prefix, n):
             fields = {"format": "2", "shard_of": prefix, "epoch": new_epoch(), "new_total": "0"}
             _init(client, rk.key(tag, "meta"), fields)
-    blocks = recorded_blocks(stored.radius, stored_blocks)
-    return rule or stored, _layout(where, stored, blocks), n, True
+    return rule or stored, _layout(where, stored, rk.index_blocks(meta)), n, True
 
 
 def _layout(where: str, rule: Rule, blocks: int | None) -> Layout:

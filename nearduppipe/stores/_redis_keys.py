@@ -22,6 +22,7 @@ __all__ = [
     "FIXED_NAMES",
     "format1_key_pattern",
     "glob_escape",
+    "index_blocks",
     "open_checked",
     "redact",
     "rule_args",
@@ -50,6 +51,15 @@ def rule_args(rule: Rule, ttl: float | None, max_decisions: int | None) -> tuple
         -1 if w is None else w,
         min(rule.radius, rule.legacy_distance),
     )
+
+
+def index_blocks(meta: dict[str, str]) -> int | None:
+    """The ``blocks`` of the clients' index for a store's meta: ``None`` (each run of the index
+    picks its table set by its size) for a store created without explicit blocks, which
+    records ``blocks_auto``; else the recorded count. Stores created before that field keep
+    their count: it cannot tell the default from an explicit request. Any layout finds the
+    same pages; only speed differs."""
+    return None if meta.get("blocks_auto") == "1" else int(meta["blocks"])
 
 
 def key(prefix: str, name: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
-from ..layout import Layout, recorded_blocks
+from ..layout import Layout
 from ..rule import Fingerprints, Rule
 from . import _redis_keys as rk
 from ._redis_codec import encode_entry
@@ -158,6 +158,8 @@ class RedisBase(Store):
                 "epoch": new_epoch(),
                 "new_total": "0",
             }
+            if blocks is None:
+                fields["blocks_auto"] = "1"
             init = self._client.register_script(_INIT_LUA)
             flat = init(keys=[self._k("meta")], args=[x for kv in fields.items() for x in kv])
             meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
@@ -179,7 +181,7 @@ class RedisBase(Store):
                 "it with rule=None to use its rule, copy it to a new prefix with that rule "
                 "(nearduppipe copy), or reset it"
             )
-        self._set_layout(rule or stored, recorded_blocks(stored.radius, stored_blocks))
+        self._set_layout(rule or stored, rk.index_blocks(meta))
         if rule is not None and rule != stored and not self.read_only:
             # similarity and legacy_distance are thresholds, not layout: the new default
             self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
