@@ -16,9 +16,10 @@ Keys (``P`` is the prefix, default ``neardup:<name>``; in braces, so all keys sh
 Cluster slot; the names are fixed, so resetting a store never needs a pattern):
 
 * ``{P}:meta`` hash: ``format`` (2), ``rule`` (JSON of :meth:`Rule.as_dict`), ``blocks`` (the
-  clients' index layout; ``blocks_auto`` when none was asked for), ``epoch`` (of the log), the counters, the entry sequence, the count
-  of dead log members and the TTL sweep cursor. Opening a store with a rule of another
-  radius is an error, ``rule=None`` takes the stored one.
+  clients' index layout; ``blocks_auto`` when none was asked for), ``epoch`` (of the log),
+  the counters, the entry sequence, the count of dead log members and the TTL sweep cursor.
+  Opening a store with a rule of another radius is an error, ``rule=None`` takes the stored
+  one.
 * ``{P}:k`` hash: page key -> entry id (8 bytes); ``{P}:e`` hash: entry id -> record
   (:mod:`._redis_codec`); one entry per key.
 * ``{P}:n`` list: the log, one 16-byte member (fingerprint, entry id) per entry stored, in
