@@ -6,8 +6,8 @@ Every fingerprint is added one call at a time, as a crawl adds them, under the c
 (radius 8: 3 tables probed at radius 2). At 1 M, 10 M and 30 M the script prints the amortised
 cost of the last ``window`` adds, as wall time on the calling thread and as CPU time of the
 whole process (merges run on a worker thread, so wall time alone would hide them), the slowest
-single add so far (apart: adds during which the interpreter's garbage collector ran, which
-pauses any Python code), the runs a query searches, and bytes per fingerprint; at the end, the
+single add so far and how many took over 5, 10 and 20 ms (apart: adds during which the
+interpreter's garbage collector ran, which pauses any Python code), the runs a query searches, and bytes per fingerprint; at the end, the
 cost per add of the whole run once the merges still running are drained (merge threads run at
 a lower priority, so a loop that does nothing but add leaves a backlog). The floor, measured in
 the same run, is storing the same fingerprints into a preallocated numpy array one call at a
@@ -26,6 +26,7 @@ from _common import random_fps, skewed_fps
 from nearduppipe.index import BlockIndex, Layout
 
 CHECKPOINTS = (1_000_000, 10_000_000, 30_000_000)
+SLOW_MS = (5, 10, 20)
 
 
 def floor_per_add(fps: np.ndarray) -> float:
@@ -65,6 +66,7 @@ def main() -> None:
         floor = floor_per_add(fps[: args.window])
         idx = BlockIndex(Layout(distance=8))
         worst, worst_at, worst_gc, gc_clock = 0.0, 0, 0.0, GcClock()
+        over = dict.fromkeys(SLOW_MS, 0)  # adds slower than 5 / 10 / 20 ms (no collection)
         marks = {c for c in CHECKPOINTS if c <= args.size}
         w0 = c0 = 0.0
         wall_start, cpu_start = time.perf_counter(), time.process_time()
@@ -78,8 +80,11 @@ def main() -> None:
                 dt = time.perf_counter() - t
                 if gc_clock.total != g:  # a collection ran inside this add
                     worst_gc = max(worst_gc, dt)
-                elif dt > worst:
-                    worst, worst_at = dt, start + j
+                elif dt > 0.005:
+                    for ms in SLOW_MS:
+                        over[ms] += dt * 1e3 > ms
+                    if dt > worst:
+                        worst, worst_at = dt, start + j
             end = start + len(chunk)
             if end in marks:
                 wall = (time.perf_counter() - w0) / len(chunk) * 1e6
@@ -88,7 +93,9 @@ def main() -> None:
                     f"{kind:8s} n={end:>11,}: amortised add {wall:5.2f} us wall, {cpu:5.2f} us "
                     f"CPU (floor {floor * 1e6:4.2f} us -> {wall / (floor * 1e6):4.1f}x); slowest "
                     f"add so far {worst * 1e3:5.1f} ms (at {worst_at:,}; with a garbage collection "
-                    f"inside {worst_gc * 1e3:4.1f} ms); {idx.runs} runs; "
+                    f"inside {worst_gc * 1e3:4.1f} ms); adds over "
+                    f"{' / '.join(map(str, SLOW_MS))} ms: {' / '.join(map(str, over.values()))}; "
+                    f"{idx.runs} runs; "
                     f"{idx.nbytes / len(idx):.0f} B/fingerprint",
                     flush=True,
                 )

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import math
 import os
+import queue
 import sys
 import threading
 from itertools import combinations
@@ -205,20 +206,26 @@ class Run:
 
 
 class Merge:
-    """One run being built on a worker thread from the runs ``sources`` (adjacent)."""
+    """One run being built by a merge worker from the runs ``sources`` (adjacent).
+
+    The workers are threads that live as long as the process (:func:`_submit`): starting a
+    thread per merge made the caller wait for it to start, 6-8 ms of wall time (0.2 ms of CPU)
+    per add that started a merge at 8 M ids on 2 cores, measured; queueing the work does not
+    wait."""
 
     def __init__(self, geo: Geometry, fps: np.ndarray, alive: np.ndarray, sources: list[Run]):
         self.sources = sources
         self.result: Run | None = None
         self.error: BaseException | None = None
-        lo, hi = sources[0].lo, sources[-1].hi
-        self._thread = threading.Thread(
-            target=self._build, args=(geo, fps, alive, lo, hi), name="neardup-merge", daemon=True
-        )
-        self._thread.start()
+        self._work = (geo, fps, alive, sources[0].lo, sources[-1].hi)
+        self._done = threading.Event()
+        self._pid = os.getpid()
+        _submit(self)
 
-    def _build(self, geo: Geometry, fps: np.ndarray, alive: np.ndarray, lo: int, hi: int) -> None:
-        background_priority()
+    def build(self) -> None:
+        """Build the run: on a worker, or in a forked child (whose workers are gone, maybe
+        mid-build) on the caller's thread."""
+        geo, fps, alive, lo, hi = self._work
         try:
             run = Run(geo, fps, alive, lo, hi)
             # removed while it was being built (here, not on the caller's thread: a sum of
@@ -227,14 +234,54 @@ class Merge:
             self.result = run
         except BaseException as exc:  # re-raised on the caller's thread by take()
             self.error = exc
+        finally:
+            self._done.set()
 
     @property
     def done(self) -> bool:
-        return not self._thread.is_alive()
+        if not self._done.is_set() and self._pid != os.getpid():
+            self.build()  # queued in the parent: no worker here will ever take it
+        return self._done.is_set()
 
     def take(self) -> Run:
-        self._thread.join()
+        if not self.done:
+            self._done.wait()
         if self.error is not None:
             raise self.error
         assert self.result is not None
         return self.result
+
+
+MERGE_WORKERS = 2  # threads building merges, for every index of the process
+_jobs: queue.SimpleQueue[Merge] | None = None
+_jobs_lock = threading.Lock()
+
+
+def _merger(jobs: queue.SimpleQueue[Merge]) -> None:
+    background_priority()
+    while True:
+        merge = jobs.get()
+        merge.build()
+        del merge  # (the merge, its sources and result: the index's to keep, not this frame's)
+
+
+def _submit(merge: Merge) -> None:
+    global _jobs
+    with _jobs_lock:
+        if _jobs is None:
+            _jobs = queue.SimpleQueue()
+            for _ in range(MERGE_WORKERS):
+                threading.Thread(
+                    target=_merger, args=(_jobs,), name="neardup-merge", daemon=True
+                ).start()
+        jobs = _jobs
+    jobs.put(merge)
+
+
+def _forget_jobs() -> None:  # a forked child has no workers: Merge.done builds in place
+    global _jobs
+    _jobs = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_jobs)

@@ -27,9 +27,10 @@ Layout in memory, for ``n`` fingerprints and ``T`` tables:
   (about 1 id per group where the key is that long; the 12-13-bit keys of small runs' sets
   hold up to ~50). Runs are immutable; adjacent runs of similar size are merged into one (a binary
   counter), so each id is rebuilt ``O(log n)`` times and an add costs the same amortised time
-  at 1 M and 30 M. Merges larger than :data:`SYNC_MERGE` ids are built on a worker thread
-  (the compiled kernels release the GIL) while the old runs keep answering; the next add
-  swaps the result in. So no add waits for more than a small merge.
+  at 1 M and 30 M. Merges larger than :data:`SYNC_MERGE` ids are queued for the process's
+  merge workers (two long-lived threads; the compiled kernels release the GIL) while the old
+  runs keep answering; the next add swaps the result in. So no add waits for more than a
+  small merge.
 * a tail of the newest ids not yet in a run, scanned directly (a few microseconds).
 
 The loops are compiled (:mod:`nearduppipe._kernels`). Queries never modify the index.

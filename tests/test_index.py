@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+import warnings
+
 import numpy as np
 import pytest
 
+from nearduppipe import _runs
 from nearduppipe._runs import Geometry
 from nearduppipe.index import BlockIndex, Layout, kernels
 
@@ -283,6 +289,67 @@ def assert_bound_as_dispatched(idx: BlockIndex) -> None:
         assert idx._query is dispatched(kernels().query_run, *run.args, q, k, *out)
     fps = idx._fps
     assert idx._scan is dispatched(kernels().scan_range, fps, idx._alive, 0, 0, q, k, *out[1:])
+
+
+class _Blocker:
+    """A job that holds a merge worker until released (what a long merge does)."""
+
+    def __init__(self) -> None:
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def build(self) -> None:
+        self.started.set()
+        self.release.wait(60)
+
+
+def _merge_workers() -> int:
+    return sum(t.name == "neardup-merge" and t.is_alive() for t in threading.enumerate())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_merges_queue_for_the_workers_and_a_forked_child_builds_its_own() -> None:
+    """Merges are queued for the process's merge workers, never a thread each (starting one
+    made the adding thread wait 6-8 ms for it, measured). A merge still queued when the process
+    forks has no worker in the child: the child builds it itself, and its index answers
+    exactly as a scan does; the parent's workers then build theirs."""
+    blockers = [_Blocker() for _ in range(_runs.MERGE_WORKERS)]
+    for b in blockers:
+        _runs._submit(b)  # type: ignore[arg-type]
+    try:
+        assert all(b.started.wait(30) for b in blockers)
+        assert _merge_workers() == _runs.MERGE_WORKERS
+        rng = np.random.default_rng(11)
+        fps = random_fps(rng, 1500)
+        fps[1000:1100] = fps[:100] ^ U64(0b1011)  # near-duplicates across runs
+        idx = BlockIndex(Layout(distance=8), tail_capacity=64, sync_merge=1)
+        for fp in fps.tolist():
+            idx.add(fp)
+        assert idx._pending and not any(m.done for m in idx._pending)
+        assert _merge_workers() == _runs.MERGE_WORKERS  # none started per merge
+        queries = [flip(int(fps[i]), 3, rng) for i in range(0, 1500, 37)]
+        want = [brute(fps, q, 8) for q in queries]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # (fork of a threaded process)
+            pid = os.fork()
+        if pid == 0:  # the child: every merge its index waits for is still queued
+            code = 1
+            try:
+                idx.wait()
+                code = 0 if [idx.query(q) for q in queries] == want and not idx._pending else 3
+            finally:
+                os._exit(code)
+    finally:
+        for b in blockers:
+            b.release.set()
+    deadline = time.monotonic() + 60
+    while (waited := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if waited[0] == 0:  # (hung: do not leave it behind)
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert waited[0] == pid and os.waitstatus_to_exitcode(waited[1]) == 0
+    idx.wait()
+    assert [idx.query(q) for q in queries] == want
 
 
 def test_search_binds_the_code_the_dispatcher_picks() -> None:
