@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -48,6 +50,57 @@ def skewed_fps(rng: np.random.Generator, n: int) -> np.ndarray:
     for b in range(64):
         out |= (rng.random(n) < p[b]).astype(np.uint64) << np.uint64(b)
     return out
+
+
+KINDS = ("uniform", "skewed", "text")
+
+
+def fingerprints(
+    kind: str, rng: np.random.Generator, n: int, text_file: str | None = None, offset: int = 0
+) -> np.ndarray:
+    """``n`` 64-bit fingerprints of a kind: ``uniform``; ``skewed`` (:func:`skewed_fps`);
+    ``text``, SimHashes of synthetic pages (:func:`text_fps`). Generating those costs ~45 s per
+    million, so ``text_file`` keeps them: its ``n`` from ``offset`` on are used when it holds
+    enough, else they are generated (and saved there when ``offset`` is 0). Callers that need
+    stored pages and new ones from the same distribution take both from one call, or from
+    disjoint offsets."""
+    if kind == "uniform":
+        return random_fps(rng, n)
+    if kind == "skewed":
+        return skewed_fps(rng, n)
+    if kind != "text":
+        raise ValueError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    if text_file and os.path.exists(text_file):
+        saved = np.load(text_file, mmap_mode="r")
+        if len(saved) >= offset + n:
+            return np.array(saved[offset : offset + n])
+    out = text_fps(rng, n)
+    if text_file and not offset:
+        np.save(text_file, out)
+    return out
+
+
+def text_sample(text_file: str, stored: int, seed: int, n: int) -> list[int]:
+    """Text-derived fingerprints for benchmarks whose pages are made in several processes:
+    seed 1 gives the stored pages, the first ``n`` of ``text_file``; any other seed a sample
+    of ``n`` new pages from after the first ``stored`` (same distribution, never stored)."""
+    saved = np.load(text_file, mmap_mode="r")
+    if seed == 1:
+        return [int(x) for x in saved[:n]]
+    at = np.random.default_rng(seed).choice(len(saved) - stored, n, replace=False) + stored
+    return [int(x) for x in saved[np.sort(at)]]
+
+
+def kind_args(ap: argparse.ArgumentParser, default: str, many: bool = False) -> None:
+    """``--kind`` (or ``--kinds``, comma-separated) and ``--text-file``, as every benchmark
+    that takes fingerprints reads them."""
+    if many:
+        ap.add_argument("--kinds", default=default, help=f"comma-separated: {', '.join(KINDS)}")
+    else:
+        ap.add_argument("--kind", choices=KINDS, default=default)
+    ap.add_argument(
+        "--text-file", default=None, help="an .npy of text-derived fingerprints, kept for reuse"
+    )
 
 
 def text_fps(

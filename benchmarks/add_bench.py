@@ -1,6 +1,7 @@
 """What an add costs as the in-memory index grows from empty to 30 M fingerprints.
 
-    python benchmarks/add_bench.py [--size 30000000] [--kinds uniform,skewed] [--window 1000000]
+    python benchmarks/add_bench.py [--size 30000000] [--kinds uniform,skewed,text]
+        [--window 1000000] [--text-file FILE.npy]
 
 Every fingerprint is added one call at a time, as a crawl adds them, under the crawl's rule
 (radius 8: 3 tables probed at radius 2). At 1 M, 10 M and 30 M the script prints the amortised
@@ -21,7 +22,7 @@ import gc
 import time
 
 import numpy as np
-from _common import random_fps, skewed_fps
+from _common import fingerprints, kind_args
 
 from nearduppipe.index import BlockIndex, Layout
 
@@ -57,12 +58,12 @@ class GcClock:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=30_000_000)
-    ap.add_argument("--kinds", default="uniform,skewed")
+    kind_args(ap, "uniform,skewed", many=True)
     ap.add_argument("--window", type=int, default=1_000_000)
     args = ap.parse_args()
     for kind in args.kinds.split(","):
         rng = np.random.default_rng(7)
-        fps = (random_fps if kind == "uniform" else skewed_fps)(rng, args.size)
+        fps = fingerprints(kind, rng, args.size, args.text_file)
         floor = floor_per_add(fps[: args.window])
         idx = BlockIndex(Layout(distance=8))
         worst, worst_at, worst_gc, gc_clock = 0.0, 0, 0.0, GcClock()

@@ -1,8 +1,9 @@
-"""All near-duplicate pairs among N random fingerprints with planted pairs: the batch algorithm
+"""All near-duplicate pairs among N fingerprints (uniform, or ``--kind``) with planted pairs: the batch algorithm
 (one sort per permuted table) against the naive loop of one index query per fingerprint, whose
 time is measured on a sample and projected to N, in the same run.
 
     python benchmarks/batch_bench.py [--n 10000000] [--planted 100000] [--no-naive]
+        [--kind uniform|skewed|text] [--text-file FILE.npy]
 
 Each line also gives the CPU time, the union-find over the pairs (what ``nearduppipe dedup``
 keeps) and the process's peak RSS so far.
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import random_fps
+from _common import fingerprints, kind_args
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nearduppipe.batch import all_pairs, components
@@ -29,9 +30,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=10_000_000)
     ap.add_argument("--planted", type=int, default=100_000)
     ap.add_argument("--no-naive", action="store_true", help="skip the per-query projection")
+    kind_args(ap, "uniform")
     args = ap.parse_args()
     rng = np.random.default_rng(10)
-    fps = random_fps(rng, args.n)
+    fps = fingerprints(args.kind, rng, args.n, args.text_file)
     src = rng.integers(0, args.n, args.planted)
     dst = rng.integers(0, args.n, args.planted)
     flips = np.zeros(args.planted, dtype=np.uint64)

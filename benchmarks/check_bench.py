@@ -19,31 +19,15 @@ pays per call before any verdict).
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
-from _common import skewed_fps, text_fps
+from _common import fingerprints, kind_args
 
 from nearduppipe.rule import Fingerprints, Rule
 from nearduppipe.stores.memory import MemoryStore
 
 U64 = np.uint64
-
-
-def fingerprints(rng: np.random.Generator, n: int, kind: str, text_file: str | None) -> np.ndarray:
-    if kind == "uniform":
-        return rng.integers(0, 2**64, n, dtype=U64, endpoint=False)
-    if kind == "skewed":
-        return skewed_fps(rng, n)
-    if text_file and os.path.exists(text_file):
-        saved = np.load(text_file, mmap_mode="r")
-        if len(saved) >= n:
-            return np.array(saved[:n])
-    out = text_fps(rng, n)
-    if text_file:
-        np.save(text_file, out)
-    return out
 
 
 def preload(store: MemoryStore, fps: np.ndarray, wide: np.ndarray) -> None:
@@ -59,14 +43,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000000,10000000")
     ap.add_argument("--calls", type=int, default=20_000)
-    ap.add_argument("--kinds", default="uniform,skewed,text")
-    ap.add_argument("--text-file", default=None)
+    kind_args(ap, "uniform,skewed,text", many=True)
     args = ap.parse_args()
     for n in [int(x) for x in args.sizes.split(",")]:
         for kind in args.kinds.split(","):
             rng = np.random.default_rng(n)
             # new pages come from the same distribution as the stored ones
-            pool = fingerprints(rng, n + args.calls // 2, kind, args.text_file)
+            pool = fingerprints(kind, rng, n + args.calls // 2, args.text_file)
             fps, fresh = pool[:n], pool[n:]
             wide = rng.integers(0, 2**64, (n, 8), dtype=U64, endpoint=False)
             store = MemoryStore(rule=Rule())

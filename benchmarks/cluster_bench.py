@@ -3,7 +3,7 @@ at N stored, Redis memory per node and per entry, and 8 processes racing near-du
 and distinct pages (exactly one page kept per group, every distinct page kept).
 
     python benchmarks/cluster_bench.py [--n 100000] [--calls 2000] [--runs 3]
-        [--groups 4000] [--distinct 24000] [--procs 8]
+        [--groups 4000] [--distinct 24000] [--procs 8] [--kind uniform|text] [--text-file F.npy]
 
 One loopback redis-server and a 3-master loopback cluster from the same binary, started here.
 Every check is timed from one client process whose index has read the logs first; a check
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import redis
+from _common import fingerprints, text_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -34,14 +35,18 @@ from tests.support.cluster_race import run_race  # noqa: E402
 from tests.support.redis_cluster import LocalCluster  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 
+TEXT: tuple[str, int] | None = None  # --kind text: the file and the number stored
+
 
 def pages(seed: int, n: int) -> list[Fingerprints]:
+    """Seed 1: the stored pages; other seeds: new pages of the same kind."""
     rng = np.random.default_rng(seed)
     fps = rng.integers(0, 2**63, n, dtype=np.uint64) * 2 + rng.integers(0, 2, n, dtype=np.uint64)
     wides = rng.integers(0, 256, (n, 64), dtype=np.uint8)
+    fp64 = fps.tolist() if TEXT is None else text_sample(*TEXT, seed, n)
     return [
         Fingerprints(int(fp), int.from_bytes(w.tobytes(), "big"))
-        for fp, w in zip(fps.tolist(), wides, strict=True)
+        for fp, w in zip(fp64, wides, strict=True)
     ]
 
 
@@ -83,7 +88,16 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=4000)
     ap.add_argument("--distinct", type=int, default=24000)
     ap.add_argument("--procs", type=int, default=8)
+    ap.add_argument("--kind", choices=("uniform", "text"), default="uniform")
+    ap.add_argument("--text-file", default=None)
     args = ap.parse_args()
+    if args.kind == "text":
+        if not args.text_file:
+            ap.error("--kind text needs --text-file (generated there when absent)")
+        need = args.n + 10 * args.calls  # new pages: sampled from after the stored ones
+        fingerprints("text", np.random.default_rng(need), need, args.text_file)
+        global TEXT
+        TEXT = (args.text_file, args.n)
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp) / "single").start()
         cluster = LocalCluster(Path(tmp) / "cluster").start()

@@ -1,9 +1,11 @@
 """Index exactness against brute force, and query speed / memory at 1,000,000 fingerprints.
 
     python benchmarks/index_bench.py [--n 1000000] [--simhash-n 100000]
+        [--kind uniform|skewed|text] [--text-file FILE.npy]
 
 Prints: mismatches against a numpy full scan (must be 0) for the default and the 20-table
-layout; median/p99 query time and bytes per fingerprint; the same query's numpy brute-force
+layout; median/p99 query time and bytes per fingerprint (stored fingerprints of ``--kind``;
+queries: half of them stored ones 2 bits away, half new pages of the kind); the same query's numpy brute-force
 scan time in the same run (the floor a naive implementation pays) and the ratio; and, for
 reference, the `simhash` package's SimhashIndex on a smaller store if it is installed.
 """
@@ -14,7 +16,7 @@ import argparse
 import time
 
 import numpy as np
-from _common import flip, per_call_times, random_fps
+from _common import fingerprints, flip, kind_args, per_call_times, random_fps
 
 from nearduppipe.index import BlockIndex, Layout
 
@@ -45,15 +47,16 @@ def exactness(layout: Layout, rng: np.random.Generator) -> None:
     )
 
 
-def speed(layout: Layout, n: int, rng: np.random.Generator) -> None:
-    fps = random_fps(rng, n)
+def speed(
+    layout: Layout, n: int, rng: np.random.Generator, kind: str, text_file: str | None
+) -> None:
+    pool = fingerprints(kind, rng, n + 10_000, text_file)
+    fps, fresh = pool[:n], pool[n:]
     idx = BlockIndex(layout)
     t0 = time.perf_counter()
     idx.add_many(fps)
     build = time.perf_counter() - t0
-    queries = [flip(int(fps[i]), 2, rng) for i in rng.integers(0, n, 10_000)] + random_fps(
-        rng, 10_000
-    ).tolist()
+    queries = [flip(int(fps[i]), 2, rng) for i in rng.integers(0, n, 10_000)] + fresh.tolist()
     times = per_call_times(idx.query, queries)
     scan = per_call_times(
         lambda q: np.flatnonzero(np.bitwise_count(fps ^ np.uint64(q)) <= layout.distance),
@@ -62,7 +65,7 @@ def speed(layout: Layout, n: int, rng: np.random.Generator) -> None:
     med, p99 = np.median(times) * 1e6, np.percentile(times, 99) * 1e6
     med_scan = np.median(scan) * 1e6
     print(
-        f"speed {layout} n={n}: build {build:.2f} s, query median {med:.1f} us, p99 {p99:.1f} us, "
+        f"speed {layout} {kind} n={n}: build {build:.2f} s, query median {med:.1f} us, p99 {p99:.1f} us, "
         f"{idx.nbytes / n:.1f} bytes/fingerprint; numpy brute-force scan median {med_scan:.0f} us "
         f"-> index is {med_scan / med:.0f}x faster"
     )
@@ -99,6 +102,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--simhash-n", type=int, default=100_000)
+    kind_args(ap, "uniform")
     args = ap.parse_args()
     rng = np.random.default_rng(2026)
     # radius 8: the crawl default's candidate stage; k = 3: the paper (multi-index and pigeonhole)
@@ -106,7 +110,7 @@ def main() -> None:
     for layout in layouts:
         exactness(layout, rng)
     for layout in layouts:
-        speed(layout, args.n, rng)
+        speed(layout, args.n, rng, args.kind, args.text_file)
     if args.simhash_n:
         simhash_package(args.simhash_n, rng)
 

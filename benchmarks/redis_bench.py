@@ -5,19 +5,23 @@ Every worker opens its store and reads the log into its index before a barrier; 
 part is the checks only (the load time and the index size are printed apart).
 
     python benchmarks/redis_bench.py [--n 1000000] [--calls 4000] [--runs 3]
-        [--kind uniform|clustered] [--blocks 3] [--procs 1,8] [--copy]
+        [--kind uniform|clustered|text] [--text-file FILE.npy] [--blocks 3] [--procs 1,8]
+        [--copy]
 
 ``--copy`` also times ``nearduppipe copy`` of the whole store to another prefix (the CLI: it
 reads every record, then imports them pipelined).
 
 ``clustered`` fingerprints are text-like: every bit has its own probability of being set, drawn
-from 0.15-0.85, so buckets are uneven (the uniform case is the easy one).
+from 0.15-0.85, so buckets are uneven (the uniform case is the easy one). ``text``: 64-bit
+SimHashes of synthetic pages from ``--text-file`` (``_common.fingerprints``; generated and
+saved there when absent), with uniform 512-bit fingerprints.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import statistics
 import subprocess
 import sys
@@ -29,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import redis
+from _common import fingerprints, text_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -38,6 +43,7 @@ from nearduppipe.stores.redis import RedisStore  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 PREFIX = "bench"
+TEXT_ENV = "NEARDUP_BENCH_TEXT"  # --kind text: "file:stored", for the spawned workers
 CPU: list[float] = []  # per run: median client CPU seconds per call (user + system)
 LOADS: list[tuple[float, int]] = []  # per check run: median log-load seconds, index bytes
 
@@ -56,14 +62,20 @@ def _bits(rng: np.random.Generator, n: int, p: np.ndarray) -> list[int]:
 
 
 def pages(kind: str, seed: int, n: int, chunk: int = 50_000) -> Iterator[Fingerprints]:
+    """Seed 1: the stored pages; other seeds: new pages of the same kind."""
     prob = np.random.default_rng(12345)  # one "language": the same bit biases everywhere
     p64, p512 = prob.uniform(0.15, 0.85, 64), prob.uniform(0.15, 0.85, 512)
-    if kind == "uniform":
+    if kind in ("uniform", "text"):
         p64, p512 = np.full(64, 0.5), np.full(512, 0.5)
     rng = np.random.default_rng(seed)
+    text = None
+    if kind == "text":  # 64-bit fingerprints from --text-file (set in TEXT_ENV by main)
+        path, stored = os.environ[TEXT_ENV].rsplit(":", 1)
+        text = text_sample(path, int(stored), seed, n)
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
-        yield from map(Fingerprints, _bits(rng, m, p64), _bits(rng, m, p512))
+        fps = _bits(rng, m, p64) if text is None else text[start : start + m]
+        yield from map(Fingerprints, fps, _bits(rng, m, p512))
 
 
 def _set_worker(url: str, n: int, seed: int, kind: str, barrier: Any, out: Any, info: Any) -> None:
@@ -126,11 +138,18 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--calls", type=int, default=4000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--kind", choices=("uniform", "clustered"), default="clustered")
+    ap.add_argument("--kind", choices=("uniform", "clustered", "text"), default="clustered")
+    ap.add_argument("--text-file", default=None)
     ap.add_argument("--blocks", type=int, default=None)
     ap.add_argument("--procs", default="1,8")
     ap.add_argument("--copy", action="store_true")
     args = ap.parse_args()
+    if args.kind == "text":
+        if not args.text_file:
+            ap.error("--kind text needs --text-file (generated there when absent)")
+        need = args.n + 10 * args.calls  # new pages: sampled from after the stored ones
+        fingerprints("text", np.random.default_rng(need), need, args.text_file)
+        os.environ[TEXT_ENV] = f"{args.text_file}:{args.n}"  # (spawned workers inherit it)
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp)).start()
         client = redis.Redis.from_url(server.url)

@@ -1,9 +1,11 @@
 """Candidate schemes for the rule's first stage, side by side: candidates per query, query time
-and index bytes per page, at 1 M and 10 M stored (uniform random 64-bit fingerprints; recall
-comes from benchmarks/quality.py). The floor in the same run is a numpy scan of all stored
+and index bytes per page, at 1 M and 10 M stored (uniform random 64-bit fingerprints, or with
+``--kind`` skewed or text-derived ones, see ``_common.fingerprints``; queries are new pages of
+the same kind; recall comes from benchmarks/quality.py). The floor in the same run is a numpy scan of all stored
 64-bit fingerprints, and the brute-force 512-bit scan a store without a 64-bit stage would pay.
 
     python benchmarks/scheme_bench.py [--sizes 1000000,10000000] [--queries 3000]
+        [--kind uniform|skewed|text] [--text-file FILE.npy]
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import time
 
 import numpy as np
+from _common import fingerprints, kind_args
 
 from nearduppipe._columns import wait_freed
 from nearduppipe.index import BlockIndex, Layout, table_key
@@ -43,11 +46,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000000,10000000")
     ap.add_argument("--queries", type=int, default=3000)
+    kind_args(ap, "uniform")
     args = ap.parse_args()
     rng = np.random.default_rng(1)
     for n in [int(x) for x in args.sizes.split(",")]:
-        fps = rng.integers(0, 2**64, n, dtype=U64, endpoint=False)
-        qs = [int(x) for x in rng.integers(0, 2**64, args.queries, dtype=U64, endpoint=False)]
+        pool = fingerprints(args.kind, rng, n + args.queries, args.text_file)
+        fps, qs = pool[:n], pool[n:].tolist()  # queries: new pages of the same kind
         scan = []
         for q in qs[:50]:
             t = time.perf_counter()

@@ -2,9 +2,11 @@
 
     python benchmarks/store_bench.py [--n 1000000] [--runs 3] [--dir /tmp]
     python benchmarks/store_bench.py --scale 10000000 --file /tmp/s10m.sqlite [--runs 3]
+    (either: [--kind uniform|skewed|text] [--text-file FILE.npy])
 
-Default mode: N check calls under the crawl's rule (random 64- and 512-bit fingerprints, 1 %
-planted near-duplicates) on the in-memory store (the floor) and on a new sqlite store, in the
+Default mode: N check calls under the crawl's rule (random 64- and 512-bit fingerprints, or
+64-bit ones of ``--kind`` skewed or text with random 512-bit ones; 1 % planted
+near-duplicates) on the in-memory store (the floor) and on a new sqlite store, in the
 same run, ``--runs`` times; prints medians, the ratio sqlite / floor, wall and CPU time. Then
 the reopen time (from the index snapshot written at close, and from the rows alone), bytes per
 page on disk, and a scan of every record (each value must be JSON text, no pickle).
@@ -29,15 +31,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from _common import flip, random_fps
+from _common import fingerprints, flip, kind_args
 
 from nearduppipe import Fingerprints, open_store
 from nearduppipe.stores.sqlite_records import entry_record, key_record
 
+KIND: tuple[str, str | None] = ("uniform", None)  # --kind and --text-file
 
-def workload(n: int, seed: int, prefix: str = "") -> tuple[list[Fingerprints], list[str]]:
+
+def workload(
+    n: int, seed: int, prefix: str = "", offset: int = 0
+) -> tuple[list[Fingerprints], list[str]]:
+    """``n`` pages of ``--kind`` (text-derived ones from ``offset`` on in ``--text-file``)."""
     rng = np.random.default_rng(seed)
-    fps64 = random_fps(rng, n).tolist()
+    fps64 = fingerprints(KIND[0], rng, n, KIND[1], offset).tolist()
     wide = [int.from_bytes(rng.bytes(64), "little") for _ in range(n)]
     for i in range(0, n, 100):  # 1% near-duplicates of earlier pages
         if i:
@@ -147,7 +154,7 @@ def build(path: Path, n: int) -> float:
     conn.execute("PRAGMA cache_size=-262144")
     step = 500_000
     for start in range(0, n, step):
-        fps, keys = workload(min(step, n - start), 1000 + start, "b/")
+        fps, keys = workload(min(step, n - start), 1000 + start, "b/", start)
         rows: list[tuple[str, str]] = []
         for j, (fp, key) in enumerate(zip(fps, keys, strict=True)):
             rid = start + j
@@ -165,10 +172,10 @@ def build(path: Path, n: int) -> float:
     return time.perf_counter() - t0
 
 
-def window(path: Path, w: int) -> float:
+def window(path: Path, w: int, offset: int) -> float:
     """Checks per second for ``w`` new pages on the store at ``path`` (the file is restored
     afterwards, so every run starts from the same store)."""
-    fps, keys = workload(w, 99, "w/")
+    fps, keys = workload(w, 99, "w/", offset)
     copy = Path(f"{path}.window")
     shutil.copyfile(path, copy)
     try:
@@ -199,8 +206,9 @@ def scale_mode(args: argparse.Namespace) -> None:
         reopen(small)
     big_rates, small_rates = [], []
     for _ in range(args.runs):
-        small_rates.append(window(small, args.window))
-        big_rates.append(window(path, args.window))
+        # new pages: after the stored ones in a --text-file
+        small_rates.append(window(small, args.window, args.scale))
+        big_rates.append(window(path, args.window, args.scale))
         print(f"  {args.base:,}: {small_rates[-1]:,.0f}/s   {args.scale:,}: {big_rates[-1]:,.0f}/s")
     print(
         f"check throughput on {args.window:,} new pages: {med(small_rates):,.0f}/s at "
@@ -218,7 +226,10 @@ def main() -> None:
     ap.add_argument("--file", default=str(Path(tempfile.gettempdir()) / "neardup-scale.sqlite"))
     ap.add_argument("--base", type=int, default=1_000_000)
     ap.add_argument("--window", type=int, default=100_000)
+    kind_args(ap, "uniform")
     args = ap.parse_args()
+    global KIND
+    KIND = (args.kind, args.text_file)
     scale_mode(args) if args.scale else default_mode(args)
 
 
