@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["Column", "free_later", "wait_freed"]
+__all__ = ["Column", "ForkedWrite", "check_owner", "fork_generation", "free_later", "wait_freed"]
 
 _PAGE = mmap.PAGESIZE
 _madvise = None
@@ -72,13 +72,38 @@ def _work_queue() -> queue.SimpleQueue[list[np.ndarray] | threading.Event]:
         return _queue
 
 
-def _forget_queue() -> None:  # a forked child has no thread to serve it
-    global _queue
-    _queue = None
+_generation = 0  # forks this process is away from the one that started the program
+
+
+def fork_generation() -> int:
+    """Which process this is, as far as columns care: it changes in a forked child."""
+    return _generation
+
+
+class ForkedWrite(RuntimeError):
+    """A write, in a forked child, to columns its parent made."""
+
+
+def check_owner(generation: int, what: str) -> None:
+    """Refuse a write to columns made before this process forked from their owner.
+
+    A column's pages are a shared mapping of a memory file: after ``fork`` parent and child
+    write to the same memory, and a child that grew a column would shrink the file under its
+    parent (SIGBUS there). A forked child may read what it inherited, never write it."""
+    if generation != _generation:
+        raise ForkedWrite(
+            f"{what} belongs to the process that made it: a forked child may read it, not write"
+        )
+
+
+def _after_fork() -> None:  # a forked child has no thread to serve it
+    global _queue, _queue_lock, _generation
+    _queue, _queue_lock = None, threading.Lock()
+    _generation += 1
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_queue)
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def free_later(arrays: Iterable[np.ndarray]) -> None:

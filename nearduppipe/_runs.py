@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ._columns import fork_generation
 from .layout import Layout
 
 __all__ = ["Geometry", "Merge", "Run", "TableSet", "bind", "kernels", "probe_masks"]
@@ -219,14 +220,14 @@ class Merge:
         self.error: BaseException | None = None
         self._work = (geo, fps, alive, sources[0].lo, sources[-1].hi)
         self._done = threading.Event()
-        self._pid = os.getpid()
+        self._generation = fork_generation()
         _submit(self)
 
     def build(self) -> None:
         """Build the run: on a worker, or in a forked child (whose workers are gone, maybe
         mid-build) on the caller's thread."""
-        geo, fps, alive, lo, hi = self._work
         try:
+            geo, fps, alive, lo, hi = self._work
             run = Run(geo, fps, alive, lo, hi)
             # removed while it was being built (here, not on the caller's thread: a sum of
             # tens of millions of flags)
@@ -239,8 +240,11 @@ class Merge:
 
     @property
     def done(self) -> bool:
-        if not self._done.is_set() and self._pid != os.getpid():
-            self.build()  # queued in the parent: no worker here will ever take it
+        if not self._done.is_set() and self._generation != fork_generation():
+            # queued or building in the parent: no worker here will ever finish it (and the
+            # event's lock may have been held there at the fork)
+            self._done, self._generation = threading.Event(), fork_generation()
+            self.build()
         return self._done.is_set()
 
     def take(self) -> Run:
@@ -269,18 +273,19 @@ def _submit(merge: Merge) -> None:
     global _jobs
     with _jobs_lock:
         if _jobs is None:
-            _jobs = queue.SimpleQueue()
-            for _ in range(MERGE_WORKERS):
+            jobs: queue.SimpleQueue[Merge] = queue.SimpleQueue()
+            for _ in range(MERGE_WORKERS):  # (a queue no thread serves is never published)
                 threading.Thread(
-                    target=_merger, args=(_jobs,), name="neardup-merge", daemon=True
+                    target=_merger, args=(jobs,), name="neardup-merge", daemon=True
                 ).start()
+            _jobs = jobs
         jobs = _jobs
     jobs.put(merge)
 
 
 def _forget_jobs() -> None:  # a forked child has no workers: Merge.done builds in place
-    global _jobs
-    _jobs = None
+    global _jobs, _jobs_lock
+    _jobs, _jobs_lock = None, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ._columns import Column, free_later
+from ._columns import Column, check_owner, fork_generation, free_later
 from ._runs import Geometry, Merge, Run, bind, kernels
 from .layout import Layout, table_key, table_keys
 
@@ -52,9 +52,9 @@ __all__ = ["SYNC_MERGE", "BlockIndex", "Layout", "kernels", "table_key", "table_
 _U64 = np.uint64
 SYNC_MERGE = 1 << 15  # ids a merge may rebuild on the caller's thread (~10 ms, measured)
 MERGE_FACTOR = 4  # a run is merged with the newer ones once they reach 1/4 of its span
-MERGE_THREADS = (
-    2  # merges building at once, on disjoint runs (a big one need not hold up small ones)
-)
+# merges pending per index, on disjoint runs, queued for the process's merge workers (a big
+# one need not hold up this index's small ones; other indexes' merges share the workers)
+MERGE_THREADS = 2
 
 
 class BlockIndex:
@@ -80,7 +80,8 @@ class BlockIndex:
         self._live = 0
         self._runs: list[Run] = []
         self._tail = 0  # first id not yet in a run
-        self._pending: list[Merge] = []  # merges on worker threads, on disjoint runs
+        self._pending: list[Merge] = []  # merges queued or building, on disjoint runs
+        self._owner = fork_generation()  # (a forked child must not write the shared columns)
         self._out_ids = np.empty(1024, dtype=np.int64)
         self._out_d = np.empty(1024, dtype=np.int64)
         self._mask = (1 << self.layout.bits) - 1
@@ -143,6 +144,7 @@ class BlockIndex:
     def add(self, fp: int) -> int:
         """Store ``fp``; returns its id (ids count from 0 in insertion order)."""
         fp = self._check(fp)
+        check_owner(self._owner, "this index")
         if self._n == len(self._fps):
             self._grow(self._n + 1)
         self._fps[self._n] = fp
@@ -159,6 +161,7 @@ class BlockIndex:
         arr = np.asarray(fps, dtype=_U64)
         if len(arr) == 0:
             return
+        check_owner(self._owner, "this index")
         if self.layout.bits < 64 and bool(np.any(arr > _U64(self._mask))):
             raise ValueError(f"fingerprint must be an integer in [0, 2**{self.layout.bits})")
         flags = np.ones(len(arr), dtype=bool) if alive is None else np.asarray(alive, dtype=bool)
@@ -175,6 +178,7 @@ class BlockIndex:
         """Remove id ``i`` from every table (its id is never reused)."""
         if not self.is_alive(i):
             raise KeyError(i)
+        check_owner(self._owner, "this index")
         self._alive[i] = False
         self._live -= 1
         if i >= self._tail:
@@ -231,7 +235,7 @@ class BlockIndex:
 
     def _rebuild(self, sources: list[Run]) -> bool:
         """Replace adjacent runs ``sources`` by one run of their live ids: here when small,
-        else on a worker thread (False: started there, or another merge is still running)."""
+        else queued for the merge workers (False: queued, or two merges are pending already)."""
         if sum(r.hi - r.lo for r in sources) <= self.sync_merge:
             at = self._runs.index(sources[0])
             merged = Run(self._geo, self._fps, self._alive, sources[0].lo, sources[-1].hi)

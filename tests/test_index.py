@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import threading
 import time
+import traceback
 import warnings
 
 import numpy as np
 import pytest
 
 from nearduppipe import _runs
+from nearduppipe._columns import ForkedWrite
 from nearduppipe._runs import Geometry
 from nearduppipe.index import BlockIndex, Layout, kernels
 
@@ -311,7 +313,8 @@ def test_merges_queue_for_the_workers_and_a_forked_child_builds_its_own() -> Non
     """Merges are queued for the process's merge workers, never a thread each (starting one
     made the adding thread wait 6-8 ms for it, measured). A merge still queued when the process
     forks has no worker in the child: the child builds it itself, and its index answers
-    exactly as a scan does; the parent's workers then build theirs."""
+    exactly as a scan does; the parent's workers then build theirs. The child may not write
+    to the index (its columns are memory shared with the parent)."""
     blockers = [_Blocker() for _ in range(_runs.MERGE_WORKERS)]
     for b in blockers:
         _runs._submit(b)  # type: ignore[arg-type]
@@ -336,6 +339,13 @@ def test_merges_queue_for_the_workers_and_a_forked_child_builds_its_own() -> Non
             try:
                 idx.wait()
                 code = 0 if [idx.query(q) for q in queries] == want and not idx._pending else 3
+                try:
+                    idx.add(1)
+                    code = 4
+                except ForkedWrite:
+                    pass
+            except BaseException:
+                traceback.print_exc()
             finally:
                 os._exit(code)
     finally:
@@ -350,6 +360,7 @@ def test_merges_queue_for_the_workers_and_a_forked_child_builds_its_own() -> Non
     assert waited[0] == pid and os.waitstatus_to_exitcode(waited[1]) == 0
     idx.wait()
     assert [idx.query(q) for q in queries] == want
+    assert idx.add(1) == len(fps)  # (the parent still writes)
 
 
 def test_search_binds_the_code_the_dispatcher_picks() -> None:

@@ -458,3 +458,33 @@ def test_a_store_from_before_new_entries_were_counted(tmp_path: Path, redis_serv
 
 def rng_fp(i: int) -> int:
     return random.Random(i).getrandbits(64)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+@pytest.mark.parametrize("uri", ["memory:", "sqlite"])
+def test_a_forked_child_reads_the_store_but_cannot_write(uri: str, tmp_path: Path) -> None:
+    """The in-process stores keep their columns in memory shared with a forked child (see
+    _columns): the child's search answers, its writes are refused, the parent's go on."""
+    import os
+    import warnings
+
+    store = open_store(str(tmp_path / "s.sqlite") if uri == "sqlite" else uri)
+    store.check(Fingerprints(A, W), "a")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # (fork of a threaded process)
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            found = [m.key for m in store.near(Fingerprints(A ^ 1, W))]
+            try:
+                store.check(Fingerprints(~A & (2**64 - 1), None), "b")
+                code = 3
+            except StoreError as e:
+                code = 0 if found == ["a"] and "forked child" in str(e) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.check(Fingerprints(~A & (2**64 - 1), None), "b").status == "new"
+    store.close()

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._columns import Column
+from .._columns import Column, fork_generation
 from .._runs import bind
 from ..index import BlockIndex, Layout, kernels
 from ..rule import Fingerprints, Rule
@@ -79,6 +79,7 @@ class IndexedStore(Store):
         self._sel = np.empty(64, dtype=np.int64)
         self._lock = threading.RLock()
         self._closed = False
+        self._owner = fork_generation()
 
     # -- what subclasses provide -------------------------------------------------------------
     @abstractmethod
@@ -162,6 +163,11 @@ class IndexedStore(Store):
         if write:
             if self.read_only:
                 raise StoreError(f"store {self.uri} was opened read-only")
+            if self._owner != fork_generation():  # (its columns are memory shared with it)
+                raise StoreError(
+                    f"store {self.uri} was opened by the process this one forked from: a "
+                    "forked child may read it, not write to it"
+                )
             self._writable()
 
     def _writable(self) -> None:
