@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["Column", "ForkedWrite", "check_owner", "fork_generation", "free_later", "wait_freed"]
+__all__ = ["Column", "fork_generation", "free_later", "wait_freed"]
 
 _PAGE = mmap.PAGESIZE
 _madvise = None
@@ -76,24 +76,12 @@ _generation = 0  # forks this process is away from the one that started the prog
 
 
 def fork_generation() -> int:
-    """Which process this is, as far as columns care: it changes in a forked child."""
-    return _generation
-
-
-class ForkedWrite(RuntimeError):
-    """A write, in a forked child, to columns its parent made."""
-
-
-def check_owner(generation: int, what: str) -> None:
-    """Refuse a write to columns made before this process forked from their owner.
+    """Which process this is, as far as columns care: it changes in a forked child.
 
     A column's pages are a shared mapping of a memory file: after ``fork`` parent and child
-    write to the same memory, and a child that grew a column would shrink the file under its
-    parent (SIGBUS there). A forked child may read what it inherited, never write it."""
-    if generation != _generation:
-        raise ForkedWrite(
-            f"{what} belongs to the process that made it: a forked child may read it, not write"
-        )
+    write the same memory, and a child that grew a column would shrink the file under its
+    parent (SIGBUS there). So a forked child that writes takes a :meth:`Column.copy` first."""
+    return _generation
 
 
 def _after_fork() -> None:  # a forked child has no thread to serve it
@@ -135,6 +123,7 @@ class Column:
         self.row = row
         self._row_bytes = self.dtype.itemsize * int(np.prod(row, dtype=np.int64))
         self._fd: int | None = None
+        self._generation = _generation
         if hasattr(os, "memfd_create"):
             try:
                 self._fd = os.memfd_create("nearduppipe", os.MFD_CLOEXEC)
@@ -154,6 +143,15 @@ class Column:
         os.ftruncate(self._fd, size)  # new pages read as zeros
         mapping = mmap.mmap(self._fd, size)
         return np.frombuffer(mapping, dtype=self.dtype).reshape((capacity, *self.row))
+
+    def owned(self, rows: int) -> Column:
+        """This column, or in a process forked since it was made a new one holding a copy of
+        its first ``rows`` rows (what a forked child writes to: see :func:`fork_generation`)."""
+        if self._generation == _generation:
+            return self
+        out = Column(self.dtype, self.row, len(self.array))
+        out.array[:rows] = self.array[:rows]
+        return out
 
     def reserve(self, need: int) -> np.ndarray:
         """Make room for ``need`` rows (capacity grows by half at least); returns the array."""

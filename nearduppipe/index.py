@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ._columns import Column, check_owner, fork_generation, free_later
+from ._columns import Column, fork_generation, free_later
 from ._runs import Geometry, Merge, Run, bind, kernels
 from .layout import Layout, table_key, table_keys
 
@@ -81,7 +81,7 @@ class BlockIndex:
         self._runs: list[Run] = []
         self._tail = 0  # first id not yet in a run
         self._pending: list[Merge] = []  # merges queued or building, on disjoint runs
-        self._owner = fork_generation()  # (a forked child must not write the shared columns)
+        self._owner = fork_generation()  # (a forked child copies the columns before writing)
         self._out_ids = np.empty(1024, dtype=np.int64)
         self._out_d = np.empty(1024, dtype=np.int64)
         self._mask = (1 << self.layout.bits) - 1
@@ -144,7 +144,8 @@ class BlockIndex:
     def add(self, fp: int) -> int:
         """Store ``fp``; returns its id (ids count from 0 in insertion order)."""
         fp = self._check(fp)
-        check_owner(self._owner, "this index")
+        if self._owner != fork_generation():
+            self._own()
         if self._n == len(self._fps):
             self._grow(self._n + 1)
         self._fps[self._n] = fp
@@ -161,7 +162,8 @@ class BlockIndex:
         arr = np.asarray(fps, dtype=_U64)
         if len(arr) == 0:
             return
-        check_owner(self._owner, "this index")
+        if self._owner != fork_generation():
+            self._own()
         if self.layout.bits < 64 and bool(np.any(arr > _U64(self._mask))):
             raise ValueError(f"fingerprint must be an integer in [0, 2**{self.layout.bits})")
         flags = np.ones(len(arr), dtype=bool) if alive is None else np.asarray(alive, dtype=bool)
@@ -178,7 +180,8 @@ class BlockIndex:
         """Remove id ``i`` from every table (its id is never reused)."""
         if not self.is_alive(i):
             raise KeyError(i)
-        check_owner(self._owner, "this index")
+        if self._owner != fork_generation():
+            self._own()
         self._alive[i] = False
         self._live -= 1
         if i >= self._tail:
@@ -188,6 +191,19 @@ class BlockIndex:
         # Tombstones cost a filter per candidate: rebuild a run once half of it is dead.
         if run.dead > max(1024, run.size // 2) and not self._busy(run):
             self._rebuild([run])
+
+    def _own(self) -> None:
+        """In a forked child, before its first write: copy the columns, whose memory files the
+        parent maps too (a write would reach the parent). Until then the child reads that
+        shared memory, removals its parent makes meanwhile included; merges still pending are
+        finished first (from the memory they were given)."""
+        for merge in self._pending:
+            merge.take()
+        self._collect()
+        self._fps_column = self._fps_column.owned(self._n)
+        self._alive_column = self._alive_column.owned(self._n)
+        self._fps, self._alive = self._fps_column.array, self._alive_column.array
+        self._owner = fork_generation()
 
     def _grow(self, need: int) -> None:
         # a merge on a worker thread keeps reading the arrays it was given: growth maps the

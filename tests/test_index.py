@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from nearduppipe import _runs
-from nearduppipe._columns import ForkedWrite
 from nearduppipe._runs import Geometry
 from nearduppipe.index import BlockIndex, Layout, kernels
 
@@ -313,8 +312,9 @@ def test_merges_queue_for_the_workers_and_a_forked_child_builds_its_own() -> Non
     """Merges are queued for the process's merge workers, never a thread each (starting one
     made the adding thread wait 6-8 ms for it, measured). A merge still queued when the process
     forks has no worker in the child: the child builds it itself, and its index answers
-    exactly as a scan does; the parent's workers then build theirs. The child may not write
-    to the index (its columns are memory shared with the parent)."""
+    exactly as a scan does; the parent's workers then build theirs. The columns are memory
+    files mapped in both processes: the child's writes go to its own copy, never the
+    parent's."""
     blockers = [_Blocker() for _ in range(_runs.MERGE_WORKERS)]
     for b in blockers:
         _runs._submit(b)  # type: ignore[arg-type]
@@ -338,12 +338,11 @@ def test_merges_queue_for_the_workers_and_a_forked_child_builds_its_own() -> Non
             code = 1
             try:
                 idx.wait()
-                code = 0 if [idx.query(q) for q in queries] == want and not idx._pending else 3
-                try:
-                    idx.add(1)
-                    code = 4
-                except ForkedWrite:
-                    pass
+                ok = [idx.query(q) for q in queries] == want and not idx._pending
+                idx.remove(0)
+                grown = [idx.add(int(fp) ^ 1) for fp in random_fps(rng, 5000)]  # (grows them)
+                ok = ok and grown[0] == len(fps) and not idx.is_alive(0)
+                code = 0 if ok and idx.query(int(fps[1]))[0] == (1, 0) else 3
             except BaseException:
                 traceback.print_exc()
             finally:
@@ -359,8 +358,9 @@ def test_merges_queue_for_the_workers_and_a_forked_child_builds_its_own() -> Non
         os.waitpid(pid, 0)
     assert waited[0] == pid and os.waitstatus_to_exitcode(waited[1]) == 0
     idx.wait()
-    assert [idx.query(q) for q in queries] == want
-    assert idx.add(1) == len(fps)  # (the parent still writes)
+    assert [idx.query(q) for q in queries] == want  # id 0 is still here: the child's own
+    assert idx.add(1) == len(fps) and idx.fingerprint(len(fps)) == 1
+    assert idx.query(1) == [(len(fps), 0)]
 
 
 def test_search_binds_the_code_the_dispatcher_picks() -> None:

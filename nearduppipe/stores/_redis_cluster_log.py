@@ -61,6 +61,7 @@ class ShardLogs:
             self.loaded = True
 
     def _append(self, shard: int, blob: bytes, bulk: bool = False) -> None:
+        self._ids = self._ids.owned(self._index.id_count)  # (a forked child's own copy)
         self.pos[shard] += append_members(
             self._index, self._ids, blob, tag=shard << _SHIFT, bulk=bulk
         )

@@ -105,6 +105,7 @@ class LogIndex:
             return
 
     def _append(self, blob: bytes, bulk: bool = False) -> None:
+        self._ids = self._ids.owned(self._index.id_count)  # (a forked child's own copy)
         self.pos += append_members(self._index, self._ids, blob, bulk=bulk)
 
     def apply(self, start: int, blob: bytes, epoch: str) -> None:

@@ -163,7 +163,7 @@ class IndexedStore(Store):
         if write:
             if self.read_only:
                 raise StoreError(f"store {self.uri} was opened read-only")
-            if self._owner != fork_generation():  # (its columns are memory shared with it)
+            if self._owner != fork_generation():  # (its columns: memory its parent maps too)
                 raise StoreError(
                     f"store {self.uri} was opened by the process this one forked from: a "
                     "forked child may read it, not write to it"
