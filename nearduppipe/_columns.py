@@ -80,7 +80,7 @@ def fork_generation() -> int:
 
     A column's pages are a shared mapping of a memory file: after ``fork`` parent and child
     write the same memory, and a child that grew a column would shrink the file under its
-    parent (SIGBUS there). So a forked child that writes takes a :meth:`Column.copy` first."""
+    parent (SIGBUS there). So a forked child that writes takes :meth:`Column.owned` first."""
     return _generation
 
 
@@ -147,7 +147,7 @@ class Column:
     def owned(self, rows: int) -> Column:
         """This column, or in a process forked since it was made a new one holding a copy of
         its first ``rows`` rows (what a forked child writes to: see :func:`fork_generation`)."""
-        if self._generation == _generation:
+        if self._generation == _generation or self._fd is None:  # (no memfd: private memory)
             return self
         out = Column(self.dtype, self.row, len(self.array))
         out.array[:rows] = self.array[:rows]

@@ -195,8 +195,10 @@ class BlockIndex:
     def _own(self) -> None:
         """In a forked child, before its first write: copy the columns, whose memory files the
         parent maps too (a write would reach the parent). Until then the child reads that
-        shared memory, removals its parent makes meanwhile included; merges still pending are
-        finished first (from the memory they were given)."""
+        shared memory, removals its parent makes meanwhile included (recounted here). Merges
+        still pending are finished first, on this thread (from the memory they were given: a
+        run built after the copy could miss an id the copy holds live). A one-time cost, O(n):
+        seconds at tens of millions of ids."""
         for merge in self._pending:
             merge.take()
         self._collect()
@@ -204,6 +206,10 @@ class BlockIndex:
         self._alive_column = self._alive_column.owned(self._n)
         self._fps, self._alive = self._fps_column.array, self._alive_column.array
         self._owner = fork_generation()
+        alive = self._alive
+        self._live = int(alive[: self._n].sum())
+        for run in self._runs:
+            run.dead = run.size - int(alive[run.lo : run.hi].sum())
 
     def _grow(self, need: int) -> None:
         # a merge on a worker thread keeps reading the arrays it was given: growth maps the

@@ -358,6 +358,7 @@ def test_merges_queue_for_the_workers_and_a_forked_child_builds_its_own() -> Non
         os.waitpid(pid, 0)
     assert waited[0] == pid and os.waitstatus_to_exitcode(waited[1]) == 0
     idx.wait()
+    assert not idx._fps[len(fps) :].any()  # (the child's adds went to its own copy)
     assert [idx.query(q) for q in queries] == want  # id 0 is still here: the child's own
     assert idx.add(1) == len(fps) and idx.fingerprint(len(fps)) == 1
     assert idx.query(1) == [(len(fps), 0)]

@@ -466,6 +466,7 @@ def test_a_forked_child_reads_the_store_but_cannot_write(uri: str, tmp_path: Pat
     """The in-process stores keep their columns in memory shared with a forked child (see
     _columns): the child's search answers, its writes are refused, the parent's go on."""
     import os
+    import time
     import warnings
 
     store = open_store(str(tmp_path / "s.sqlite") if uri == "sqlite" else uri)
@@ -482,9 +483,17 @@ def test_a_forked_child_reads_the_store_but_cannot_write(uri: str, tmp_path: Pat
                 code = 3
             except StoreError as e:
                 code = 0 if found == ["a"] and "forked child" in str(e) else 2
+            store.close()  # (the parent's writer, connections and lock stay the parent's)
         finally:
             os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert store.check(Fingerprints(~A & (2**64 - 1), None), "b").status == "new"
-    store.close()
+    try:
+        deadline = time.monotonic() + 60
+        while (waited := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if waited[0] == 0:  # (hung: do not leave it behind)
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        assert waited[0] == pid and os.waitstatus_to_exitcode(waited[1]) == 0
+        assert store.check(Fingerprints(~A & (2**64 - 1), None), "b").status == "new"
+    finally:
+        store.close()

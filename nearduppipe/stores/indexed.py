@@ -166,7 +166,7 @@ class IndexedStore(Store):
             if self._owner != fork_generation():  # (its columns: memory its parent maps too)
                 raise StoreError(
                     f"store {self.uri} was opened by the process this one forked from: a "
-                    "forked child may read it, not write to it"
+                    "forked child cannot write to it"
                 )
             self._writable()
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .._columns import Column
+from .._columns import Column, fork_generation
 from ..rule import Fingerprints, Rule
 from .base import (
     DEFAULT_MAX_DECISIONS,
@@ -347,13 +347,13 @@ class SqliteStore(IndexedStore):
     # -- durability and shutdown -----------------------------------------------------------
     def tick(self) -> None:
         with self._lock:
-            if self._writer is not None and not self._closed:
+            if self._writer is not None and not self._closed and self._owned():
                 self._writer.writable()
                 self._writer.after_write()
 
     def flush(self) -> None:
         with self._lock:
-            if self._writer is not None:
+            if self._writer is not None and self._owned():
                 self._writer.commit()
 
     def _release(self, flush: bool = True) -> None:
@@ -383,7 +383,13 @@ class SqliteStore(IndexedStore):
             if self._closed:
                 return
             self._closed = True
-            self._release()
+            if self._owned():  # (a forked child leaves the writer, reader and lock to its parent)
+                self._release()
+
+    def _owned(self) -> bool:
+        """False in a forked child: the writer thread, the connections and the file lock are
+        the parent's (a child writes nothing, see ``_check_open``)."""
+        return self._owner == fork_generation()
 
 
 def _open(uri: str, rule: Rule | None = None, **options: Any) -> Store:
