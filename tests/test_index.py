@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import traceback
-import warnings
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from nearduppipe._runs import Geometry
 from nearduppipe.index import BlockIndex, Layout, kernels
 
 from .support.bound import dispatched
+from .support.forked import exit_code, fork
 
 U64 = np.uint64
 
@@ -331,9 +330,7 @@ def test_merges_queue_for_the_workers_and_a_forked_child_builds_its_own() -> Non
         assert _merge_workers() == _runs.MERGE_WORKERS  # none started per merge
         queries = [flip(int(fps[i]), 3, rng) for i in range(0, 1500, 37)]
         want = [brute(fps, q, 8) for q in queries]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # (fork of a threaded process)
-            pid = os.fork()
+        pid = fork()
         if pid == 0:  # the child: every merge its index waits for is still queued
             code = 1
             try:
@@ -350,13 +347,7 @@ def test_merges_queue_for_the_workers_and_a_forked_child_builds_its_own() -> Non
     finally:
         for b in blockers:
             b.release.set()
-    deadline = time.monotonic() + 60
-    while (waited := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if waited[0] == 0:  # (hung: do not leave it behind)
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-    assert waited[0] == pid and os.waitstatus_to_exitcode(waited[1]) == 0
+    assert exit_code(pid) == 0
     idx.wait()
     assert not idx._fps[len(fps) :].any()  # (the child's adds went to its own copy)
     assert [idx.query(q) for q in queries] == want  # id 0 is still here: the child's own

@@ -9,10 +9,7 @@ import multiprocessing
 import os
 import random
 import re
-import signal
 import threading
-import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +32,7 @@ from nearduppipe.stores.base import (
 )
 from nearduppipe.stores.redis import RedisStore, _open
 
+from .support.forked import exit_code, fork
 from .support.redis_server import RedisServer, free_port
 
 A = 0xFEDC_BA98_7654_3210
@@ -429,9 +427,7 @@ def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: Red
         assert len(wire._kept) == 1  # the four ended threads' connections were given back
         released = s._client.connection_pool._available_connections
         assert len(released) >= 3  # four given back, one taken again by this thread
-        with warnings.catch_warnings():  # (3.12+ warns of forking a process with threads)
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+        pid = fork()
         if pid == 0:  # the child: its own connection, the parent's left alone
             try:
                 far = Fingerprints(0x0F0F_0F0F_0F0F_0F0F, WA)
@@ -439,14 +435,10 @@ def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: Red
                 os._exit(0 if ok and len(wire._kept) == 1 else 1)
             except BaseException:
                 os._exit(2)
-        deadline = time.monotonic() + 60
-        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if done[0] == 0:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        code = exit_code(pid)
+        if code is None:
             pytest.fail("the forked child did not finish its check in 60 s")
-        assert os.waitstatus_to_exitcode(done[1]) == 0
+        assert code == 0
         assert s.check(Fingerprints(A ^ 7, WA), "parent").status == "duplicate"
         assert s.get("child") is not None and len(s) == 1 + 4 * 50 + 1
     admin.close()

@@ -18,6 +18,7 @@ from nearduppipe.stores.base import BadKey, Verdict
 from nearduppipe.stores.indexed import IndexedStore
 
 from .support.bound import dispatched
+from .support.forked import exit_code, fork
 
 A = 0x0123_4567_89AB_CDEF
 W = (1 << 511) | 0xDEADBEEF  # a wide fingerprint
@@ -466,14 +467,10 @@ def test_a_forked_child_reads_the_store_but_cannot_write(uri: str, tmp_path: Pat
     """The in-process stores keep their columns in memory shared with a forked child (see
     _columns): the child's search answers, its writes are refused, the parent's go on."""
     import os
-    import time
-    import warnings
 
     store = open_store(str(tmp_path / "s.sqlite") if uri == "sqlite" else uri)
     store.check(Fingerprints(A, W), "a")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # (fork of a threaded process)
-        pid = os.fork()
+    pid = fork()
     if pid == 0:
         code = 1
         try:
@@ -487,13 +484,7 @@ def test_a_forked_child_reads_the_store_but_cannot_write(uri: str, tmp_path: Pat
         finally:
             os._exit(code)
     try:
-        deadline = time.monotonic() + 60
-        while (waited := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if waited[0] == 0:  # (hung: do not leave it behind)
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        assert waited[0] == pid and os.waitstatus_to_exitcode(waited[1]) == 0
+        assert exit_code(pid) == 0
         assert store.check(Fingerprints(~A & (2**64 - 1), None), "b").status == "new"
     finally:
         store.close()
