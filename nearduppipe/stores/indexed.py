@@ -163,12 +163,17 @@ class IndexedStore(Store):
         if write:
             if self.read_only:
                 raise StoreError(f"store {self.uri} was opened read-only")
-            if self._owner != fork_generation():  # (its columns: memory its parent maps too)
+            if not self._owned():
                 raise StoreError(
                     f"store {self.uri} was opened by the process this one forked from: a "
                     "forked child cannot write to it"
                 )
             self._writable()
+
+    def _owned(self) -> bool:
+        """False in a forked child: the columns are memory its parent maps too, and a backend's
+        writer thread, connections and file lock are the parent's."""
+        return self._owner == fork_generation()
 
     def _writable(self) -> None:
         """Raise if writes cannot be accepted now (e.g. earlier writes are failing): called

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .._columns import Column, fork_generation
+from .._columns import Column
 from ..rule import Fingerprints, Rule
 from .base import (
     DEFAULT_MAX_DECISIONS,
@@ -385,11 +385,6 @@ class SqliteStore(IndexedStore):
             self._closed = True
             if self._owned():  # (a forked child leaves the writer, reader and lock to its parent)
                 self._release()
-
-    def _owned(self) -> bool:
-        """False in a forked child: the writer thread, the connections and the file lock are
-        the parent's (a child writes nothing, see ``_check_open``)."""
-        return self._owner == fork_generation()
 
 
 def _open(uri: str, rule: Rule | None = None, **options: Any) -> Store:
