@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import time
@@ -10,6 +11,26 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+
+class GcClock:
+    """Seconds spent in the interpreter's garbage collector so far (``gc.callbacks``): an add
+    or a check during which a collection ran is reported apart, as the pause is the
+    interpreter's (:meth:`stop` when done)."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._t = 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t = time.perf_counter()
+        else:
+            self.total += time.perf_counter() - self._t
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._tick)
 
 
 def timed(fn: Callable[[], Any], repeat: int = 5) -> float:

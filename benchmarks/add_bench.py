@@ -18,11 +18,10 @@ time: the interpreter's cost of the loop with no index at all.
 from __future__ import annotations
 
 import argparse
-import gc
 import time
 
 import numpy as np
-from _common import fingerprints, kind_args
+from _common import GcClock, fingerprints, kind_args
 
 from nearduppipe.index import BlockIndex, Layout
 
@@ -37,22 +36,6 @@ def floor_per_add(fps: np.ndarray) -> float:
     for i, fp in enumerate(values):
         sink[i] = fp
     return (time.perf_counter() - t0) / len(values)
-
-
-class GcClock:
-    """Seconds spent in the interpreter's garbage collector so far (``gc.callbacks``): an add
-    during which a collection ran is reported apart, as the pause is the interpreter's."""
-
-    def __init__(self) -> None:
-        self.total = 0.0
-        self._t = 0.0
-        gc.callbacks.append(self._tick)
-
-    def _tick(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._t = time.perf_counter()
-        else:
-            self.total += time.perf_counter() - self._t
 
 
 def main() -> None:
