@@ -38,14 +38,13 @@ from .sqlite_files import (
     decode,
     encode,
     open_db,
-    prepare_path,
     read_connection,
     scan_rows,
     sqlite_path,
     stored_format,
 )
 from .sqlite_keys import KeyFilter, key_hash
-from .sqlite_migrate import migrate_v1, read_only_view, rule_of
+from .sqlite_migrate import prepare_file, read_only_view, rule_of
 from .sqlite_records import (
     decision_record,
     entry_record,
@@ -129,22 +128,7 @@ class SqliteStore(IndexedStore):
         uri: str | None,
     ) -> None:
         where = uri or f"sqlite:///{self.path}"
-        if self.read_only:
-            if not self.path.is_file():
-                raise StoreError(f"{self.path}: no such store file")
-            version = stored_format(self.path)
-        else:
-            prepare_path(self.path)
-            self._lock_file.acquire_sidecar()
-            version = None
-            if self.path.exists():
-                if reset and self.path.stat().st_size == 0:
-                    self.path.unlink()
-                else:
-                    version = stored_format(self.path)
-            if version == 1 and not reset:
-                migrate_v1(self.path, rule)
-                version = FORMAT_VERSION
+        prepare_file(self.path, self._lock_file, self.read_only, reset, rule)
         self._reader = read_connection(self.path) if self.path.exists() else None
         stored_rule = rule_of(self._reader) if self._reader is not None and not reset else None
         super().__init__(

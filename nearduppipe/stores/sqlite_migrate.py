@@ -19,10 +19,19 @@ from typing import Any
 
 from ..rule import Rule
 from .base import Store, StoreError
-from .sqlite_files import FORMAT_VERSION, TABLE, decode, encode, read_connection
+from .sqlite_files import (
+    FORMAT_VERSION,
+    TABLE,
+    FileLock,
+    decode,
+    encode,
+    prepare_path,
+    read_connection,
+    stored_format,
+)
 from .sqlite_records import entry_record, read_v1
 
-__all__ = ["migrate_v1", "read_only_view", "rule_of"]
+__all__ = ["migrate_v1", "prepare_file", "read_only_view", "rule_of"]
 
 logger = logging.getLogger("nearduppipe")
 
@@ -45,6 +54,27 @@ def rule_of(conn: sqlite3.Connection) -> Rule | None:
         )
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise StoreError(f"record m:rule is damaged ({e})") from None
+
+
+def prepare_file(
+    path: Path, lock: FileLock, read_only: bool, reset: bool, rule: Rule | None
+) -> None:
+    """The store file, ready for a store to open: read-only, it must exist (and is never
+    changed); else its directory is made, the lock's sidecar taken, an empty file being reset
+    removed, and a format-1 file not being reset migrated in place."""
+    if read_only:
+        if not path.is_file():
+            raise StoreError(f"{path}: no such store file")
+        stored_format(path)  # (an unreadable or unknown format is an error here)
+        return
+    prepare_path(path)
+    lock.acquire_sidecar()
+    if not path.exists():
+        return
+    if reset and path.stat().st_size == 0:
+        path.unlink()
+    elif stored_format(path) == 1 and not reset:
+        migrate_v1(path, rule)
 
 
 def migrate_v1(path: Path, rule: Rule | None) -> None:
