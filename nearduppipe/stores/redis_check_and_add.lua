@@ -20,110 +20,113 @@ local function check(key, job_given, job, rec, dhead)
   return 'N'
 end
 
-if mode == 'check' then
-  local late = behind()
-  if late then return {late, POS, ''} end
-  -- A retried call (the connection dropped after the server ran it) gets the first reply.
-  local rfield, token = ARGV[8], ARGV[9]
-  if rfield ~= '' then
-    local last = redis.call('HGET', REPLY, rfield)
-    if last and string.sub(last, 1, #token) == token then
-      return {string.sub(last, #token + 1), POS, since()}
-    end
-  end
-  local reply = check(ARGV[12], ARGV[13] == '1', ARGV[14], ARGV[15], ARGV[16])
-  local status = string.sub(reply, 1, 1)
-  if status == 'N' then redis.call('HINCRBY', META, 'new_total', 1) end
-  if ARGV[17] == 'items' then redis.call('HINCRBY', META, ITEM_COUNTER[status], 1) end
-  if reply ~= 'A' then
+-- The modes: one call runs one.
+local function modes()
+  if mode == 'check' then
+    local late = behind()
+    if late then return {late, POS, ''} end
+    -- A retried call (the connection dropped after the server ran it) gets the first reply.
+    local rfield, token = ARGV[8], ARGV[9]
     if rfield ~= '' then
-      -- (a day after a thread's first reply: replies only matter for a retry's seconds)
-      if redis.call('HSET', REPLY, rfield, token .. reply) == 1 then
-        redis.call('EXPIRE', REPLY, 86400)
+      local last = redis.call('HGET', REPLY, rfield)
+      if last and string.sub(last, 1, #token) == token then
+        return {string.sub(last, #token + 1), POS, since()}
       end
+    end
+    local reply = check(ARGV[12], ARGV[13] == '1', ARGV[14], ARGV[15], ARGV[16])
+    local status = string.sub(reply, 1, 1)
+    if status == 'N' then redis.call('HINCRBY', META, 'new_total', 1) end
+    if ARGV[17] == 'items' then redis.call('HINCRBY', META, ITEM_COUNTER[status], 1) end
+    if reply ~= 'A' then
+      if rfield ~= '' then
+        -- (a day after a thread's first reply: replies only matter for a retry's seconds)
+        if redis.call('HSET', REPLY, rfield, token .. reply) == 1 then
+          redis.call('EXPIRE', REPLY, 86400)
+        end
+      end
+      sweep()
+    end
+    return {reply, POS, since()}
+  elseif mode == 'near' then
+    local late = behind()
+    if late then return {late, POS, ''} end
+    local exclude = nil
+    if ARGV[12] ~= '' then exclude = redis.call('HGET', KIDX, ARGV[12]) or nil end
+    local out = {}
+    for _, h in ipairs(search(ARGV[13], ARGV[14], exclude)) do out[#out + 1] = match_reply(h[2], h[5], h[4]) end
+    return {table.concat(out), POS, since()}
+  elseif mode == 'add' then
+    local keys = {}
+    for i = 12, #ARGV, 2 do keys[#keys + 1] = ARGV[i] end
+    if add_new(keys) then
+      redis.call('HINCRBY', META, 'new_total', #keys)
+    else -- some key is stored or repeated: one by one, replacing
+      local fresh = 0 -- keys without a live entry (none, or an expired one), as a check counts
+      for i = 12, #ARGV, 2 do
+        local id, rec = own(ARGV[i])
+        if not id then
+          fresh = fresh + 1
+        elseif ttl then
+          local _, t = head(rec)
+          if t < now - ttl then fresh = fresh + 1 end
+        end
+        store(ARGV[i], ARGV[i + 1], id, rec)
+      end
+      redis.call('HINCRBY', META, 'new_total', fresh)
     end
     sweep()
-  end
-  return {reply, POS, since()}
-elseif mode == 'near' then
-  local late = behind()
-  if late then return {late, POS, ''} end
-  local exclude = nil
-  if ARGV[12] ~= '' then exclude = redis.call('HGET', KIDX, ARGV[12]) or nil end
-  local out = {}
-  for _, h in ipairs(search(ARGV[13], ARGV[14], exclude)) do out[#out + 1] = match_reply(h[2], h[5], h[4]) end
-  return {table.concat(out), POS, since()}
-elseif mode == 'add' then
-  local keys = {}
-  for i = 12, #ARGV, 2 do keys[#keys + 1] = ARGV[i] end
-  if add_new(keys) then
-    redis.call('HINCRBY', META, 'new_total', #keys)
-  else -- some key is stored or repeated: one by one, replacing
-    local fresh = 0 -- keys without a live entry (none, or an expired one), as a check counts
-    for i = 12, #ARGV, 2 do
-      local id, rec = own(ARGV[i])
-      if not id then
-        fresh = fresh + 1
-      elseif ttl then
+    return #keys
+  elseif mode == 'remove' then
+    local id, rec = own(ARGV[12])
+    if not id then return 0 end
+    drop(id, rec)
+    return 1
+  elseif mode == 'get' then
+    local _, rec = own(ARGV[12])
+    return rec or false
+  elseif mode == 'decide' then
+    record_decisions(ARGV, 12, #ARGV)
+    return #ARGV - 11
+  elseif mode == 'prune' then
+    local n = 0
+    for i = 12, #ARGV do
+      local rec = redis.call('HGET', ENT, ARGV[i])
+      if rec then
         local _, t = head(rec)
-        if t < now - ttl then fresh = fresh + 1 end
-      end
-      store(ARGV[i], ARGV[i + 1], id, rec)
-    end
-    redis.call('HINCRBY', META, 'new_total', fresh)
-  end
-  sweep()
-  return #keys
-elseif mode == 'remove' then
-  local id, rec = own(ARGV[12])
-  if not id then return 0 end
-  drop(id, rec)
-  return 1
-elseif mode == 'get' then
-  local _, rec = own(ARGV[12])
-  return rec or false
-elseif mode == 'decide' then
-  record_decisions(ARGV, 12, #ARGV)
-  return #ARGV - 11
-elseif mode == 'prune' then
-  local n = 0
-  for i = 12, #ARGV do
-    local rec = redis.call('HGET', ENT, ARGV[i])
-    if rec then
-      local _, t = head(rec)
-      if t < now - ttl then
-        drop(ARGV[i], rec)
-        n = n + 1
+        if t < now - ttl then
+          drop(ARGV[i], rec)
+          n = n + 1
+        end
       end
     end
+    return n
+  elseif mode == 'live' then -- compaction: the members of a log chunk whose entry is stored
+    local blob, out = ARGV[12], {}
+    for pos = 1, #blob, 16 do
+      local id = string.sub(blob, pos + 8, pos + 15)
+      if redis.call('HEXISTS', ENT, id) == 1 then out[#out + 1] = string.sub(blob, pos, pos + 15) end
+    end
+    return table.concat(out)
+  elseif mode == 'switch' then
+    -- compaction, last step: the compacted copy (KEYS[7]) of the log's first ARGV[12] members
+    -- gets the members logged since and replaces the log under a new epoch; clients reload.
+    local epoch = redis.call('HGET', META, 'epoch') or ''
+    local from = tonumber(ARGV[12])
+    if epoch ~= EPOCH or redis.call('LLEN', NEW) < from then
+      redis.call('DEL', KEYS[7])
+      return 0
+    end
+    local len = redis.call('LLEN', NEW)
+    for i = from, len - 1, 1000 do
+      redis.call('RPUSH', KEYS[7], unpack(redis.call('LRANGE', NEW, i, math.min(i + 999, len - 1))))
+    end
+    if redis.call('EXISTS', KEYS[7]) == 1 then
+      redis.call('RENAME', KEYS[7], NEW)
+    else
+      redis.call('DEL', NEW)
+    end
+    redis.call('HSET', META, 'epoch', ARGV[13], 'dead', 0)
+    return 1
   end
-  return n
-elseif mode == 'live' then -- compaction: the members of a log chunk whose entry is stored
-  local blob, out = ARGV[12], {}
-  for pos = 1, #blob, 16 do
-    local id = string.sub(blob, pos + 8, pos + 15)
-    if redis.call('HEXISTS', ENT, id) == 1 then out[#out + 1] = string.sub(blob, pos, pos + 15) end
-  end
-  return table.concat(out)
-elseif mode == 'switch' then
-  -- compaction, last step: the compacted copy (KEYS[7]) of the log's first ARGV[12] members
-  -- gets the members logged since and replaces the log under a new epoch; clients reload.
-  local epoch = redis.call('HGET', META, 'epoch') or ''
-  local from = tonumber(ARGV[12])
-  if epoch ~= EPOCH or redis.call('LLEN', NEW) < from then
-    redis.call('DEL', KEYS[7])
-    return 0
-  end
-  local len = redis.call('LLEN', NEW)
-  for i = from, len - 1, 1000 do
-    redis.call('RPUSH', KEYS[7], unpack(redis.call('LRANGE', NEW, i, math.min(i + 999, len - 1))))
-  end
-  if redis.call('EXISTS', KEYS[7]) == 1 then
-    redis.call('RENAME', KEYS[7], NEW)
-  else
-    redis.call('DEL', NEW)
-  end
-  redis.call('HSET', META, 'epoch', ARGV[13], 'dead', 0)
-  return 1
+  return redis.error_reply('unknown mode ' .. tostring(mode))
 end
-return redis.error_reply('unknown mode ' .. tostring(mode))

@@ -16,7 +16,7 @@
 --   poll:    pending entry ids -> per id 'K' kept, 'G' gone, 'C' no ticket yet, 'P' .. ticket
 --   settle:  pending id, key, 'K' (keep) or 'D' (dropped), source -> 'N', 'C', 'D' or 'X'
 --   ticket:  (none; called with the store's global keys) -> the next ticket
-local PEND, PKEY = KEYS[8], KEYS[9]
+local PEND, PKEY
 
 -- Forget the key's pending marker if it is this entry's.
 local function unmark(key, id)
@@ -55,86 +55,90 @@ local function state(id, tnow, clean)
   return 'C'
 end
 
-if mode == 'reserve' then
-  local key, tnow = ARGV[12], server_time()
-  local q = redis.call('HGET', PKEY, key)
-  if q then
-    local pid = string.sub(q, 1, 8)
-    local st = state(pid, tnow, true)
-    -- a retry of this very reserve (its reply was lost with the connection): the same entry
-    if string.sub(q, 9) == ARGV[18] and st ~= 'G' and st ~= 'K' then return {'P', pid} end
-    if st == 'C' or string.sub(st, 1, 1) == 'P' then return {'W'} end
-    redis.call('HDEL', PKEY, key)
-  end
-  local early = revisit(key, ARGV[13] == '1', ARGV[14], ARGV[15])
-  if early then
-    local status = string.sub(early, 1, 1)
-    if ARGV[16] == 'items' then redis.call('HINCRBY', META, ITEM_COUNTER[status], 1) end
-    if status ~= 'A' then sweep() end
-    return {early}
-  end
-  local rec = ARGV[15]
-  local id = new_id(redis.call('HINCRBY', META, 'seq', 1))
-  redis.call('HSET', ENT, id, rec)
-  redis.call('RPUSH', NEW, string.sub(rec, 2, 9) .. id)
-  redis.call('HSET', PEND, id, pack('<d', tnow + tonumber(ARGV[17])))
-  redis.call('HSET', PKEY, key, id .. ARGV[18])
-  return {'P', id}
-elseif mode == 'look' then
-  local late = behind()
-  if late then return {late, POS, ''} end
-  local tnow, own_id, clean = server_time(), ARGV[15], ARGV[17] == '1'
-  if own_id ~= '' then
-    local p = redis.call('HGET', PEND, own_id)
-    if not p or unpack_('<d', p) < tnow then return {'X', POS, ''} end
-    local ticket = ARGV[16]
-    redis.call('HSET', PEND, own_id, string.sub(p, 1, 8) .. ticket)
-    local rec = redis.call('HGET', ENT, own_id)
-    local _, _, _, fpos = head(rec)
-    redis.call('HSET', ENT, own_id, string.sub(rec, 1, fpos + 1) .. ticket .. string.sub(rec, fpos + 10))
-  end
-  local out = {'O'}
-  for _, h in ipairs(search(ARGV[12], ARGV[13], nil)) do
-    if key_of(h[4]) ~= ARGV[14] then
-      local st = string.sub(state(h[6], tnow, clean), 1, 1)
-      if st ~= 'G' then out[#out + 1] = st .. h[6] .. match_reply(h[2], h[5], h[4]) end
+-- The shard's own modes; nil for the others (the single-node modes that follow).
+local function cluster_modes()
+  PEND, PKEY = KEYS[8], KEYS[9]
+  if mode == 'reserve' then
+    local key, tnow = ARGV[12], server_time()
+    local q = redis.call('HGET', PKEY, key)
+    if q then
+      local pid = string.sub(q, 1, 8)
+      local st = state(pid, tnow, true)
+      -- a retry of this very reserve (its reply was lost with the connection): the same entry
+      if string.sub(q, 9) == ARGV[18] and st ~= 'G' and st ~= 'K' then return {'P', pid} end
+      if st == 'C' or string.sub(st, 1, 1) == 'P' then return {'W'} end
+      redis.call('HDEL', PKEY, key)
     end
-  end
-  return {table.concat(out), POS, since()}
-elseif mode == 'ticket' then -- (on the store's global keys: KEYS[1] is {P}:meta)
-  return redis.call('HINCRBY', META, 'order', 1)
-elseif mode == 'poll' then
-  local tnow, out = server_time(), {}
-  for i = 12, #ARGV do out[#out + 1] = state(ARGV[i], tnow, true) end
-  return out
-elseif mode == 'settle' then
-  local id, key, tnow = ARGV[12], ARGV[13], server_time()
-  local p = redis.call('HGET', PEND, id)
-  if not p or unpack_('<d', p) < tnow then
-    if p then unpend(id) end
-    return 'X'
-  end
-  local status = 'D'
-  if ARGV[14] == 'D' then
-    unpend(id)
-  else
-    redis.call('HDEL', PEND, id)
-    unmark(key, id)
-    status = 'N'
-    local old_id, old_rec = own(key)
-    if old_id and old_rec then
-      local _, ot = head(old_rec)
-      if not (ttl and ot < now - ttl) then status = 'C' end
-      drop(old_id, old_rec)
+    local early = revisit(key, ARGV[13] == '1', ARGV[14], ARGV[15])
+    if early then
+      local status = string.sub(early, 1, 1)
+      if ARGV[16] == 'items' then redis.call('HINCRBY', META, ITEM_COUNTER[status], 1) end
+      if status ~= 'A' then sweep() end
+      return {early}
     end
-    redis.call('HSET', KIDX, key, id)
-    if status == 'N' then
-      redis.call('HINCRBY', META, 'new_total', 1)
+    local rec = ARGV[15]
+    local id = new_id(redis.call('HINCRBY', META, 'seq', 1))
+    redis.call('HSET', ENT, id, rec)
+    redis.call('RPUSH', NEW, string.sub(rec, 2, 9) .. id)
+    redis.call('HSET', PEND, id, pack('<d', tnow + tonumber(ARGV[17])))
+    redis.call('HSET', PKEY, key, id .. ARGV[18])
+    return {'P', id}
+  elseif mode == 'look' then
+    local late = behind()
+    if late then return {late, POS, ''} end
+    local tnow, own_id, clean = server_time(), ARGV[15], ARGV[17] == '1'
+    if own_id ~= '' then
+      local p = redis.call('HGET', PEND, own_id)
+      if not p or unpack_('<d', p) < tnow then return {'X', POS, ''} end
+      local ticket = ARGV[16]
+      redis.call('HSET', PEND, own_id, string.sub(p, 1, 8) .. ticket)
+      local rec = redis.call('HGET', ENT, own_id)
+      local _, _, _, fpos = head(rec)
+      redis.call('HSET', ENT, own_id, string.sub(rec, 1, fpos + 1) .. ticket .. string.sub(rec, fpos + 10))
+    end
+    local out = {'O'}
+    for _, h in ipairs(search(ARGV[12], ARGV[13], nil)) do
+      if key_of(h[4]) ~= ARGV[14] then
+        local st = string.sub(state(h[6], tnow, clean), 1, 1)
+        if st ~= 'G' then out[#out + 1] = st .. h[6] .. match_reply(h[2], h[5], h[4]) end
+      end
+    end
+    return {table.concat(out), POS, since()}
+  elseif mode == 'ticket' then -- (on the store's global keys: KEYS[1] is {P}:meta)
+    return redis.call('HINCRBY', META, 'order', 1)
+  elseif mode == 'poll' then
+    local tnow, out = server_time(), {}
+    for i = 12, #ARGV do out[#out + 1] = state(ARGV[i], tnow, true) end
+    return out
+  elseif mode == 'settle' then
+    local id, key, tnow = ARGV[12], ARGV[13], server_time()
+    local p = redis.call('HGET', PEND, id)
+    if not p or unpack_('<d', p) < tnow then
+      if p then unpend(id) end
+      return 'X'
+    end
+    local status = 'D'
+    if ARGV[14] == 'D' then
+      unpend(id)
     else
-      redis.call('HINCRBY', META, 'revisits_changed', 1)
+      redis.call('HDEL', PEND, id)
+      unmark(key, id)
+      status = 'N'
+      local old_id, old_rec = own(key)
+      if old_id and old_rec then
+        local _, ot = head(old_rec)
+        if not (ttl and ot < now - ttl) then status = 'C' end
+        drop(old_id, old_rec)
+      end
+      redis.call('HSET', KIDX, key, id)
+      if status == 'N' then
+        redis.call('HINCRBY', META, 'new_total', 1)
+      else
+        redis.call('HINCRBY', META, 'revisits_changed', 1)
+      end
     end
+    if ARGV[15] == 'items' then redis.call('HINCRBY', META, ITEM_COUNTER[status], 1) end
+    sweep()
+    return status
   end
-  if ARGV[15] == 'items' then redis.call('HINCRBY', META, ITEM_COUNTER[status], 1) end
-  sweep()
-  return status
 end

@@ -35,7 +35,6 @@ format are the single-node store's; a record carries its ticket in the table-fie
 
 from __future__ import annotations
 
-import importlib.resources
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
@@ -53,6 +52,7 @@ from ._redis_codec import (
     entry_head,
 )
 from ._redis_log import compact
+from ._redis_program import CLUSTER
 from .base import (
     COUNTERS,
     DEFAULT_MAX_DECISIONS,
@@ -70,15 +70,6 @@ from .base import (
 
 __all__ = ["RedisClusterStore"]
 
-_LUA = "\n".join(
-    (importlib.resources.files(__package__) / name).read_text("utf-8")
-    for name in (
-        "redis_entries.lua",
-        "redis_search.lua",
-        "redis_cluster.lua",
-        "redis_check_and_add.lua",
-    )
-)
 _BATCH = 500
 
 
@@ -147,8 +138,7 @@ class RedisClusterStore(ClusterBase):
             self._global = shard_keys(self.prefix)
             self._logs = ShardLogs(self.layout, self.shards)
             self._read_script = self._client.register_script(READ_LUA)
-            script = self._client.register_script(_LUA)
-            self._wire = ClusterWire(self._client, _LUA, script.sha)
+            self._wire = ClusterWire(self._client, CLUSTER)
             self._empty = not exists
             if exists and not self.read_only:
                 for s, keys in enumerate(self._keys):

