@@ -329,3 +329,29 @@ def test_shards_call_the_function_library_where_the_nodes_have_one(
         assert store._wire.functions is functions  # type: ignore[attr-defined]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("which", ["cluster", "cluster6"])
+def test_out_of_memory_masters_refuse_checks_but_serve_searches_and_removals(
+    request: pytest.FixtureRequest, which: str
+) -> None:
+    """Every master over maxmemory: a check is StoreUnavailable; near(), get() and remove()
+    still work (no-writes function calls, removals sent as the script)."""
+    cluster: LocalCluster = request.getfixturevalue(which)
+    store = open_store(cluster.url, prefix=f"test:oom:{uuid.uuid4().hex[:8]}", reset=True)
+    admins = [redis.Redis.from_url(u) for u in cluster.node_urls()]
+    try:
+        assert store.check(Fingerprints(A, W), "a").status == "new"
+        for admin in admins:
+            admin.config_set("maxmemory", 1)
+        with pytest.raises(StoreUnavailable, match="maxmemory"):
+            store.check(Fingerprints(A ^ (0xFFFF << 30), W ^ 0xFF), "b")
+        assert [m.key for m in store.near(Fingerprints(A ^ 1, W))] == ["a"]
+        assert store.get("a") is not None
+        assert store.remove("a") is True
+        assert store.get("a") is None
+    finally:
+        for admin in admins:
+            admin.config_set("maxmemory", 0)
+            admin.close()
+        store.close()

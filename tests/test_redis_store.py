@@ -554,3 +554,57 @@ def test_checks_call_the_function_library_and_load_it_again_when_it_is_gone(
     finally:
         server.stop()
         bare.stop()
+
+
+@pytest.mark.parametrize("denied", ["-fcall -fcall_ro", "-function"])
+def test_an_account_denied_functions_calls_the_script(
+    redis_server: RedisServer, denied: str
+) -> None:
+    """An ACL that denies FCALL, or FUNCTION LOAD, leaves the account the same Lua as a
+    script (redis-py strips NOPERM from the message: the fallback must not depend on it)."""
+    admin = _client(redis_server)
+    if int(str(admin.info("server")["redis_version"]).split(".")[0]) < 7:
+        pytest.skip("no Redis 7 here (Debian's redis-server): no ACL for functions to test")
+    user = f"nd{abs(hash(denied)) % 10_000}"
+    admin.execute_command("ACL", "SETUSER", user, "reset", "on", ">pw", "~*", "&*", "+@all")
+    admin.execute_command("ACL", "SETUSER", user, *denied.split())
+    url = f"redis://{user}:pw@127.0.0.1:{redis_server.port}/0"
+    admin.function_flush()  # (else an account denied FUNCTION LOAD calls the library loaded)
+    try:
+        store = RedisStore(url, prefix=f"test:acl:{user}", reset=True)
+        assert store.check(Fingerprints(A, WA), "a").status == "new"
+        assert store.check(Fingerprints(A ^ 1, WA), "b").status == "duplicate"
+        assert [m.key for m in store.near(Fingerprints(A, WA))] == ["a"]
+        assert store._wire.functions is False
+        store.close()
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)
+        admin.close()
+
+
+@pytest.mark.parametrize("server", ["redis_server", "redis6_server"])
+def test_out_of_memory_checks_are_unavailable_and_reads_and_removals_work(
+    request: pytest.FixtureRequest, server: str
+) -> None:
+    """A server over maxmemory refuses writes: a check is StoreUnavailable (the failure
+    policy's business, not a crash); searching, reading and forgetting pages still work.
+    Redis 7 (the function library) and 6.2 (the script, whose error wraps the OOM reply)."""
+    redis_server: RedisServer = request.getfixturevalue(server)
+    admin = _client(redis_server)
+    store = RedisStore(redis_server.url, prefix="test:oom", reset=True)
+    try:
+        assert store.check(Fingerprints(A, WA), "a").status == "new"
+        assert store.check(Fingerprints(B, WB), "b").status == "new"
+        admin.config_set("maxmemory", 1)
+        with pytest.raises(StoreUnavailable, match="maxmemory"):
+            store.check(Fingerprints(B ^ 0xF0F0_0000, WB), "c")
+        assert [m.key for m in store.near(Fingerprints(A ^ 1, WA))] == ["a"]
+        assert store.get("a") is not None
+        assert store.remove("a") is True
+        assert store.get("a") is None
+        admin.config_set("maxmemory", 0)
+        assert store.check(Fingerprints(A ^ 1, WA), "d").status == "new"  # "a" was forgotten
+    finally:
+        admin.config_set("maxmemory", 0)
+        store.close()
+        admin.close()

@@ -35,7 +35,6 @@ __all__ = ["ClusterBase", "ticket_of"]
 
 _NO_TICKET = b"\0" * 8
 _STATUS = {b"N": "new", b"C": "changed", b"A": "again", b"U": "unchanged", b"D": "duplicate"}
-_UNAVAILABLE = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
 
 class _Restart(Exception):
@@ -130,7 +129,7 @@ class ClusterBase(Store):
             raise StoreUnavailable(f"{self._where()}: {what} failed: {msg}") from None
         except r.RedisError as e:
             msg = rk.redact(str(e), self._raw_uri)
-            cls = StoreUnavailable if msg.startswith(_UNAVAILABLE) else StoreError
+            cls = StoreUnavailable if rk.unavailable(e) else StoreError
             raise cls(f"{self._where()}: {what} failed: {msg}") from None
 
     # -- the search over every shard ---------------------------------------------------------

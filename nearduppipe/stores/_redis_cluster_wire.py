@@ -25,7 +25,11 @@ __all__ = ["ClusterWire"]
 
 _BACKOFF = (0.05, 0.1)
 Call = tuple[Sequence[str], Sequence[Any]]  # keys (all in one slot), arguments
-_READS = frozenset({"get", "live"})  # modes that write nothing (allowed when out of memory)
+# Out of memory, Redis refuses a function without flags outright, and a script only at a write
+# that may grow memory: modes that write nothing call the no-writes function, modes that only
+# delete are sent as the script (a check cannot go on, but forgetting pages still works).
+_READS = frozenset({"get", "live"})
+_DELETES = frozenset({"remove", "prune"})
 
 
 class ClusterWire:
@@ -48,8 +52,11 @@ class ClusterWire:
 
     def _pack(self, call: Call) -> bytes:
         keys, args = call
-        write = args[0] not in _READS
-        items = self._program.head(self.functions, len(keys), write)
+        mode = args[0]
+        # (a look without a pending entry of its own and without cleaning: a near() search)
+        reads = mode in _READS or (mode == "look" and args[14] == "" and args[16] != "1")
+        functions = self.functions and mode not in _DELETES
+        items = self._program.head(functions, len(keys), write=not reads)
         items += [k.encode("utf-8") for k in keys] + [_bytes(a) for a in args]
         return b"*%d\r\n" % len(items) + bulk(items)
 

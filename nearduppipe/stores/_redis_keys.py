@@ -28,6 +28,7 @@ __all__ = [
     "rule_args",
     "split_uri",
     "store_keys",
+    "unavailable",
 ]
 
 # meta: format, rule, blocks, counters, sequence; k: page key -> entry id; e: entry id ->
@@ -129,6 +130,40 @@ def redact(text: str, uri: str) -> str:
     for secret in secrets(uri):
         out = out.replace(secret, "***")
     return out
+
+
+# Server replies that mean "not now" (the failure policy's business), not a bug: out of memory,
+# a read-only replica, loading, a busy script, a cluster without a quorum or mid-failover.
+_UNAVAILABLE = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
+_UNAVAILABLE_CLASSES = (
+    "OutOfMemoryError",
+    "ReadOnlyError",
+    "BusyLoadingError",
+    "MasterDownError",
+    "ClusterDownError",
+    "TryAgainError",
+)
+
+
+def unavailable(error: Exception) -> bool:
+    """Whether a server's error reply is one of those: redis-py turns most of them into a
+    class of its own and strips the code from the message (an out-of-memory reply reads
+    "command not allowed when used memory > 'maxmemory'"), and Redis 6 wraps a script's
+    ("Error running script (...): @user_script:414: -OOM command not allowed ..."); all three
+    are looked at."""
+    import redis.exceptions
+
+    classes = tuple(
+        getattr(redis.exceptions, name)
+        for name in _UNAVAILABLE_CLASSES
+        if hasattr(redis.exceptions, name)
+    )
+    text = str(error)
+    return (
+        isinstance(error, classes)
+        or text.startswith(_UNAVAILABLE)
+        or any(f"-{code} " in text for code in _UNAVAILABLE)
+    )
 
 
 # options both Redis stores take (the cluster store adds its own)

@@ -34,7 +34,6 @@ return redis.call('HGETALL', KEYS[1])"""
 _COUNT_ENTRIES_LUA = """if redis.call('HEXISTS', KEYS[1], 'new_total') == 0 then
   redis.call('HSET', KEYS[1], 'new_total', redis.call('HLEN', KEYS[2]))
 end"""
-_UNAVAILABLE = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
 
 class RedisBase(Store):
@@ -273,5 +272,5 @@ class RedisBase(Store):
             msg = rk.redact(str(e), self._raw_uri)
             if isinstance(e, (r.exceptions.MovedError, r.exceptions.AskError)):
                 msg = f"MOVED {msg} (a Redis Cluster node: open the store with redis+cluster://)"
-            cls = StoreUnavailable if msg.startswith(_UNAVAILABLE) else StoreError
+            cls = StoreUnavailable if rk.unavailable(e) else StoreError
             raise cls(f"{self._where()}: {what} failed: {msg}") from None

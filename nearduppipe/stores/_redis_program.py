@@ -30,8 +30,9 @@ __all__ = ["Program"]
 
 logger = logging.getLogger(__name__)
 
-# errors that say this server (or account) will not serve the library: call the script
-_NO_FUNCTIONS = ("unknown command", "NOPERM", "unknown subcommand")
+# what a server says when it has no functions (Redis < 7, FUNCTION renamed away) or an ACL
+# denies them to this account (redis-py strips the NOPERM code from the message)
+_NO_FUNCTIONS = ("unknown command", "unknown subcommand", "no permissions", "NOPERM")
 
 
 def _read(name: str) -> str:
@@ -60,8 +61,9 @@ class Program:
         )
 
     def load(self, client: Any) -> bool:
-        """Load the library on ``client``'s server: False if it serves no functions to this
-        account (call the script instead); connection errors propagate."""
+        """Load the library on ``client``'s server: False if the server refuses it (call the
+        script instead: no functions there, an ACL, a managed service's own rules); connection
+        errors propagate."""
         import redis
 
         try:
@@ -69,9 +71,13 @@ class Program:
         except redis.ResponseError as e:
             if "already exists" in str(e):
                 return True
-            if not any(s in str(e) for s in _NO_FUNCTIONS):
-                raise  # (a library this server refuses otherwise: a bug, not a fallback)
-            logger.info("Redis functions unavailable (%s): calling the store's script", e)
+            expected = any(s in str(e) for s in _NO_FUNCTIONS)
+            logger.log(
+                logging.INFO if expected else logging.WARNING,
+                "Redis function library %s not loaded (%s): calling the store's script instead",
+                self.function,
+                e,
+            )
             return False
         return True
 
@@ -90,8 +96,8 @@ class Program:
         text = str(error)
         if "Function not found" in text:
             return "load"
-        if any(s in text for s in _NO_FUNCTIONS) and "fcall" in text.lower():
-            return "script"
+        if "fcall" in text.lower() and any(s in text for s in _NO_FUNCTIONS):
+            return "script"  # (FCALL itself unknown or denied, not a command inside the call)
         return None
 
 
