@@ -342,6 +342,10 @@ def test_out_of_memory_masters_refuse_checks_but_serve_searches_and_removals(
         assert store.get("a") is not None
         assert store.remove("a") is True
         assert store.get("a") is None
+        for admin in admins:
+            admin.config_set("maxmemory", 0)
+        assert store.check(Fingerprints(A, W), "a2").status == "new"
+        assert store._wire.functions is (redis_major(cluster.node_urls()[0]) >= 7)  # type: ignore[attr-defined]
     finally:
         for admin in admins:
             admin.config_set("maxmemory", 0)

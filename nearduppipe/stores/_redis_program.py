@@ -26,6 +26,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from ._redis_keys import unavailable
+
 __all__ = ["Program"]
 
 logger = logging.getLogger(__name__)
@@ -63,7 +65,7 @@ class Program:
     def load(self, client: Any) -> bool:
         """Load the library on ``client``'s server: False if the server refuses it (call the
         script instead: no functions there, an ACL, a managed service's own rules); connection
-        errors propagate."""
+        errors and "not now" replies (:func:`._redis_keys.unavailable`) propagate."""
         import redis
 
         try:
@@ -71,6 +73,8 @@ class Program:
         except redis.ResponseError as e:
             if "already exists" in str(e):
                 return True
+            if unavailable(e):  # out of memory, a read-only replica: not now, not never
+                raise
             expected = any(s in str(e) for s in _NO_FUNCTIONS)
             logger.log(
                 logging.INFO if expected else logging.WARNING,
