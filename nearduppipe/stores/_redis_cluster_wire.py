@@ -117,14 +117,8 @@ class ClusterWire:
     def _unserved(self, key: str, reply: Any) -> bool:
         """Whether ``reply`` is a refusal to find the code (then the node has it now, or the
         calls go to the script): the call is sent again."""
-        r = self._redis
-        if isinstance(reply, r.exceptions.NoScriptError):
-            self._node(key).script_load(self._program.script)
-            return True
-        why = self._program.refused(reply) if isinstance(reply, r.ResponseError) else None
-        if why is None:
+        functions = self._program.recover(self._node(key), reply, self.functions)
+        if functions is None:
             return False
-        # (functions may be off already: another thread's call, packed before, was refused)
-        if self.functions and (why == "script" or not self._program.load(self._node(key))):
-            self.functions = False
+        self.functions = functions
         return True

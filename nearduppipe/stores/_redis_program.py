@@ -92,16 +92,25 @@ class Program:
             return [b"FCALL", name.encode(), str(n_keys).encode()]
         return [b"EVALSHA", self.sha.encode(), str(n_keys).encode()]
 
-    @staticmethod
-    def refused(error: Exception) -> str | None:
-        """What a call's error says about the library: ``"load"`` (this server does not have
-        it: load it and call again), ``"script"`` (no functions here: call the script),
-        else None (an error of the call itself)."""
+    def recover(self, client: Any, error: object, functions: bool) -> bool | None:
+        """After a call's reply ``error``: None if it is not a refusal to find the code (an
+        error of the call itself, or no error), else whether to go on with the library (True)
+        or the script (False) once ``client``'s server has what it lacked: the script loaded
+        after NOSCRIPT, the library after "Function not found", nothing where FCALL itself is
+        unknown or denied. The call is then sent again. ``functions``: what the caller used
+        so far (already False: another thread's call, packed before the switch, was refused)."""
+        import redis
+
+        if isinstance(error, redis.exceptions.NoScriptError):
+            client.script_load(self.script)
+            return functions
+        if not isinstance(error, redis.ResponseError):
+            return None
         text = str(error)
         if "Function not found" in text:
-            return "load"
+            return functions and self.load(client)
         if "fcall" in text.lower() and any(s in text for s in _NO_FUNCTIONS):
-            return "script"  # (FCALL itself unknown or denied, not a command inside the call)
+            return False  # (FCALL itself unknown or denied, not a command inside the call)
         return None
 
 

@@ -126,15 +126,10 @@ class Wire:
     def _unserved(self, conn: Any, args: list[Any], write: bool, error: Exception) -> Any:
         """The call again, once the server has what it refused to find: the library (loaded,
         or the script instead where it serves no functions) or the script."""
-        r = self._redis
-        if isinstance(error, r.exceptions.NoScriptError):
-            self._client.script_load(self._program.script)
-        elif (why := self._program.refused(error)) is not None:
-            # (functions may be off already: another thread's call, packed before, was refused)
-            if self.functions and (why == "script" or not self._program.load(self._client)):
-                self.functions = False
-        else:
+        functions = self._program.recover(self._client, error, self.functions)
+        if functions is None:
             raise error
+        self.functions = functions
         return self._send(conn, args, write)
 
     def call(self, args: list[Any], write: bool = True) -> Any:
