@@ -7,8 +7,7 @@ loop, with wheels for every supported Python) replaces hand-written C here.
 
 Every function takes plain arrays, allocates nothing per candidate and releases the GIL
 (``nogil``), so a large merge can run on a worker thread while the crawl's thread queries.
-Compiled code is cached on disk beside this file (``cache=True``); a process that finds no
-cache compiles once, in about a second.
+Compiled code is cached beside this file (``cache=True``); without a cache, compiling takes ~1 s.
 
 Table keys follow :func:`nearduppipe.layout.table_key`: a table's key is its blocks
 ``(shift, width)`` concatenated, most significant first; a run files each fingerprint in the
@@ -27,6 +26,7 @@ from numba.extending import intrinsic
 __all__ = [
     "build_run",
     "components",
+    "count_live",
     "live_ids",
     "query_run",
     "scan_range",
@@ -101,6 +101,16 @@ def live_ids(alive: Any, lo: int, hi: int) -> Any:
 
 
 @njit(cache=True, nogil=True)
+def count_live(alive: Any, lo: int, hi: int) -> int:
+    """How many ids of ``lo .. hi - 1`` are alive, without the GIL (numpy's sum of 30 M flags
+    holds it 13 ms, measured: on a merge worker, that long a stall of the crawl's thread)."""
+    m = 0
+    for i in range(lo, hi):
+        m += alive[i]
+    return m
+
+
+@njit(cache=True, nogil=True)
 def build_run(
     fps: Any, ids: Any, shifts: Any, widths: Any, drops: Any, dir_bits: int
 ) -> tuple[Any, Any, Any]:
@@ -108,10 +118,10 @@ def build_run(
     counting sort by bucket, stable, so each bucket lists its ids oldest first. Offsets are
     ``int32`` (a run holds fewer than 2**31 ids): half the directory's cache footprint.
 
-    Allocated here, on 4 KiB pages. Huge pages (numpy's allocation, which madvises them) made
-    no difference to a store's check at 1 M or 10 M, measured, and with the kernel's THP
-    ``defrag = madvise`` a worker building a large run stalled in direct compaction while
-    holding the address space's lock: one add waited 917 ms at 28 M (58 ms without)."""
+    Allocated here, on 4 KiB pages. Huge pages (numpy's allocation madvises them) made no
+    difference to a check at 1 M or 10 M, measured again for the query alone at 10 M in
+    2026-11, and with THP ``defrag = madvise`` a worker building a large run stalled in
+    direct compaction holding the address space's lock: an add waited 917 ms at 28 M."""
     n_tables = shifts.shape[0]
     m = len(ids)
     nb = 1 << dir_bits
@@ -168,7 +178,9 @@ def query_run(
     # overlaps; measured 20-30 % faster than scanning each bucket as it is found), then a
     # prefetch of every cache line of the buckets found, then the scan (the prefetches: 12-15 %
     # less per query at 1 M and 10 M, measured; each line rather than the first: 10 % less on
-    # clustered fingerprints, whose buckets are longer).
+    # clustered fingerprints, whose buckets are longer). A bucket rarely starts on a line, so
+    # its last line is prefetched apart: missed, it was read inside the scan, where few misses
+    # overlap (10-35 % of a 10 M query, measured).
     row_len = masks.shape[1]
     lo = np.empty(n_tables * row_len, dtype=np.int64)
     hi = np.empty(n_tables * row_len, dtype=np.int64)
@@ -180,8 +192,11 @@ def query_run(
     for t in range(n_tables):
         row = tfps[t]
         for mi in range(n_masks[t]):
-            for j in range(lo[t * row_len + mi], hi[t * row_len + mi], 8):  # each cache line
+            start, stop = lo[t * row_len + mi], hi[t * row_len + mi]
+            for j in range(start, stop, 8):  # a point in each cache line the bucket spans
                 _prefetch(row, j)
+            if stop - start > 1:
+                _prefetch(row, stop - 1)  # (the last line when the bucket ends past j)
     cap = len(out_ids)
     for t in range(n_tables):
         for mi in range(n_masks[t]):
@@ -250,12 +265,8 @@ def self_join(
                 continue
             if m == cap:
                 cap *= 2
-                out_i = _grown(out_i, cap)
-                out_j = _grown(out_j, cap)
-                out_d = _grown(out_d, cap)
-            out_i[m] = i
-            out_j[m] = j
-            out_d[m] = buf_d[x]
+                out_i, out_j, out_d = _grown(out_i, cap), _grown(out_j, cap), _grown(out_d, cap)
+            out_i[m], out_j[m], out_d[m] = i, j, buf_d[x]
             m += 1
     return out_i[:m], out_j[:m], out_d[:m]
 
@@ -372,6 +383,7 @@ def warm() -> None:
     widths = np.full((1, 1), 2, dtype=np.int64)
     drops = np.zeros(1, dtype=np.int64)
     ids = live_ids(alive, 0, 8)
+    count_live(alive, 0, 8)
     offsets, tfps, tids = build_run(fps, ids, shifts, widths, drops, 2)
     out_ids, out_d = np.empty(8, dtype=np.int64), np.empty(8, dtype=np.int64)
     # read-only, as a run's are: one specialisation, not two

@@ -229,9 +229,9 @@ class Merge:
         try:
             geo, fps, alive, lo, hi = self._work
             run = Run(geo, fps, alive, lo, hi)
-            # removed while it was being built (here, not on the caller's thread: a sum of
-            # tens of millions of flags)
-            run.dead = int(run.size - alive[lo:hi].sum())
+            # removed while it was being built (here, not on the caller's thread: a count of
+            # tens of millions of flags, compiled so that it does not hold the GIL)
+            run.dead = run.size - int(kernels().count_live(alive, lo, hi))
             self.result = run
         except BaseException as exc:  # re-raised on the caller's thread by take()
             self.error = exc
