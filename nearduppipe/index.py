@@ -209,7 +209,7 @@ class BlockIndex:
         alive = self._alive
         self._live = int(alive[: self._n].sum())
         for run in self._runs:
-            run.dead = run.size - int(alive[run.lo : run.hi].sum())
+            run.recount(alive)
 
     def _grow(self, need: int) -> None:
         # a merge on a worker thread keeps reading the arrays it was given: growth maps the
