@@ -38,6 +38,7 @@ __all__ = [
 NO_JOB = b"\xff\xff\xff\xff"
 NO_WIDE = 0xFFFF
 DECISION_TAG = b"\x02"
+_TIME, _COUNT, _LEN = struct.Struct("<d"), struct.Struct(">H"), struct.Struct(">I")
 
 
 def encode_job(job: str | None) -> bytes:
@@ -65,17 +66,13 @@ def encode_entry(
     key: str,
     text: str | None,
 ) -> bytes:
-    head = bytes([wide is not None]) + fp.to_bytes(8, "big") + struct.pack("<d", t)
+    raw_key = key.encode("utf-8")
+    parts = [b"\x00" if wide is None else b"\x01", fp.to_bytes(8, "big"), _TIME.pack(t)]
     if wide is not None:
-        head += wide.to_bytes(64, "big")
-    return (
-        head
-        + struct.pack(">H", len(fields) // 4)
-        + fields
-        + encode_job(job)
-        + _str(key)
-        + _text(text)
-    )
+        parts.append(wide.to_bytes(64, "big"))
+    parts += (_COUNT.pack(len(fields) // 4), fields, encode_job(job), _LEN.pack(len(raw_key)))
+    parts += (raw_key, _text(text))
+    return b"".join(parts)  # (every check encodes one: one join, structs compiled once)
 
 
 def _read_str(raw: bytes, pos: int) -> tuple[str, int]:

@@ -139,6 +139,8 @@ class LogIndex:
         member within ``radius`` of ``fp`` logged before that position."""
         with self._lock:
             count = self._index.search_into(fp, radius)
+            if not count:  # (most pages of a crawl: no numpy calls)
+                return self.pos, self.epoch, b""
             ids = self._ids.array[self._index.hit_ids[:count]]
             return self.pos, self.epoch, ids.astype(">u8").tobytes()
 

@@ -22,7 +22,7 @@ from ._redis_codec import encode_entry
 from ._redis_format1 import format1_keys, read_format1
 from ._redis_log import LogIndex, compact, new_epoch
 from ._redis_program import SINGLE
-from ._redis_wire import Wire
+from ._redis_wire import Packed, Wire, _bytes, bulk
 from .base import Decision, Entry, Store, StoreError, StoreUnavailable
 from .memory import MemoryStore
 
@@ -53,6 +53,7 @@ class RedisBase(Store):
     _script: Any
     _instance: str
     _reply_fields: set[str]
+    _fixed_args: dict[tuple[int, bool], bytes]
 
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         raise NotImplementedError
@@ -80,19 +81,38 @@ class RedisBase(Store):
     ) -> bytes:
         return encode_entry(fps.fp, fps.wide, t, b"", job, key, text)
 
+    def _fixed(self, reply: bool) -> bytes:
+        """ARGV[3] to ARGV[8] of this thread's search calls (the rule, the limits and the
+        field of its replies, or none), packed once per thread: the same on every call."""
+        ident = threading.get_ident()
+        fixed = self._fixed_args.get((ident, reply))
+        if fixed is None:
+            field = f"{self._instance}:{ident}" if reply else ""
+            if reply:
+                self._reply_fields.add(field)
+            rule = rk.rule_args(self.rule, self.ttl, self.max_decisions)
+            fixed = self._fixed_args[ident, reply] = bulk(map(_bytes, [*rule, field]))
+        return fixed
+
     def _search_call(self, what: str, fp: int, args: list[Any], token: bytes = b"") -> Any:
         """A check or near call with the candidates of this client's index, which first
         catches up with the log when the script says it is too far behind or stale (a
         compaction or reset). Returns the script's result; the index takes the members the
-        reply carries."""
+        reply carries. (The hot path: packed here, errors mapped without a context manager.)"""
+        write = what == "check"
+        self._usable(write)
         if not self._log.loaded:  # on the first search: copy, info and get never need it
             with self._errors("load"):
                 self._log.load(self._client, self._k("meta"), self._k("n"))
+        head = bulk((what.encode(), repr(float(args[0])).encode())) + self._fixed(bool(token))
+        rest = [_bytes(a) for a in args[1:]]
         for _ in range(8):
             pos, epoch, cand = self._log.candidates(fp, self.rule.radius)
-            head = self._head_args(what, float(args[0]), token, pos, epoch)
-            with self._errors(what, write=what == "check"):
-                reply = self._wire.call([*head, *args[1:], cand], write=what == "check")
+            body = head + bulk((token, b"%d" % pos, epoch.encode(), *rest, cand))
+            try:
+                reply = self._wire.call(Packed(len(rest) + 12, body), write=write)
+            except self._redis.RedisError as e:
+                raise self._failure(what, e) from None
             status, start, members = reply
             if status == b"E":
                 with self._errors("load"):
@@ -253,24 +273,30 @@ class RedisBase(Store):
             self._client.unlink(*names[i : i + 1000])
 
     # -- calls -------------------------------------------------------------------------------
-    @contextmanager
-    def _errors(self, what: str, write: bool = False) -> Iterator[None]:
-        """Closed -> StoreError; unreachable, timed out, out of memory or a read-only replica
-        -> StoreUnavailable (the failure policy's business); other server errors are bugs or
-        misconfigurations -> StoreError. Messages never carry the password."""
+    def _usable(self, write: bool) -> None:
         if self._closed:
             raise StoreError(f"store {self.uri} is closed")
         if write and self.read_only:
             raise StoreError(f"store {self.uri} was opened read-only")
+
+    def _failure(self, what: str, e: Exception) -> StoreError:
+        """Unreachable, timed out, out of memory or a read-only replica -> StoreUnavailable
+        (the failure policy's business); other server errors are bugs or misconfigurations
+        -> StoreError. Messages never carry the password."""
         r = self._redis
+        msg = rk.redact(str(e), self._raw_uri)
+        if isinstance(e, (r.ConnectionError, r.TimeoutError)):
+            return StoreUnavailable(f"{self._where()}: {what} failed: {msg}")
+        if isinstance(e, (r.exceptions.MovedError, r.exceptions.AskError)):
+            msg = f"MOVED {msg} (a Redis Cluster node: open the store with redis+cluster://)"
+        cls = StoreUnavailable if rk.unavailable(e) else StoreError
+        return cls(f"{self._where()}: {what} failed: {msg}")
+
+    @contextmanager
+    def _errors(self, what: str, write: bool = False) -> Iterator[None]:
+        """Closed or read-only -> StoreError; Redis errors as :meth:`_failure` says."""
+        self._usable(write)
         try:
             yield
-        except (r.ConnectionError, r.TimeoutError) as e:
-            msg = rk.redact(str(e), self._raw_uri)
-            raise StoreUnavailable(f"{self._where()}: {what} failed: {msg}") from None
-        except r.RedisError as e:
-            msg = rk.redact(str(e), self._raw_uri)
-            if isinstance(e, (r.exceptions.MovedError, r.exceptions.AskError)):
-                msg = f"MOVED {msg} (a Redis Cluster node: open the store with redis+cluster://)"
-            cls = StoreUnavailable if rk.unavailable(e) else StoreError
-            raise cls(f"{self._where()}: {what} failed: {msg}") from None
+        except self._redis.RedisError as e:
+            raise self._failure(what, e) from None

@@ -152,12 +152,15 @@ def clean_text(text: str | None) -> str | None:
         return _SURROGATE.sub("\ufffd", text)
 
 
+_WIDE_END = 1 << 512  # (CPython folds no constant this large: computed once here)
+
+
 def check_fingerprints(fps: Fingerprints | int) -> Fingerprints:
     if (
         type(fps) is Fingerprints
         and type(fps.fp) is int
         and 0 <= fps.fp < 1 << 64
-        and (fps.wide is None or (type(fps.wide) is int and 0 <= fps.wide < 1 << 512))
+        and (fps.wide is None or (type(fps.wide) is int and 0 <= fps.wide < _WIDE_END))
     ):
         return fps  # (every check of a crawl: first, and cheap)
     if isinstance(fps, int) and not isinstance(fps, bool):

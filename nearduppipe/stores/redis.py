@@ -131,6 +131,7 @@ class RedisStore(RedisBase):
         self._f1: MemoryStore | None = None  # a format-1 store opened read-only
         self._instance = os.urandom(8).hex()
         self._reply_fields: set[str] = set()
+        self._fixed_args: dict[tuple[int, bool], bytes] = {}
         if reset and self.read_only:
             raise StoreError(f"{self.uri}: reset=True and read_only=True contradict each other")
         try:
@@ -173,11 +174,11 @@ class RedisStore(RedisBase):
         args = [
             now,
             key,
-            "0" if job is None else "1",
+            b"0" if job is None else b"1",
             encode_job(job),
             self._record(fps, key, now, job, text),
             decision_head(fps.fp, now, key, text),
-            "items" if source == "items" else "pages",
+            b"items" if source == "items" else b"pages",
         ]
         reply: bytes = self._search_call("check", fps.fp, args, os.urandom(8))
         status = {
