@@ -295,6 +295,22 @@ def test_a_retried_check_is_not_applied_twice(
         assert s.decision_count() == 2
 
 
+def test_calls_are_packed_byte_for_byte_as_redis_py_packs_them() -> None:
+    """The hot calls skip redis-py's packer (`_redis_wire.bulk`, and what does not change
+    within a thread packed once): the bytes on the wire are what redis-py would send."""
+    from redis.connection import Connection
+
+    from nearduppipe.stores._redis_wire import Packed, _bytes, bulk
+
+    args: list[Any] = ["check", 1.7e9 + 0.1, "", 100_000, 8, -1, 3, "ab:1", b"\x00\xff" * 4]
+    args += [0, "", "https://例え.jp/ü?q=1&x=\U0001f600", b"", 2**64 - 1, b"x" * 7000, 0.1]
+    ours = b"*%d\r\n" % len(args) + bulk(map(_bytes, args))
+    assert ours == b"".join(Connection().pack_command(*args))
+    fixed = bulk(map(_bytes, args[:8]))  # packed in two parts, as a check's call is
+    joined = Packed(len(args), fixed + bulk(map(_bytes, args[8:])))
+    assert b"*%d\r\n" % joined.size + joined.body == ours
+
+
 # -- format-1 stores ---------------------------------------------------------------------------------
 def _write_format1(client: redis.Redis, prefix: str, entries: list[tuple[str, int, float]]) -> None:
     """A store as format 1 wrote it (k = 3, 5 blocks, 128 buckets per hash, JSON records)."""

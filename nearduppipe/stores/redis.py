@@ -95,6 +95,7 @@ from .memory import MemoryStore
 __all__ = ["RedisStore", "StoreUnavailable"]
 
 _BATCH = 500
+_STATUS = {b"N": "new", b"C": "changed", b"A": "again", b"U": "unchanged", b"D": "duplicate"}
 
 
 class RedisStore(RedisBase):
@@ -181,13 +182,7 @@ class RedisStore(RedisBase):
             b"items" if source == "items" else b"pages",
         ]
         reply: bytes = self._search_call("check", fps.fp, args, os.urandom(8))
-        status = {
-            b"N": "new",
-            b"C": "changed",
-            b"A": "again",
-            b"U": "unchanged",
-            b"D": "duplicate",
-        }[reply[:1]]
+        status = _STATUS[reply[:1]]
         if len(reply) > 1:
             return Verdict(status, decode_match(reply, 1)[0])  # type: ignore[arg-type]
         return Verdict(status)  # type: ignore[arg-type]
