@@ -59,22 +59,11 @@ class RedisBase(Store):
         raise NotImplementedError
 
     # -- script arguments --------------------------------------------------------------------
-    def _head_args(
-        self, mode: str, now: float, token: bytes = b"", pos: int = 0, epoch: str = ""
-    ) -> list[Any]:
-        field = ""
-        if token:
-            field = f"{self._instance}:{threading.get_ident()}"
-            self._reply_fields.add(field)
-        return [
-            mode,
-            repr(now),
-            *rk.rule_args(self.rule, self.ttl, self.max_decisions),
-            field,
-            token,
-            pos,
-            epoch,
-        ]
+    def _head_args(self, mode: str, now: float, epoch: str = "") -> list[Any]:
+        """ARGV[1] to ARGV[11] of a call that keeps no reply and sends no log position (a
+        search call packs its own: :meth:`_fixed`, :meth:`_search_call`)."""
+        rule = rk.rule_args(self.rule, self.ttl, self.max_decisions)
+        return [mode, repr(now), *rule, "", b"", 0, epoch]
 
     def _record(
         self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None
