@@ -50,7 +50,9 @@ from .layout import Layout, table_key, table_keys
 __all__ = ["SYNC_MERGE", "BlockIndex", "Layout", "kernels", "table_key", "table_keys"]
 
 _U64 = np.uint64
-SYNC_MERGE = 1 << 15  # ids a merge may rebuild on the caller's thread (~10 ms, measured)
+# ids a merge may rebuild on the caller's thread: 2.5-3.1 ms of CPU (1 << 15: 5.3-6.2 ms, and 6x
+# more adds over 5 ms in a 30 M add loop; no fewer over 20 ms, which wait for a core), measured
+SYNC_MERGE = 1 << 14
 MERGE_FACTOR = 4  # a run is merged with the newer ones once they reach 1/4 of its span
 # merges pending per index, on disjoint runs, queued for the process's merge workers (a big
 # one need not hold up this index's small ones; other indexes' merges share the workers)

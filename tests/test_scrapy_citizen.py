@@ -245,6 +245,10 @@ def test_debug_commands_see_a_stored_page_and_leave_the_store_alone(
     copy = tmp_path / "copy_browser.py"
     copy.write_text(COPY_BROWSER)
     viewed = tmp_path / "viewed.html"
+    # Scrapy's open_in_browser leaves its page in the temp directory for the browser to read:
+    # that directory is the test's own, so no run leaves files in /tmp
+    browser_tmp = tmp_path / "browser-tmp"
+    browser_tmp.mkdir()
     view = scrapy(
         project,
         "view",
@@ -252,9 +256,11 @@ def test_debug_commands_see_a_stored_page_and_leave_the_store_alone(
         url,
         *reactor_args(),
         BROWSER=f"{sys.executable} {copy} %s {viewed}",
+        TMPDIR=str(browser_tmp),
     )
     assert view.returncode == 0, view.stderr[-3000:]
     assert "<article" in viewed.read_text(encoding="utf-8")
+    assert [p.suffix for p in browser_tmp.iterdir()] == [".html"]
 
     check = scrapy(project, "check", "probe", *reactor_args())
     assert check.returncode == 0, check.stdout + check.stderr
