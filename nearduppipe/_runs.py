@@ -223,7 +223,8 @@ class Merge:
         self.sources = sources
         self.result: Run | None = None
         self.error: BaseException | None = None
-        self._work = (geo, fps, alive, sources[0].lo, sources[-1].hi)
+        self._work = (geo, sources[0].lo, sources[-1].hi)
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = (fps, alive)
         self._done = threading.Event()
         self._generation = fork_generation()
         _submit(self)
@@ -232,7 +233,9 @@ class Merge:
         """Build the run: on a worker, or in a forked child (whose workers are gone, maybe
         mid-build) on the caller's thread."""
         try:
-            geo, fps, alive, lo, hi = self._work
+            geo, lo, hi = self._work
+            assert self._arrays is not None
+            fps, alive = self._arrays
             run = Run(geo, fps, alive, lo, hi)
             run.recount(alive)  # removed while it was built (here: not the caller's thread)
             self.result = run
@@ -249,6 +252,13 @@ class Merge:
             self._done, self._generation = threading.Event(), fork_generation()
             self.build()
         return self._done.is_set()
+
+    def views(self) -> tuple[np.ndarray, np.ndarray]:
+        """The fingerprint and flag arrays the merge read (for :meth:`Column.release`), once
+        it is done; the merge lets go of them."""
+        arrays, self._arrays = self._arrays, None
+        assert arrays is not None, "views() is called once, after take()"
+        return arrays
 
     def take(self) -> Run:
         if not self.done:

@@ -277,6 +277,10 @@ class BlockIndex:
         for merge in [m for m in self._pending if m.done]:
             self._pending.remove(merge)
             merged = merge.take()
+            views = merge.views()  # (not kept past the release: see Column.release)
+            self._fps_column.release(views[0])
+            self._alive_column.release(views[1])
+            del views
             at = self._runs.index(merge.sources[0])
             self._runs[at : at + len(merge.sources)] = [merged]
             # the old runs' arrays (hundreds of MB at tens of millions of ids) are freed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+import os
 import sys
 
 import numpy as np
@@ -61,3 +62,27 @@ def test_free_later_returns_the_pages() -> None:
     del arr
     assert wait_freed()
     assert _rss() < before - (48 << 20)
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files (Linux)")
+def test_release_hands_back_an_earlier_mapping_that_was_read_again() -> None:
+    """A merge reads through the mapping it was given after a growth gave that mapping's pages
+    back: release() gives them back again, off the caller's thread; the current mapping is
+    never given back, and both keep their data (the memory file's)."""
+    rows = 8 << 20  # 64 MB
+    col = Column(np.uint64, capacity=rows)
+    old = col.array
+    old[:] = np.arange(rows, dtype=np.uint64)
+    total = rows * (rows - 1) // 2
+    col.reserve(rows + 1)
+    assert wait_freed()
+    assert int(old.sum()) == total  # (the merge's read: the old mapping's pages, mapped again)
+    assert int(col.array[:rows].sum()) == total  # the current mapping's, mapped too
+    before = _rss()
+    col.release(col.array)
+    assert wait_freed()
+    assert _rss() > before - (16 << 20)
+    col.release(old)
+    assert wait_freed()
+    assert _rss() < before - (48 << 20)
+    assert int(old[123]) == 123 and int(col.array[rows - 1]) == rows - 1

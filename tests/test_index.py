@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from nearduppipe import _runs
+from nearduppipe._columns import Column
 from nearduppipe._runs import Geometry
 from nearduppipe.index import BlockIndex, Layout, kernels
 
@@ -241,9 +242,21 @@ def test_query_radius_is_a_smaller_ball() -> None:
 
 
 @pytest.mark.parametrize("sync_merge", [1, 700, 1 << 20])
-def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(sync_merge: int) -> None:
+def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(
+    sync_merge: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Queries between adds, removals and merges (some still running on the worker thread)
-    return exactly the brute-force answer: clustered data, radius 8."""
+    return exactly the brute-force answer: clustered data, radius 8. Every merge a worker
+    built hands the arrays it read back to their columns (an earlier mapping is unmapped off
+    this thread)."""
+    released: list[bool] = []
+    release = Column.release
+
+    def spy(column: Column, view: np.ndarray) -> None:
+        released.append(view is column.array)
+        release(column, view)
+
+    monkeypatch.setattr(Column, "release", spy)
     rng = np.random.default_rng(sync_merge)
     layout = Layout(distance=8)
     centres = random_fps(rng, 60).tolist()
@@ -276,6 +289,7 @@ def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(sync_merge:
     for q in [flip(c, 4, rng) for c in centres]:
         assert idx.query(q) == [h for h in brute(arr, q, 8) if alive[h[0]]]
     assert_bound_as_dispatched(idx)
+    assert (len(released) >= 2) == (sync_merge < 1 << 20)
 
 
 def test_count_live_is_numpy_count() -> None:
