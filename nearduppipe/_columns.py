@@ -147,10 +147,11 @@ class Column:
     def release(self, view: np.ndarray) -> None:
         """Hand back ``view``, an array of an earlier mapping that a merge read through until
         it finished (:meth:`reserve` gave that mapping's pages back already, and the merge
-        faulted them in again). Whoever drops the last reference unmaps those pages, holding
-        the GIL: 20-40 ms for 512 MB (measured on Python 3.10 and 3.13; 3-5 ms after an
-        ``madvise``), and the crawl's thread was that caller, 7-12 ms of CPU per merge at 10-30 M
-        ids. The memory file keeps the data: a view still in use faults it in again."""
+        faulted them in again). Whoever drops the last reference unmaps those pages: a touched
+        512 MB mapping stalled the other threads 18-39 ms (Python 3.10 and 3.13; 3-5 ms after
+        an ``madvise``), and the crawl's thread was that caller, up to 19 ms of CPU per merge
+        swapped in at 10-30 M ids (measured). The memory file keeps the data: a view still in
+        use faults it in again."""
         if self._fd is not None and view is not self.array:
             free_later([view])
 
