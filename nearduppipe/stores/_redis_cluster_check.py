@@ -86,8 +86,7 @@ class ClusterBase(Store):
         return f"{self.uri} prefix {self.prefix!r}"
 
     def _head(self, mode: str, now: float, pos: int = 0, epoch: str = "") -> list[Any]:
-        rule = rk.rule_args(self.rule, self.ttl, self.max_decisions)
-        return [mode, repr(now), *rule, "", "", pos, epoch]
+        return rk.call_head(self.rule, self.ttl, self.max_decisions, mode, now, pos, epoch)
 
     def shard(self, key: str) -> int:
         return zlib.crc32(key.encode("utf-8")) % self.shards

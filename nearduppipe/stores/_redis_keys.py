@@ -20,6 +20,7 @@ from .base import StoreError
 
 __all__ = [
     "FIXED_NAMES",
+    "call_head",
     "format1_key_pattern",
     "glob_escape",
     "index_blocks",
@@ -52,6 +53,16 @@ def rule_args(rule: Rule, ttl: float | None, max_decisions: int | None) -> tuple
         -1 if w is None else w,
         min(rule.radius, rule.legacy_distance),
     )
+
+
+def call_head(
+    rule: Rule, ttl: float | None, max_decisions: int | None, mode: str, now: float, pos: int = 0,
+    epoch: str = "",
+) -> list[Any]:  # fmt: skip
+    """``ARGV[1]`` to ``ARGV[11]`` of a call that keeps no reply and sends no token: mode, time,
+    the rule and limits, then an empty reply field and token, the log position and epoch (one
+    place for both backends; a search call packs its own head, see ``RedisBase._fixed``)."""
+    return [mode, repr(now), *rule_args(rule, ttl, max_decisions), "", "", pos, epoch]
 
 
 def index_blocks(meta: dict[str, str]) -> int | None:

@@ -62,8 +62,7 @@ class RedisBase(Store):
     def _head_args(self, mode: str, now: float, epoch: str = "") -> list[Any]:
         """ARGV[1] to ARGV[11] of a call that keeps no reply and sends no log position (a
         search call packs its own: :meth:`_fixed`, :meth:`_search_call`)."""
-        rule = rk.rule_args(self.rule, self.ttl, self.max_decisions)
-        return [mode, repr(now), *rule, "", b"", 0, epoch]
+        return rk.call_head(self.rule, self.ttl, self.max_decisions, mode, now, 0, epoch)
 
     def _record(
         self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None
