@@ -6,7 +6,12 @@ part is the checks only (the load time and the index size are printed apart).
 
     python benchmarks/redis_bench.py [--n 1000000] [--calls 4000] [--runs 3]
         [--kind uniform|clustered|text] [--text-file FILE.npy] [--blocks 3] [--procs 1,8]
-        [--copy]
+        [--copy] [--key-length N]
+
+``--key-length N`` stores page keys of N characters (an article URL's path padded with a slug;
+default: ``https://seed.example/<i>``, 21-27 characters). The page key is kept twice on the
+server (its record and the key -> id hash), so memory per entry grows with it: size a store
+with the URLs it will hold.
 
 ``--copy`` also times ``nearduppipe copy`` of the whole store to another prefix (the CLI: it
 reads every record, then imports them pipelined).
@@ -79,6 +84,15 @@ def pages(kind: str, seed: int, n: int, chunk: int = 50_000) -> Iterator[Fingerp
         yield from map(Fingerprints, fps, _bits(rng, m, p512))
 
 
+def page_key(i: int, length: int | None) -> str:
+    """The ``i``-th stored page's key: ``length`` characters when given (at least the short
+    form's), like ``https://seed.example/<i>/2026/11/article-slug-...``."""
+    short = f"https://seed.example/{i}"
+    if length is None:
+        return short
+    return (short + "/2026/11/" + "article-slug-" * (length // 13 + 1))[: max(length, len(short))]
+
+
 def _set_worker(url: str, n: int, seed: int, kind: str, barrier: Any, out: Any, info: Any) -> None:
     client = redis.Redis.from_url(url)
     client.ping()
@@ -144,6 +158,7 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=None)
     ap.add_argument("--procs", default="1,8")
     ap.add_argument("--copy", action="store_true")
+    ap.add_argument("--key-length", type=int, default=None)
     args = ap.parse_args()
     if args.kind == "text":
         if not args.text_file:
@@ -160,7 +175,7 @@ def main() -> None:
             t0 = time.perf_counter()
             store.import_records(
                 (
-                    Entry(f"https://seed.example/{i}", f.fp, 1.7e9 + i, None, f.wide, "seed")
+                    Entry(page_key(i, args.key_length), f.fp, 1.7e9 + i, None, f.wide, "seed")
                     for i, f in enumerate(pages(args.kind, 1, args.n))
                 ),
                 [],
@@ -169,9 +184,10 @@ def main() -> None:
             held = len(store)
             used = client.info("memory")["used_memory"] - base
             # what is stored per entry, raw: fingerprint 8, wide 64, entry id 8, time 8, the
-            # page key and the job
-            raw = 8 + 64 + 8 + 8 + len("https://seed.example/") + len(str(args.n // 2)) + 4
+            # page key (median length) and the job
+            raw = 8 + 64 + 8 + 8 + len(page_key(args.n // 2, args.key_length)) + 4
             print(f"{args.kind}, {_layout(store.layout)}, rule {store.rule.describe()}")
+            print(f"page keys like {page_key(args.n // 2, args.key_length)!r}")
             print(
                 f"imported {held:,} entries in {took:.1f} s ({held / took:,.0f}/s); redis "
                 f"used_memory +{used / 1e6:.0f} MB = {used / held:.0f} B/entry "
