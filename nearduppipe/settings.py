@@ -63,6 +63,14 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _TRUE = {"1", "true", "yes", "on"}
+
+
+def _unset(value: Any) -> bool:
+    """Whether an optional setting is left unset: ``None``, or from the command line (``-s``
+    passes strings) an empty value or the word ``None``."""
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none"))
+
+
 _FALSE = {"0", "false", "no", "off", ""}
 
 
@@ -77,7 +85,7 @@ def _bool(name: str, value: Any) -> bool:
 
 
 def _int(name: str, value: Any, lo: int, hi: int | None = None, *, optional: bool = False) -> Any:
-    if optional and (value is None or value == ""):
+    if optional and _unset(value):
         return None
     try:
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
@@ -110,7 +118,7 @@ def _float(name: str, value: Any, lo: float, hi: float, *, least: float = 0.0) -
 
 
 def _field(name: str, value: Any, *, optional: bool = False) -> Any:
-    if optional and (value is None or value == ""):
+    if optional and _unset(value):
         return None
     if not isinstance(value, str) or not value:
         raise NearDupConfigError(f"{name} must be a field name, got {value!r}")
@@ -158,6 +166,8 @@ class NearDupConfig:
             return settings.get(name, DEFAULTS[name])
 
         store = get("NEARDUP_STORE")
+        if isinstance(store, str) and store.strip().lower() == "none":
+            store = None  # (-s NEARDUP_STORE=None: the default, not a file named "None")
         if store is not None and (not isinstance(store, str) or not store.strip()):
             raise NearDupConfigError(f"NEARDUP_STORE must be a store URI or path, got {store!r}")
         redis_url = settings.get("REDIS_URL")  # scrapy-redis's setting, used by "redis"
@@ -181,14 +191,15 @@ class NearDupConfig:
                 f"NEARDUP_REDIS_PARAMS must be a dict of redis.Redis options, got {redis_params!r}"
             )
         similarity = get("NEARDUP_SIMILARITY")
-        if similarity in (None, ""):
+        if _unset(similarity):
             similarity = None
         else:
             try:
                 similarity = float(similarity)
             except (TypeError, ValueError):
                 raise NearDupConfigError(
-                    f"NEARDUP_SIMILARITY must be a cosine in (0, 1] or None, got {similarity!r}"
+                    "NEARDUP_SIMILARITY must be a cosine between 0.5 and 1, or None for the "
+                    f"paper's 64-bit rule; got {similarity!r}"
                 ) from None
             if not 0.5 <= similarity <= 1.0:
                 raise NearDupConfigError(
@@ -202,6 +213,13 @@ class NearDupConfig:
             distance = 8 if similarity is not None else 3
         rule = Rule(similarity=similarity, radius=distance)
         blocks = _int("NEARDUP_BLOCKS", get("NEARDUP_BLOCKS"), 1, 64, optional=True)
+        if blocks is not None:
+            from .layout import Layout
+
+            try:  # (not every count suits the radius: say so now, naming the setting)
+                Layout(distance=distance, blocks=blocks)
+            except ValueError as e:
+                raise NearDupConfigError(f"NEARDUP_BLOCKS = {blocks}: {e}") from None
         try:
             features = FeatureConfig(
                 weighting=_choice("NEARDUP_WEIGHTING", get("NEARDUP_WEIGHTING"), ("tfidf", "tf")),  # type: ignore[arg-type]
@@ -227,7 +245,7 @@ class NearDupConfig:
             raise
         except ValueError as e:  # pragma: no cover - the checks above come first
             raise NearDupConfigError(str(e)) from e
-        return cls(
+        config = cls(
             enabled=_bool("NEARDUP_ENABLED", get("NEARDUP_ENABLED")),
             store=store.strip() if store else None,
             rule=rule,
@@ -258,7 +276,7 @@ class NearDupConfig:
             workers=_int("NEARDUP_WORKERS", get("NEARDUP_WORKERS"), 1, 64, optional=True)
             or min(8, os.cpu_count() or 1),
             ttl=None
-            if get("NEARDUP_TTL") in (None, "")
+            if _unset(get("NEARDUP_TTL"))
             else _float("NEARDUP_TTL", get("NEARDUP_TTL"), 0, 100 * 365 * 86_400, least=1),
             redis_params=dict(redis_params),
             redis_url=redis_url.strip() if isinstance(redis_url, str) else None,
@@ -270,3 +288,24 @@ class NearDupConfig:
                 "NEARDUP_PAGE_TIMEOUT", get("NEARDUP_PAGE_TIMEOUT"), 0, 3600, least=0.01
             ),
         )
+        config.check_consistent()
+        return config
+
+    def check_consistent(self) -> None:
+        """Settings that are each valid but contradict one another."""
+        if self.limits.max_text_chars < self.min_text_length:
+            raise NearDupConfigError(
+                f"NEARDUP_MAX_TEXT_CHARS ({self.limits.max_text_chars}) is below "
+                f"NEARDUP_MIN_TEXT_LENGTH ({self.min_text_length}): every page would be too short"
+            )
+        field = self.fingerprint_field
+        for name, other in (
+            ("NEARDUP_TEXT_FIELD", self.text_field),
+            ("NEARDUP_HTML_FIELD", self.html_field),
+            ("NEARDUP_KEY_FIELD", self.key_field),
+        ):
+            if field == other:
+                raise NearDupConfigError(
+                    f"NEARDUP_FINGERPRINT_FIELD = {field!r} is also {name}: the fingerprint "
+                    "would overwrite that field of every item"
+                )

@@ -212,6 +212,14 @@ def test_cluster_and_single_node_uris_do_not_mix(
     with pytest.raises(StoreError, match="unknown options"):
         open_store(cluster.url, prefix="x", nonsense=1)
     client.close()
+    # the user's client options (NEARDUP_REDIS_PARAMS) win over the store's defaults
+    with open_store(
+        cluster.url, prefix="test:params", timeout=1, params={"socket_timeout": 7}
+    ) as s:
+        pool = s._client.get_default_node().redis_connection.connection_pool  # type: ignore[attr-defined]
+        assert pool.connection_kwargs["socket_timeout"] == 7
+    with pytest.raises(StoreError, match=r"NEARDUP_REDIS_PARAMS .*'no_such'"):
+        open_store(cluster.url, prefix="test:params", params={"no_such": 1})
 
 
 def test_cli_info_report_copy_and_forget(

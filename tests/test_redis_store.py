@@ -123,6 +123,13 @@ def test_rule_and_layout_are_read_from_the_store(redis_server: RedisServer) -> N
         assert s.layout.blocks == 3 and len(s) == 1
     with RedisStore(url, name="news", params={"client_name": "nd-test"}) as s:
         assert s.prefix == "neardup:news" and s._client.client_getname() == "nd-test"
+    # the user's client options (NEARDUP_REDIS_PARAMS) win over the store's defaults
+    params = {"socket_timeout": 7, "socket_connect_timeout": 3, "health_check_interval": 5}
+    with RedisStore(url, prefix=prefix, timeout=1, params=params) as s:
+        kw = s._client.connection_pool.connection_kwargs
+        assert {k: kw[k] for k in params} == params and len(s) == 1
+    with pytest.raises(StoreError, match=r"NEARDUP_REDIS_PARAMS .*option redis-py.*'no_such'"):
+        RedisStore(url, prefix=prefix, params={"no_such": 1})
     with RedisStore(url + "?prefix=" + prefix, name="other") as s:
         assert s.prefix == prefix and len(s) == 1  # the URI's prefix wins
         assert s.near(Fingerprints(A, WA)) == [Match("a", A, 0, 0)]

@@ -19,7 +19,7 @@ from nearduppipe.dedup import FingerprintParams, fingerprint_text
 from nearduppipe.middlewares import NearDuplicatePage, NearDupMiddleware
 from nearduppipe.pipelines import NearDuplicateItem, NearDupPipeline, text_key
 from nearduppipe.runtime.policy import BadKey
-from nearduppipe.settings import NearDupConfig, NearDupConfigError
+from nearduppipe.settings import DEFAULTS, NearDupConfig, NearDupConfigError
 from nearduppipe.stores import StoreUnavailable, register_store
 from nearduppipe.stores.memory import MemoryStore
 
@@ -136,6 +136,8 @@ def test_disabled_and_bad_settings(make_crawler: Any) -> None:
         ("NEARDUP_COMMIT_INTERVAL", 0, "must be greater than 0"),
         ("NEARDUP_THREADS", 0, "must be between 1 and 64"),
         ("NEARDUP_STORE", "  ", "must be a store URI"),
+        ("NEARDUP_BLOCKS", 1, "= 1: 1 blocks at distance 8 would probe"),  # (a Layout's check)
+        ("NEARDUP_BLOCKS", "40", "= 40: "),
     ],
 )
 def test_each_setting_is_validated(name: str, value: Any, message: str) -> None:
@@ -153,6 +155,40 @@ def test_settings_parse_strings_from_the_command_line() -> None:
         None,
         False,
     )
+
+
+def test_none_from_the_command_line_leaves_a_setting_unset() -> None:
+    """``-s NAME=None`` passes the string "None": an optional setting takes it as unset, not
+    as a store file named None or a field named None."""
+    config = NearDupConfig.from_settings(
+        {
+            "NEARDUP_STORE": "None",
+            "NEARDUP_SIMILARITY": "none",
+            "NEARDUP_FINGERPRINT_FIELD": "None",
+            "NEARDUP_TTL": "None",
+            "NEARDUP_TOP_K": "None",
+        }
+    )
+    assert (config.store, config.fingerprint_field, config.ttl, config.features.top_k) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert config.rule.wide_threshold is None and config.rule.radius == 3  # the paper's rule
+    with pytest.raises(NearDupConfigError, match=r"between 0.5 and 1, or None .*'high'"):
+        NearDupConfig.from_settings({"NEARDUP_SIMILARITY": "high"})
+
+
+@pytest.mark.parametrize("field", ["NEARDUP_TEXT_FIELD", "NEARDUP_HTML_FIELD", "NEARDUP_KEY_FIELD"])
+def test_settings_that_contradict_each_other_are_refused(field: str) -> None:
+    value = DEFAULTS[field]
+    with pytest.raises(NearDupConfigError, match=f"= {value!r} is also {field}: .*overwrite"):
+        NearDupConfig.from_settings({"NEARDUP_FINGERPRINT_FIELD": value})
+    with pytest.raises(NearDupConfigError, match=r"MAX_TEXT_CHARS \(100\) is below .*\(200\)"):
+        NearDupConfig.from_settings({"NEARDUP_MAX_TEXT_CHARS": 100})
+    config = NearDupConfig.from_settings({"NEARDUP_MAX_TEXT_CHARS": 200, "NEARDUP_BLOCKS": 3})
+    assert config.limits.max_text_chars == config.min_text_length and config.blocks == 3
 
 
 def test_default_store_is_a_sqlite_file_per_spider(make_crawler: Any, tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ and :func:`format1_key_pattern` make that exact too.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode
 
@@ -20,6 +21,7 @@ from .base import StoreError
 
 __all__ = [
     "FIXED_NAMES",
+    "bad_params",
     "call_head",
     "format1_key_pattern",
     "glob_escape",
@@ -141,6 +143,21 @@ def redact(text: str, uri: str) -> str:
     for secret in secrets(uri):
         out = out.replace(secret, "***")
     return out
+
+
+@contextlib.contextmanager
+def bad_params(where: str, uri: str) -> Iterator[None]:
+    """A client option redis-py does not know (``NEARDUP_REDIS_PARAMS``, ``params=``) is a
+    ``TypeError`` when the first connection is made: a :class:`StoreError` naming it."""
+    try:
+        yield
+    except TypeError as e:
+        if "unexpected keyword argument" not in str(e):
+            raise
+        raise StoreError(
+            f"{where}: NEARDUP_REDIS_PARAMS (params=) holds an option redis-py does not take: "
+            f"{redact(str(e), uri)}"
+        ) from None
 
 
 # Server replies that mean "not now" (the failure policy's business), not a bug: out of memory,

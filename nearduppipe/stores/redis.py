@@ -135,20 +135,20 @@ class RedisStore(RedisBase):
         self._fixed_args: dict[tuple[int, bool], bytes] = {}
         if reset and self.read_only:
             raise StoreError(f"{self.uri}: reset=True and read_only=True contradict each other")
+        options: dict[str, Any] = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "health_check_interval": 30,
+            "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+            "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+        }
         try:
-            self._client = redis.Redis.from_url(
-                client_uri,
-                socket_timeout=timeout,
-                socket_connect_timeout=timeout,
-                health_check_interval=30,
-                retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-                retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-                **(params or {}),
-            )
+            # the user's options (NEARDUP_REDIS_PARAMS) win over these defaults
+            self._client = redis.Redis.from_url(client_uri, **{**options, **(params or {})})
         except (ValueError, TypeError) as e:
             raise StoreError(f"{self.uri}: {rk.redact(str(e), uri)}") from e
         self._script = self._client.register_script(SINGLE.script)
-        with self._errors("open"):
+        with rk.bad_params(self.uri, uri), self._errors("open"):
             if reset:
                 self._reset(blocks, rule)
             self._open_meta(rule, blocks)

@@ -110,9 +110,10 @@ class RedisClusterStore(ClusterBase):
             raise StoreError(f"{self.uri}: reset=True and read_only=True contradict each other")
         shard_tags(self.prefix, 1)  # a prefix with braces: refused before connecting
         try:
-            self._client = RedisCluster.from_url(
-                base, socket_timeout=timeout, socket_connect_timeout=timeout, **(params or {})
-            )
+            defaults = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+            _check_params(self.uri, params or {})
+            with rk.bad_params(self.uri, uri):  # (the user's options win over the defaults)
+                self._client = RedisCluster.from_url(base, **{**defaults, **(params or {})})
         except redis.exceptions.RedisClusterException as e:
             msg = rk.redact(str(e), uri)
             if "not enabled" in msg:
@@ -322,6 +323,24 @@ class _ShardView:
 
     def _run(self, what: str, args: list[Any]) -> Any:
         return self._store._call(what, self._shard, args)
+
+
+def _check_params(where: str, params: dict[str, Any]) -> None:
+    """redis-py's ``RedisCluster`` drops the node options it does not know without a word:
+    refuse them here, as the single-node store's client does."""
+    import inspect
+
+    from redis import cluster
+
+    nodes = set(getattr(cluster, "REDIS_ALLOWED_KEYS", ()))
+    nodes -= set(getattr(cluster, "KWARGS_DISABLED_KEYS", ()))
+    known = nodes | set(inspect.signature(cluster.RedisCluster.__init__).parameters)
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise StoreError(
+            f"{where}: NEARDUP_REDIS_PARAMS (params=) holds options redis-py's RedisCluster "
+            f"does not take: {unknown}"
+        )
 
 
 _OPTIONS = rk.OPTIONS | {"shards", "pending_timeout"}
