@@ -72,6 +72,39 @@ def test_copy_sqlite_to_redis_and_back_keeps_texts_and_layout(
     one_line_error(same, "DST")
     with open_store(str(src), read_only=True) as s:
         assert len(s) == 500  # untouched
+    # the same Redis store spelled another way: --reset would have emptied the source
+    other_host = redis_server.url.replace("127.0.0.1", "localhost")
+    for dst in (
+        [redis_server.url, "--prefix", "test:copy"],
+        [with_prefix(other_host, "test:copy")],
+        [other_host, "--prefix", "test:copy"],
+    ):
+        one_line_error(run("copy", redis_uri, *dst, "--reset"), "is the source store")
+    with open_store(redis_uri, read_only=True) as r:
+        assert len(r) == 500
+    # another prefix of the same server is another store
+    assert run("copy", redis_uri, redis_server.url, "--prefix", "test:copy2").returncode == 0
+
+
+def test_forget_refuses_a_store_that_does_not_exist(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A typo in the store's name must not create an empty store (and report 0 forgotten)."""
+    typo = tmp_path / "sub" / "typo.sqlite"
+    one_line_error(run("forget", str(typo), "https://x/1"), "typo.sqlite", "no such store file")
+    one_line_error(run("forget", f"sqlite:///{typo}", "https://x/1"), "no such store file")
+    assert not (tmp_path / "sub").exists()
+    client = redis.Redis.from_url(redis_server.url)
+    before = sorted(client.keys("*"))
+    with open_store(with_prefix(redis_server.url, "test:forget")) as s:
+        s.add(A, "https://x/1")
+    one_line_error(run("forget", redis_server.url, "k", "--prefix", "test:frogot"), "test:frogot")
+    one_line_error(run("forget", with_prefix(redis_server.url, "test:frogot"), "k"), "no store")
+    assert not [k for k in client.keys("*") if b"frogot" in k]
+    out = run("forget", redis_server.url, "https://x/1", "--prefix", "test:forget")
+    assert out.returncode == 0 and "forgot 1 pages" in out.stdout, out.stderr
+    assert len(client.keys("*")) > len(before)
+    client.close()
 
 
 def test_info_text_json_and_one_line_errors(tmp_path: Path) -> None:

@@ -251,6 +251,11 @@ def test_cli_info_report_copy_and_forget(
         assert len(c) == 20 and [e.key for e in c.entries()] == [
             f"https://x/{i}" for i in range(20)
         ]
+    # the same cluster through another node's address: --reset would empty the source
+    other = f"redis+cluster://localhost:{cluster.ports[2]}/"
+    capsys.readouterr()
+    assert main(["copy", uri, other, "--prefix", "test:cli", "--reset"]) == 2
+    assert "is the source store" in capsys.readouterr().err
     assert "forgot 2 pages" in cli("forget", uri, "https://x/0", "https://x/1")
     out = tmp_path / "r.json"
     cli("report", uri, "--format", "json", "-o", str(out))

@@ -24,6 +24,7 @@ __all__ = [
     "is_redis",
     "list_redis_prefixes",
     "open_cli_store",
+    "redis_store_identity",
     "rule_from_args",
     "uri_prefix",
 ]
@@ -173,6 +174,26 @@ def _redis_meta(uri: str, prefix: str) -> RedisPrefix | None:
     return RedisPrefix(prefix, {k.decode(): v.decode("utf-8", "replace") for k, v in meta.items()})
 
 
+def redis_store_identity(uri: str, prefix: str) -> tuple[Any, ...]:
+    """What names one Redis store whatever the URI's spelling (``localhost`` or ``127.0.0.1``,
+    a prefix in the URI or given apart): the server's run id and database, or the ids of a
+    cluster's nodes, with the prefix."""
+
+    def ask() -> tuple[Any, ...]:
+        if _scheme(uri).endswith("+cluster"):
+            nodes = client.cluster_nodes()
+            return ("cluster", frozenset(n["node_id"] for n in nodes.values()), prefix)
+        db = client.connection_pool.connection_kwargs.get("db", 0)
+        return ("server", client.info("server")["run_id"], int(db), prefix)
+
+    client = _client(uri)
+    try:
+        identity: tuple[Any, ...] = _redis_call(uri, "tell which server it is", ask)
+        return identity
+    finally:
+        client.close()
+
+
 def resolve_redis_prefix(uri: str, prefix: str | None) -> str:
     """The prefix to read: the one given, else the server's only store; several or none is a
     one-line error listing what exists (a silent ``neardup:default`` would show 0 entries)."""
@@ -193,17 +214,20 @@ def open_cli_store(
     *,
     read_only: bool,
     rule: Rule | None = None,
+    must_exist: bool = False,
     **options: Any,
 ) -> Store:
     """Open ``uri`` with the rule the store records; ``rule`` only when the user gave one (a
-    contradiction with the store's layout is the store's one-line error)."""
+    contradiction with the store's layout is the store's one-line error). Read-only opens,
+    and writes with ``must_exist``, refuse a store that does not exist (a typo would make
+    one)."""
     if not isinstance(uri, str) or not uri.strip():
         raise CliError("a store URI or sqlite path is required")
     if options.get("prefix") and not is_redis(uri):
         raise CliError(f"--prefix {options['prefix']}: only Redis stores have a key prefix")
     if is_redis(uri):
         prefix = options.pop("prefix", None) or uri_prefix(uri)
-        if read_only:
+        if read_only or must_exist:
             prefix = resolve_redis_prefix(uri, prefix)
             if _redis_meta(uri, prefix) is None:
                 # Reading a prefix that holds no store is a typo far more often than a wish to
@@ -215,6 +239,15 @@ def open_cli_store(
                 )
         if prefix:
             options["prefix"] = prefix
+    elif must_exist and _scheme(uri) == "sqlite":
+        from ..stores.sqlite import sqlite_path
+
+        try:
+            path = sqlite_path(uri)
+        except Exception as e:  # a malformed sqlite URI
+            raise CliError(f"{uri}: {e}") from None
+        if not path.is_file():
+            raise CliError(f"{path}: no such store file")
     if read_only:
         options["read_only"] = True
     try:

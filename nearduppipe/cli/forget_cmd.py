@@ -41,7 +41,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if args.prefix:
         options["prefix"] = args.prefix
     removed = missing = bad = 0
-    with open_cli_store(args.store, read_only=False, **options) as store:
+    with open_cli_store(args.store, read_only=False, must_exist=True, **options) as store:
         for key in _keys(args):
             try:
                 if store.remove(key):

@@ -22,6 +22,8 @@ from ._stores import (
     is_redis,
     list_redis_prefixes,
     open_cli_store,
+    redis_store_identity,
+    resolve_redis_prefix,
     rule_from_args,
     uri_prefix,
 )
@@ -170,8 +172,6 @@ def cmd_copy(args: argparse.Namespace) -> int:
     src_file, dst_file = _sqlite_file(args.src), _sqlite_file(args.dst)
     if src_file and dst_file:
         refuse_overwriting_inputs(dst_file, [src_file], what="DST")
-    if is_redis(args.src) and is_redis(args.dst) and args.src == args.dst and not args.prefix:
-        raise CliError("DST is the source store; choose another prefix or server")
     if is_redis(args.dst) and not (args.prefix or uri_prefix(args.dst)):
         # Without one the copy would land in neardup:default, a prefix no crawl reads.
         guess = f"neardup:{Path(src_file).stem}" if src_file else "neardup:<spider>"
@@ -179,6 +179,16 @@ def cmd_copy(args: argparse.Namespace) -> int:
             f"DST {redact(args.dst)}: name the prefix the crawl will use, with ?prefix= or "
             f"--prefix (a crawl of spider S uses neardup:S; for this source maybe {guess})"
         )
+    if is_redis(args.src) and is_redis(args.dst):
+        # the same store spelled two ways (localhost / 127.0.0.1, the prefix in the URI or
+        # in --prefix): --reset would empty the source before reading it
+        dst_prefix = args.prefix or uri_prefix(args.dst) or ""
+        src_id = redis_store_identity(args.src, resolve_redis_prefix(args.src, None))
+        if src_id == redis_store_identity(args.dst, dst_prefix):
+            raise CliError(
+                f"DST {redact(args.dst)} prefix {dst_prefix!r} is the source store; choose "
+                "another prefix or server"
+            )
     if dst_file and args.prefix:
         raise CliError(f"--prefix {args.prefix}: only Redis stores have a key prefix")
     tally = _Tally()
