@@ -87,7 +87,7 @@ class NearDupCommand(ScrapyCommand):
         return targets
 
     def _run(self, args: list[str], opts: argparse.Namespace) -> None:
-        from nearduppipe.cli._io import emit, redact, say, write_output
+        from nearduppipe.cli._io import emit, redact, refuse_directory, say, write_output
         from nearduppipe.cli._stores import is_redis, open_cli_store, uri_prefix
         from nearduppipe.stores.base import _scheme
         from nearduppipe.stores.sqlite import sqlite_path
@@ -95,6 +95,7 @@ class NearDupCommand(ScrapyCommand):
         targets = self._targets(args, opts)
         if opts.output and not opts.format:
             raise UsageError("-o needs --format")
+        refuse_directory(opts.output, "-o")
         if opts.format and len(targets) != 1:
             raise UsageError(
                 f"--format reports one store; name one spider of {', '.join(t[0] for t in targets)}"

@@ -59,7 +59,15 @@ class Explanation:
             rule = Rule.paper(rule)
         d, dw = self.distance, self.wide_distance
         verdict = ""
-        if rule is not None:
+        empty = [name for name, n in (("A", self.features_a), ("B", self.features_b)) if not n]
+        if rule is not None and empty:
+            # (both fingerprints of a text without features are 0: "near" would be a lie, and
+            # a crawl never compares such a page: it keeps it, counted as skipped/no_features)
+            verdict = (
+                f"verdict: none: {' and '.join(empty)} {'has' if len(empty) == 1 else 'have'} "
+                "no features (a crawl keeps such a page unchecked: skipped/no_features)"
+            )
+        elif rule is not None:
             near = rule.is_near(d, dw)
             verdict = (
                 f"verdict: {'near-duplicates' if near else 'distinct'} under {rule.describe()}"

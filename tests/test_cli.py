@@ -122,6 +122,12 @@ def test_info_text_json_and_one_line_errors(tmp_path: Path) -> None:
     one_line_error(run("report", str(path), "--similarity", "0.2"), "--similarity")
     one_line_error(run("report", str(path), "--paper", "--similarity", "0.9"), "--paper")
     one_line_error(run("dedup", str(tmp_path / "nope.jsonl")), "INPUT", "no such file")
+    # an output that is a directory: named as the output, before any work
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"url": "u", "text": "t"}\n')
+    one_line_error(run("dedup", str(items), "-o", str(tmp_path)), "-o", "is a directory")
+    one_line_error(run("dedup", str(items), "--report", str(tmp_path)), "--report", "directory")
+    one_line_error(run("report", str(path), "-o", str(tmp_path)), "is a directory")
 
 
 def test_credentials_are_never_printed(tmp_path: Path) -> None:
@@ -268,6 +274,11 @@ def test_explain_files_keys_texts_and_misspelled_names(
     one_line_error(run("explain", "a.txt", "missing/b.txt", cwd=tmp_path), "missing/b.txt")
     texts = run("explain", "--text", "a.txt", "missing/b.txt")
     assert texts.returncode == 0 and "distance:" in texts.stdout
+    # texts without features have fingerprints 0 and 0: no verdict, not "near-duplicates"
+    empty = run("explain", "--text", "the", "a")
+    assert empty.returncode == 0 and "verdict: none: A and B have no features" in empty.stdout
+    one = run("explain", "--text", base, "the")
+    assert "verdict: none: B has no features" in one.stdout, one.stdout
     store = tmp_path / "s.sqlite"
     with open_store(str(store)) as s:
         s.add(A, "https://a/1")

@@ -134,6 +134,9 @@ def test_scrapy_neardup_uses_the_spiders_settings(
     assert given.returncode == 0, given.stderr
     assert given.stdout.splitlines()[0] == "cluster,original,key,distance,host"
     assert not (tmp_path / "never-written.sqlite").exists()
+    into_dir = scrapy("news", "--format", "json", "-o", str(tmp_path / "proj"))
+    assert into_dir.returncode == 2 and "Traceback" not in into_dir.stderr
+    assert "proj: is a directory" in into_dir.stderr, into_dir.stderr
 
     big = tmp_path / "big.sqlite"  # a report larger than a pipe's buffer, read by `head`
     with open_store(str(big)) as s:

@@ -106,6 +106,12 @@ def refuse_overwriting_inputs(output: str | None, inputs: list[str], what: str =
             raise CliError(f"{what} {output}: is the input {name}; choose another output file")
 
 
+def refuse_directory(path: str | None, what: str = "") -> None:
+    """Refuse an output path that is a directory before any work is done for it."""
+    if path and path != "-" and Path(path).is_dir():
+        raise CliError(f"{what + ' ' if what else ''}{path}: is a directory; name a file to write")
+
+
 @contextlib.contextmanager
 def atomic_output(path: str, newline: str | None = None) -> Iterator[TextIO]:
     """A text file that appears at ``path`` only when complete: written to a temporary file in
@@ -115,6 +121,7 @@ def atomic_output(path: str, newline: str | None = None) -> Iterator[TextIO]:
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise CliError(f"{path}: directory {directory} does not exist")
+    refuse_directory(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as e:
@@ -131,7 +138,10 @@ def atomic_output(path: str, newline: str | None = None) -> Iterator[TextIO]:
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError as e:  # (named for the target, not the temporary file)
+            raise CliError(f"{path}: cannot write there: {e.strerror or e}") from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

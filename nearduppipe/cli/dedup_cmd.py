@@ -10,7 +10,15 @@ from typing import Any
 
 from ..feeds import FEED_FORMATS, FeedError, feed_format
 from ..rule import Rule
-from ._io import CliError, atomic_output, bounded_int, refuse_overwriting_inputs, say, write_output
+from ._io import (
+    CliError,
+    atomic_output,
+    bounded_int,
+    refuse_directory,
+    refuse_overwriting_inputs,
+    say,
+    write_output,
+)
 from ._stores import add_rule_args, rule_from_args
 
 REPORT_FORMATS = ["text", "json", "csv", "html"]
@@ -31,6 +39,8 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     from ..records import MissingFieldError, dedup_records
     from ..report import render
 
+    refuse_directory(args.output, "-o")
+    refuse_directory(args.report, "--report")
     source = Path(args.input)
     if not source.is_file():
         raise CliError(

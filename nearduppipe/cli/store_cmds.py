@@ -16,7 +16,15 @@ from ..report.render import tally_text
 from ..rule import Rule
 from ..stores import Decision, Entry, Store
 from ..stores.base import _scheme
-from ._io import CliError, emit, redact, refuse_overwriting_inputs, say, write_output
+from ._io import (
+    CliError,
+    emit,
+    redact,
+    refuse_directory,
+    refuse_overwriting_inputs,
+    say,
+    write_output,
+)
 from ._stores import (
     add_rule_args,
     is_redis,
@@ -139,6 +147,7 @@ def _open_read_only(args: argparse.Namespace, uri: str) -> Store:
 def cmd_report(args: argparse.Namespace) -> int:
     from ..report import render, report_from_store
 
+    refuse_directory(args.output, "-o")
     refuse_overwriting_inputs(args.output, [p for p in [_sqlite_file(args.store)] if p])
     with _open_read_only(args, args.store) as store:
         report = report_from_store(store)
