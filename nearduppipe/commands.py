@@ -25,6 +25,20 @@ from scrapy.spiderloader import get_spider_loader
 from nearduppipe.report.render import tally_text
 
 
+def _given_store(uri: str) -> str:
+    """``--store`` as typed: a relative sqlite path that exists from here is that file; else it
+    is found where a crawl with the same ``NEARDUP_STORE`` keeps it (the project's data dir)."""
+    from nearduppipe.runtime.lifecycle import resolve_store_uri
+    from nearduppipe.stores.base import _scheme
+    from nearduppipe.stores.sqlite import sqlite_path
+
+    if "{spider}" in uri:
+        raise UsageError("--store names one store: {spider} needs a spider (use -s NEARDUP_STORE)")
+    if _scheme(uri) != "sqlite" or sqlite_path(uri).exists():
+        return uri
+    return resolve_store_uri(uri, "")
+
+
 class NearDupCommand(ScrapyCommand):
     requires_project = True
     requires_crawler_process = False
@@ -38,7 +52,11 @@ class NearDupCommand(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument("--store", help="a store URI to show instead of the spiders' stores")
+        parser.add_argument(
+            "--store",
+            help="a store URI to show instead of the spiders' stores (a relative sqlite path: "
+            "from here if it exists, else in the project's data dir, as NEARDUP_STORE)",
+        )
         parser.add_argument(
             "--format",
             choices=["text", "json", "csv", "html"],
@@ -70,7 +88,9 @@ class NearDupCommand(ScrapyCommand):
 
         assert self.settings is not None
         if opts.store:
-            return [("(--store)", opts.store, NearDupConfig.from_settings(self.settings))]
+            return [
+                ("(--store)", _given_store(opts.store), NearDupConfig.from_settings(self.settings))
+            ]
         loader = get_spider_loader(self.settings)
         names = args or sorted(loader.list())
         unknown = [n for n in names if n not in loader.list()]

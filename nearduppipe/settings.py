@@ -179,16 +179,20 @@ class NearDupConfig:
         redis_params = get("NEARDUP_REDIS_PARAMS")
         if hasattr(redis_params, "copy_to_dict"):
             redis_params = redis_params.copy_to_dict()
+        given = redis_params
         if isinstance(redis_params, str):
             import json
 
             try:
                 redis_params = json.loads(redis_params or "{}")
-            except ValueError:
-                redis_params = None
+            except ValueError as e:
+                raise NearDupConfigError(
+                    f"NEARDUP_REDIS_PARAMS must be a dict of redis.Redis options (from the "
+                    f"command line, JSON: '{{\"socket_timeout\": 10}}'); got {given!r}: {e}"
+                ) from None
         if not isinstance(redis_params, dict) or not all(isinstance(k, str) for k in redis_params):
             raise NearDupConfigError(
-                f"NEARDUP_REDIS_PARAMS must be a dict of redis.Redis options, got {redis_params!r}"
+                f"NEARDUP_REDIS_PARAMS must be a dict of redis.Redis options, got {given!r}"
             )
         similarity = get("NEARDUP_SIMILARITY")
         if _unset(similarity):

@@ -118,6 +118,7 @@ def test_info_text_json_and_one_line_errors(tmp_path: Path) -> None:
     data = json.loads(run("info", str(path), "--format", "json").stdout)
     assert (data["entries"], data["decisions"], data["duplicate_rate"]) == (1, 1, 0.5)
     one_line_error(run_process("info", str(tmp_path / "missing.sqlite")), "missing.sqlite")
+    one_line_error(run("info", str(tmp_path)), "is a directory, not a store file")
     one_line_error(run("report", "nosuch://x"), "unknown store scheme")
     one_line_error(run("report", str(path), "--similarity", "0.2"), "--similarity")
     one_line_error(run("report", str(path), "--paper", "--similarity", "0.9"), "--paper")

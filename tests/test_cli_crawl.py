@@ -134,6 +134,13 @@ def test_scrapy_neardup_uses_the_spiders_settings(
     assert given.returncode == 0, given.stderr
     assert given.stdout.splitlines()[0] == "cluster,original,key,distance,host"
     assert not (tmp_path / "never-written.sqlite").exists()
+    # a relative sqlite path: where a crawl with the same NEARDUP_STORE keeps it (the data dir)
+    (tmp_path / ".scrapy" / "stores").mkdir(parents=True)
+    with open_store(str(tmp_path / ".scrapy" / "stores" / "rel.sqlite")) as s:
+        s.check_and_add(A, "https://a.example/1")
+    rel = scrapy("--store", "sqlite:///stores/rel.sqlite")
+    assert rel.returncode == 0 and "pages stored (one per key):         1" in rel.stdout, rel
+    assert str(tmp_path / ".scrapy" / "stores" / "rel.sqlite") in rel.stdout
     into_dir = scrapy("news", "--format", "json", "-o", str(tmp_path / "proj"))
     assert into_dir.returncode == 2 and "Traceback" not in into_dir.stderr
     assert "proj: is a directory" in into_dir.stderr, into_dir.stderr

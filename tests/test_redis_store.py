@@ -130,6 +130,8 @@ def test_rule_and_layout_are_read_from_the_store(redis_server: RedisServer) -> N
         assert {k: kw[k] for k in params} == params and len(s) == 1
     with pytest.raises(StoreError, match=r"NEARDUP_REDIS_PARAMS .*option redis-py.*'no_such'"):
         RedisStore(url, prefix=prefix, params={"no_such": 1})
+    with pytest.raises(StoreError, match=r"\?ttl= must be a number of seconds, got 'abc'"):
+        RedisStore(url + "?ttl=abc", prefix=prefix)
     with RedisStore(url + "?prefix=" + prefix, name="other") as s:
         assert s.prefix == prefix and len(s) == 1  # the URI's prefix wins
         assert s.near(Fingerprints(A, WA)) == [Match("a", A, 0, 0)]

@@ -138,6 +138,7 @@ def test_disabled_and_bad_settings(make_crawler: Any) -> None:
         ("NEARDUP_STORE", "  ", "must be a store URI"),
         ("NEARDUP_BLOCKS", 1, "= 1: 1 blocks at distance 8 would probe"),  # (a Layout's check)
         ("NEARDUP_BLOCKS", "40", "= 40: "),
+        ("NEARDUP_REDIS_PARAMS", "{socket_timeout: 5}", r"must be a dict .*\(from the command"),
     ],
 )
 def test_each_setting_is_validated(name: str, value: Any, message: str) -> None:

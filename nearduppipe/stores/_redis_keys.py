@@ -32,6 +32,7 @@ __all__ = [
     "split_uri",
     "store_keys",
     "unavailable",
+    "uri_ttl",
 ]
 
 # meta: format, rule, blocks, counters, sequence; k: page key -> entry id; e: entry id ->
@@ -115,6 +116,16 @@ def split_uri(uri: str) -> tuple[str, dict[str, str]]:
             rest.append((name, value))
     # string surgery, not urlunsplit, which would turn unix:///path into unix:/path
     return (base + "?" + urlencode(rest) if rest else base), ours
+
+
+def uri_ttl(ours: dict[str, str], where: str) -> float:
+    """The URI's ``?ttl=`` (seconds) as a number, or a :class:`StoreError` naming it."""
+    try:
+        return float(ours["ttl"])
+    except ValueError:
+        raise StoreError(
+            f"{where}: ?ttl= must be a number of seconds, got {ours['ttl']!r}"
+        ) from None
 
 
 _USERINFO = re.compile(r"^([a-z+]+://)([^@/?#]*)@", re.IGNORECASE)

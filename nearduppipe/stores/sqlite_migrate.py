@@ -64,7 +64,8 @@ def prepare_file(
     removed, and a format-1 file not being reset migrated in place."""
     if read_only:
         if not path.is_file():
-            raise StoreError(f"{path}: no such store file")
+            what = "is a directory, not a store file" if path.is_dir() else "no such store file"
+            raise StoreError(f"{path}: {what}")
         stored_format(path)  # (an unreadable or unknown format is an error here)
         return
     prepare_path(path)
