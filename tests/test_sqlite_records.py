@@ -37,11 +37,11 @@ TIMES = [0.0, 1.5, 1_700_000_000.0004, 1_700_000_000.9996, 2.0**40 + 0.25]
 
 
 def expected(fps: Fingerprints, t: float, job: str | None, key: str, text: str | None) -> str:
-    """The record as ``json.dumps`` writes it, with the time as three decimals."""
+    """The record as ``json.dumps`` writes it (the time in full: what the snapshot keeps)."""
     wide = "" if fps.wide is None else f"{fps.wide:0128x}"
     head = encode([f"{fps.fp:016x}", wide])[:-1]
     tail = encode([job, key] + ([] if text is None else [text]))[1:]
-    return f"{head},{t:.3f},{tail}"
+    return f"{head},{t!r},{tail}"
 
 
 @pytest.mark.parametrize("key", HOSTILE)
@@ -56,6 +56,7 @@ def test_entry_record_is_the_json_dumps_text(key: str) -> None:
             decoded = json.loads(record)
             assert decoded[3:] == [job, key] + ([] if text is None else [text])
             e = parse_entry(record, "test")
+            assert e.stored_at == t  # exactly: a reopen from the rows keeps the same time
             assert (e.key, e.fingerprint, e.wide, e.job, e.text) == (
                 key, fps.fp, fps.wide, job, text
             )  # fmt: skip

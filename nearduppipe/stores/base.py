@@ -23,7 +23,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from ..rule import Fingerprints, Rule
 from .counts import (
@@ -141,8 +141,27 @@ def check_key(key: object) -> str:
     return key
 
 
+def check_time(t: object) -> float:
+    """A stored time (seconds since the epoch) as a float; a time that is not a finite number
+    is refused before anything is written (a sqlite record holding it could not be read)."""
+    try:
+        value = float(t)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"stored_at must be a number of seconds, not {t!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"stored_at must be a finite time, not {value}")
+    return value
+
+
+@overload
+def clean_text(text: str) -> str: ...
+@overload
+def clean_text(text: None) -> None: ...
+@overload
+def clean_text(text: str | None) -> str | None: ...
 def clean_text(text: str | None) -> str | None:
-    """A text sample as every backend can store it: lone surrogates become U+FFFD."""
+    """A text sample (or a crawl job's id) as every backend can store it: lone surrogates
+    become U+FFFD (the sqlite store's UTF-8 rows cannot hold them)."""
     if text is None:
         return None
     try:
@@ -150,6 +169,14 @@ def clean_text(text: str | None) -> str | None:
         return text
     except UnicodeEncodeError:
         return _SURROGATE.sub("\ufffd", text)
+
+
+def clean_decision(d: Decision) -> Decision:
+    """A decision as every backend can store it (its keys and text through :func:`clean_text`:
+    an imported decision may come from a store that kept lone surrogates)."""
+    return d._replace(
+        key=clean_text(d.key), matched_key=clean_text(d.matched_key), text=clean_text(d.text)
+    )
 
 
 _WIDE_END = 1 << 512  # (CPython folds no constant this large: computed once here)

@@ -35,7 +35,9 @@ from .base import (
     check_fingerprints,
     check_key,
     check_max_decisions,
+    check_time,
     check_ttl,
+    clean_decision,
     clean_text,
 )
 from .counts import counter_names
@@ -228,7 +230,7 @@ class IndexedStore(Store):
     ) -> Verdict:
         fps = check_fingerprints(fps)
         check_key(key)
-        text = clean_text(text)
+        text, job = clean_text(text), clean_text(job)
         with self._lock:
             verdict = self._check(fps, key, text, job)
             counters = self._counters
@@ -303,8 +305,8 @@ class IndexedStore(Store):
             self._check_open(write=True)
             own = self._find(key)
             now = self.clock()
-            t = now if stored_at is None else float(stored_at)
-            self._store(fps, key, t, job, clean_text(text), own[0] if own else None)
+            t = now if stored_at is None else check_time(stored_at)
+            self._store(fps, key, t, clean_text(job), clean_text(text), own[0] if own else None)
             if own is None or self._expired(own[0], now):  # (as a check would call it)
                 self._counters["new_total"] += 1
 
@@ -368,7 +370,7 @@ class IndexedStore(Store):
                 )
                 n += 1
             for decision in decisions:
-                self._record(decision._replace(text=clean_text(decision.text)))
+                self._record(clean_decision(decision))
         return n
 
     @property

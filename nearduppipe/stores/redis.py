@@ -86,6 +86,7 @@ from .base import (
     check_fingerprints,
     check_key,
     check_max_decisions,
+    check_time,
     check_ttl,
     clean_text,
     register_store,
@@ -214,7 +215,7 @@ class RedisStore(RedisBase):
         fps = check_fingerprints(fps)
         check_key(key)
         now = float(self.clock())
-        t = now if stored_at is None else float(stored_at)
+        t = now if stored_at is None else check_time(stored_at)
         args = [*self._head_args("add", now), key, self._record(fps, key, t, job, clean_text(text))]
         self._run("add", args)
 
@@ -296,7 +297,7 @@ class RedisStore(RedisBase):
             def encode() -> None:
                 for e, f in chunk:
                     rec = encode_entry(
-                        f.fp, f.wide, e.stored_at, b"", e.job, e.key, clean_text(e.text)
+                        f.fp, f.wide, check_time(e.stored_at), b"", e.job, e.key, clean_text(e.text)
                     )
                     batch.extend((e.key, rec))
                 chunk.clear()

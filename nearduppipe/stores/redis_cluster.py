@@ -63,6 +63,7 @@ from .base import (
     check_fingerprints,
     check_key,
     check_max_decisions,
+    check_time,
     check_ttl,
     clean_text,
     register_store,
@@ -167,7 +168,7 @@ class RedisClusterStore(ClusterBase):
     ) -> None:
         fps = check_fingerprints(fps)
         check_key(key)
-        t = float(self.clock()) if stored_at is None else float(stored_at)
+        t = float(self.clock()) if stored_at is None else check_time(stored_at)
         self.import_records([Entry(key, fps.fp, t, text, fps.wide, job)], [])
 
     def get(self, key: str) -> Entry | None:
@@ -250,7 +251,7 @@ class RedisClusterStore(ClusterBase):
                     last = int(self._client.hincrby(self._global[0], "order", _BATCH))
                 tickets = range(last - _BATCH + 1, last + 1)
             ticket, tickets = tickets[0].to_bytes(8, "big"), tickets[1:]
-            rec = self._record(f, e.key, e.stored_at, e.job, clean_text(e.text), ticket)
+            rec = self._record(f, e.key, check_time(e.stored_at), e.job, clean_text(e.text), ticket)
             batches.setdefault(s, []).extend((e.key, rec))
             n += 1
             if len(batches[s]) >= 2 * _BATCH:

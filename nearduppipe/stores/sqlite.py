@@ -198,9 +198,12 @@ class SqliteStore(IndexedStore):
                 return value
         if self._reader is None:
             return None
-        row = self._reader.execute(
-            f'SELECT value FROM "{TABLE}" WHERE key = ?', (row_key,)
-        ).fetchone()
+        try:
+            row = self._reader.execute(
+                f'SELECT value FROM "{TABLE}" WHERE key = ?', (row_key,)
+            ).fetchone()
+        except sqlite3.DatabaseError as e:  # (a damaged page found by this read)
+            raise StoreError(f"{self.path}: cannot read row {row_key!r}: {e}") from None
         return None if row is None else row[0]
 
     def _id_of_rid(self, rid: int) -> int | None:
@@ -319,7 +322,14 @@ class SqliteStore(IndexedStore):
 
     def entries(self) -> Iterator[Entry]:
         for row_key, value in self._scan("i"):
-            yield parse_entry(value, f"{self.path}: record {row_key}")
+            try:
+                rid = int(row_key[2:], 16)
+            except ValueError:
+                raise StoreError(f"{self.path}: record {row_key!r:.90} is damaged") from None
+            with self._lock:  # (a row no key points to is no page: not in the index)
+                live = self._id_of_rid(rid) is not None
+            if live:
+                yield parse_entry(value, f"{self.path}: record {row_key}")
 
     def decisions(self) -> Iterator[Decision]:
         for row_key, value in self._scan("d"):

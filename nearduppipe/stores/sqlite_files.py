@@ -117,6 +117,14 @@ def read_connection(path: Path) -> sqlite3.Connection:
     except sqlite3.OperationalError:
         if os.access(path.parent, os.W_OK):
             raise
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            # an immutable open would not see the writes committed in the WAL
+            raise StoreError(
+                f"{path}: its {wal.name} holds committed writes that a read-only open cannot "
+                f"read from a directory it may not write ({path.parent}); open the store once "
+                "where it can be written (a crawl, or nearduppipe info as the directory's owner)"
+            ) from None
         conn = sqlite3.connect(f"file:{target}?immutable=1", uri=True, check_same_thread=False)
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         return conn
@@ -133,6 +141,10 @@ def scan_rows(path: Path, prefix: str) -> Iterator[tuple[str, Any]]:
             f'SELECT key, value FROM "{TABLE}" WHERE key >= ? AND key < ? ORDER BY key',
             (f"{prefix}:", f"{prefix};"),
         )
+    except sqlite3.DatabaseError as e:  # (a damaged page found while scanning)
+        raise StoreError(
+            f"{path}: damaged: {e} (sqlite3 {path} '.recover' may save the rest)"
+        ) from None
     finally:
         conn.close()
 

@@ -59,7 +59,9 @@ def entry_record(fps: Fingerprints, t: float, job: str | None, key: str, text: s
     hex_wide = "" if wide is None else wide.to_bytes(WIDE_HEX // 2, "big").hex()
     tail = "" if text is None else "," + encode_basestring(text)
     job_text = "null" if job is None else encode_basestring(job)
-    return f'["{fp:016x}","{hex_wide}",{t:.3f},{job_text},{encode_basestring(key)}{tail}]'
+    # the time in full (repr): the snapshot and the in-memory index keep it so, and a TTL
+    # boundary must fall where it fell before a reopen
+    return f'["{fp:016x}","{hex_wide}",{float(t)!r},{job_text},{encode_basestring(key)}{tail}]'
 
 
 def key_record(rid: int, job: str | None) -> str:
@@ -67,8 +69,12 @@ def key_record(rid: int, job: str | None) -> str:
     return f"[{rid},{_string(job)}]"
 
 
-def key_hashes_v2(conn: sqlite3.Connection, path: Path, rids: np.ndarray) -> np.ndarray:
-    """The key hash of each entry (in ``rids`` order), from the ``k:`` rows."""
+def key_hashes_v2(
+    conn: sqlite3.Connection, path: Path, rids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The key hash of each entry (in ``rids`` order), from the ``k:`` rows, and which entries
+    a ``k:`` row points to (an ``i:`` row none points to is no page's entry: damage, or a row
+    written by hand)."""
     found: list[int] = []
     hashes: list[int] = []
     rows = conn.execute(f"SELECT key, value FROM \"{TABLE}\" WHERE key >= 'k:' AND key < 'k;'")
@@ -79,11 +85,13 @@ def key_hashes_v2(conn: sqlite3.Connection, path: Path, rids: np.ndarray) -> np.
             raise StoreError(f"{path}: record {row_key!r:.90} is damaged") from None
         hashes.append(key_hash(row_key[2:]))
     out = np.zeros(len(rids), dtype=np.uint64)
+    linked = np.zeros(len(rids), dtype=bool)
     if len(rids) and found:
         at = np.minimum(np.searchsorted(rids, np.array(found, dtype=np.int64)), len(rids) - 1)
         hit = rids[at] == np.array(found, dtype=np.int64)
         out[at[hit]] = np.array(hashes, dtype=np.uint64)[hit]
-    return out
+        linked[at[hit]] = True
+    return out, linked
 
 
 def parse_entry(value: Any, where: str) -> Entry:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from .base import StoreError
 from .sqlite_files import TABLE
@@ -78,22 +79,31 @@ def snapshot_statements(token: str, loaded: Loaded) -> list[tuple[str, tuple[Any
     token into ``m:state``)."""
     n = len(loaded.rids)
     insert = f'INSERT INTO "{SNAPSHOT_TABLE}" (name, part, value) VALUES (?, ?, ?)'
-    header = {"token": token, "n": n, "chunk": _CHUNK}
+    header: dict[str, Any] = {"token": token, "n": n, "chunk": _CHUNK, "sums": {}}
     if loaded.key_filter is not None:  # saved as it is: rebuilding it costs seconds at 10 M
         header["filter"] = len(loaded.key_filter)
         out_filter = [(insert, ("filter", 0, loaded.key_filter))]
+        header["sums"]["filter"] = xxhash.xxh3_64_hexdigest(loaded.key_filter)
     else:
         out_filter = []
-    out: list[tuple[str, tuple[Any, ...]]] = [
-        (f'DELETE FROM "{SNAPSHOT_TABLE}"', ()),
-        (insert, ("header", 0, json.dumps(header).encode())),
-    ]
-    out += out_filter
+    blobs: list[tuple[str, tuple[Any, ...]]] = []
     for name, (dtype, _) in _COLUMNS.items():
         column = np.ascontiguousarray(getattr(loaded, name), dtype=dtype)
+        header["sums"][name] = _sum(column)
         for part, start in enumerate(range(0, n, _CHUNK)):
-            out.append((insert, (name, part, column[start : start + _CHUNK].tobytes())))
-    return out
+            blobs.append((insert, (name, part, column[start : start + _CHUNK].tobytes())))
+    return [
+        (f'DELETE FROM "{SNAPSHOT_TABLE}"', ()),
+        (insert, ("header", 0, json.dumps(header).encode())),
+        *out_filter,
+        *blobs,
+    ]
+
+
+def _sum(column: np.ndarray) -> str:
+    """A column's checksum: a snapshot whose bytes changed since it was written (a flipped
+    bit on disk) is not used; the rows decide (sqlite checks no page checksums itself)."""
+    return xxhash.xxh3_64_hexdigest(np.ascontiguousarray(column).reshape(-1).view(np.uint8).data)
 
 
 def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Loaded | None:
@@ -107,8 +117,9 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
         if row is None:
             return None
         header = json.loads(bytes(row[0]))
-        if header.get("token") != token or header.get("chunk") != _CHUNK:
-            return None
+        sums = header.get("sums")
+        if header.get("token") != token or header.get("chunk") != _CHUNK or not sums:
+            return None  # (a snapshot without checksums, from before they were written, too)
         n = int(header["n"])
         columns: dict[str, np.ndarray] = {}
         for name, (dtype, shape) in _COLUMNS.items():
@@ -123,7 +134,7 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
                     return None
                 flat[at : at + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
                 at += len(blob)
-            if at != len(flat):
+            if at != len(flat) or _sum(column) != sums.get(name):
                 return None
             columns[name] = column
         rids = columns["rids"]
@@ -131,6 +142,8 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
             f'SELECT value FROM "{SNAPSHOT_TABLE}" WHERE name = ? AND part = 0', ("filter",)
         ).fetchone()
         key_filter = bytes(saved[0]) if saved and len(saved[0]) == header.get("filter") else None
+        if key_filter is not None and xxhash.xxh3_64_hexdigest(key_filter) != sums.get("filter"):
+            key_filter = None  # (rebuilt from the key hashes)
         # the first and last entry rows (two index lookups; a count would scan every row)
         ends = [
             conn.execute(
@@ -166,7 +179,15 @@ def load_index(conn: sqlite3.Connection, path: Path) -> tuple[dict[str, Any], st
         return state, token, loaded
     try:
         loaded = load_v2(conn, path)
-        loaded.keys = key_hashes_v2(conn, path, loaded.rids)
+        keys, linked = key_hashes_v2(conn, path, loaded.rids)
     except sqlite3.DatabaseError as e:
         raise StoreError(f"{path}: damaged store ({e}); nothing was changed") from e
+    if not bool(linked.all()):  # entry rows no key points to: not pages of this store
+        loaded = Loaded(*(c[linked] for c in astuple_columns(loaded)))
+        keys = keys[linked]
+    loaded.keys = keys
     return state, None, loaded
+
+
+def astuple_columns(loaded: Loaded) -> tuple[np.ndarray, ...]:
+    return loaded.rids, loaded.fps, loaded.wide, loaded.has_wide, loaded.times
