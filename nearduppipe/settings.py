@@ -63,15 +63,13 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
 
 
 def _unset(value: Any) -> bool:
     """Whether an optional setting is left unset: ``None``, or from the command line (``-s``
     passes strings) an empty value or the word ``None``."""
     return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none"))
-
-
-_FALSE = {"0", "false", "no", "off", ""}
 
 
 def _bool(name: str, value: Any) -> bool:

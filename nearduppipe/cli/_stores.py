@@ -9,6 +9,7 @@ write, not even metadata on an empty Redis prefix.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
@@ -26,6 +27,7 @@ __all__ = [
     "open_cli_store",
     "redis_store_identity",
     "rule_from_args",
+    "sqlite_file",
     "uri_prefix",
 ]
 
@@ -174,6 +176,18 @@ def _redis_meta(uri: str, prefix: str) -> RedisPrefix | None:
     return RedisPrefix(prefix, {k.decode(): v.decode("utf-8", "replace") for k, v in meta.items()})
 
 
+def sqlite_file(uri: str) -> str | None:
+    """The file of a sqlite store URI or path (``None`` for other backends)."""
+    if _scheme(uri) != "sqlite":
+        return None
+    from ..stores.sqlite import sqlite_path
+
+    try:
+        return str(sqlite_path(uri))
+    except Exception as e:  # a malformed sqlite URI
+        raise CliError(f"{uri}: {e}") from None
+
+
 def redis_store_identity(uri: str, prefix: str) -> tuple[Any, ...]:
     """What names one Redis store whatever the URI's spelling (``localhost`` or ``127.0.0.1``,
     a prefix in the URI or given apart): the server's run id and database, or the ids of a
@@ -239,15 +253,8 @@ def open_cli_store(
                 )
         if prefix:
             options["prefix"] = prefix
-    elif must_exist and _scheme(uri) == "sqlite":
-        from ..stores.sqlite import sqlite_path
-
-        try:
-            path = sqlite_path(uri)
-        except Exception as e:  # a malformed sqlite URI
-            raise CliError(f"{uri}: {e}") from None
-        if not path.is_file():
-            raise CliError(f"{path}: no such store file")
+    elif must_exist and (path := sqlite_file(uri)) and not os.path.isfile(path):
+        raise CliError(f"{path}: no such store file")
     if read_only:
         options["read_only"] = True
     try:

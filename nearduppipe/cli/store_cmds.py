@@ -15,7 +15,6 @@ from typing import Any
 from ..report.render import tally_text
 from ..rule import Rule
 from ..stores import Decision, Entry, Store
-from ..stores.base import _scheme
 from ._io import (
     CliError,
     emit,
@@ -33,6 +32,7 @@ from ._stores import (
     redis_store_identity,
     resolve_redis_prefix,
     rule_from_args,
+    sqlite_file,
     uri_prefix,
 )
 
@@ -47,17 +47,6 @@ def add_layout_args(p: argparse.ArgumentParser, creates: bool = False) -> None:
         if creates
         else "(override the store's on purpose; an error if its layout contradicts the store)",
     )
-
-
-def _sqlite_file(uri: str) -> str | None:
-    if _scheme(uri) != "sqlite":
-        return None
-    from ..stores.sqlite import sqlite_path
-
-    try:
-        return str(sqlite_path(uri))
-    except Exception as e:  # a malformed sqlite URI
-        raise CliError(f"{uri}: {e}") from None
 
 
 def _summary(store: Store) -> dict[str, Any]:
@@ -84,7 +73,7 @@ def _summary(store: Store) -> dict[str, Any]:
         "ttl": info.ttl,
         "max_decisions": info.max_decisions,
     }
-    path = _sqlite_file(info.uri)
+    path = sqlite_file(info.uri)
     if path and os.path.isfile(path):
         summary["file_bytes"] = os.path.getsize(path)
     return summary
@@ -148,7 +137,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..report import render, report_from_store
 
     refuse_directory(args.output, "-o")
-    refuse_overwriting_inputs(args.output, [p for p in [_sqlite_file(args.store)] if p])
+    refuse_overwriting_inputs(args.output, [p for p in [sqlite_file(args.store)] if p])
     with _open_read_only(args, args.store) as store:
         report = report_from_store(store)
     report = dataclasses.replace(report, source=redact(report.source))
@@ -178,7 +167,7 @@ class _Tally:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    src_file, dst_file = _sqlite_file(args.src), _sqlite_file(args.dst)
+    src_file, dst_file = sqlite_file(args.src), sqlite_file(args.dst)
     if src_file and dst_file:
         refuse_overwriting_inputs(dst_file, [src_file], what="DST")
     if is_redis(args.dst) and not (args.prefix or uri_prefix(args.dst)):

@@ -118,8 +118,11 @@ def split_uri(uri: str) -> tuple[str, dict[str, str]]:
     return (base + "?" + urlencode(rest) if rest else base), ours
 
 
-def uri_ttl(ours: dict[str, str], where: str) -> float:
-    """The URI's ``?ttl=`` (seconds) as a number, or a :class:`StoreError` naming it."""
+def uri_ttl(ours: dict[str, str], ttl: float | None, where: str) -> float | None:
+    """The URI's ``?ttl=`` (seconds) when it has one, else ``ttl``; a ``?ttl=`` that is not a
+    number is a :class:`StoreError` naming it."""
+    if not ours.get("ttl"):
+        return ttl
     try:
         return float(ours["ttl"])
     except ValueError:

@@ -125,7 +125,7 @@ class RedisStore(RedisBase):
         self._raw_uri = uri
         self.uri = rk.redact(uri, uri)
         self.prefix = ours.get("prefix") or prefix or f"neardup:{name or 'default'}"
-        self.ttl = check_ttl(rk.uri_ttl(ours, self.uri) if ours.get("ttl") else ttl, self.uri)
+        self.ttl = check_ttl(rk.uri_ttl(ours, ttl, self.uri), self.uri)
         self.max_decisions = check_max_decisions(max_decisions, self.uri)
         self.read_only = bool(read_only)
         self.clock = clock
