@@ -10,6 +10,7 @@ never writes. Details and measured figures: docs/operations.md."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sqlite3
@@ -49,6 +50,7 @@ from .sqlite_records import (
     decision_record,
     entry_record,
     key_record,
+    live_rows,
     parse_decision,
     parse_entry,
 )
@@ -321,15 +323,14 @@ class SqliteStore(IndexedStore):
         yield from scan_rows(self.path, prefix)
 
     def entries(self) -> Iterator[Entry]:
-        for row_key, value in self._scan("i"):
-            try:
-                rid = int(row_key[2:], 16)
-            except ValueError:
-                raise StoreError(f"{self.path}: record {row_key!r:.90} is damaged") from None
+        rows = self._scan("i")
+        while batch := list(itertools.islice(rows, 1024)):
             with self._lock:  # (a row no key points to is no page: not in the index)
-                live = self._id_of_rid(rid) is not None
-            if live:
-                yield parse_entry(value, f"{self.path}: record {row_key}")
+                n = self._index.id_count
+                live = live_rows(self.path, batch, self._rids[:n], self._index.alive())
+            for (row_key, value), ok in zip(batch, live.tolist(), strict=True):
+                if ok:
+                    yield parse_entry(value, f"{self.path}: record {row_key}")
 
     def decisions(self) -> Iterator[Decision]:
         for row_key, value in self._scan("d"):

@@ -39,6 +39,7 @@ __all__ = [
     "entry_record",
     "key_hashes_v2",
     "key_record",
+    "live_rows",
     "load_v2",
     "parse_decision",
     "parse_entry",
@@ -92,6 +93,22 @@ def key_hashes_v2(
         out[at[hit]] = np.array(hashes, dtype=np.uint64)[hit]
         linked[at[hit]] = True
     return out, linked
+
+
+def live_rows(
+    path: Path, rows: list[tuple[str, Any]], rids: np.ndarray, alive: np.ndarray
+) -> np.ndarray:
+    """Which ``i:`` rows (``(row key, value)``) are entries of the index whose row ids (ascending)
+    and live flags are given: one vectorised lookup per batch, not one per row."""
+    try:
+        want = np.fromiter((int(k[2:], 16) for k, _ in rows), dtype=np.int64, count=len(rows))
+    except ValueError:
+        raise StoreError(f"{path}: a record key among {rows[0][0]!r:.40}... is damaged") from None
+    if not len(rids):
+        return np.zeros(len(rows), dtype=bool)
+    at = np.minimum(np.searchsorted(rids, want), len(rids) - 1)
+    found: np.ndarray = (rids[at] == want) & alive[at]
+    return found
 
 
 def parse_entry(value: Any, where: str) -> Entry:
