@@ -87,12 +87,18 @@ def key_hashes_v2(
         hashes.append(key_hash(row_key[2:]))
     out = np.zeros(len(rids), dtype=np.uint64)
     linked = np.zeros(len(rids), dtype=bool)
-    if len(rids) and found:
-        at = np.minimum(np.searchsorted(rids, np.array(found, dtype=np.int64)), len(rids) - 1)
-        hit = rids[at] == np.array(found, dtype=np.int64)
-        out[at[hit]] = np.array(hashes, dtype=np.uint64)[hit]
-        linked[at[hit]] = True
+    at, hit = _positions(rids, np.array(found, dtype=np.int64))
+    out[at[hit]] = np.array(hashes, dtype=np.uint64)[hit]
+    linked[at[hit]] = True
     return out, linked
+
+
+def _positions(rids: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ``want`` is in ``rids`` (ascending), and whether it is there at all."""
+    if not len(rids):
+        return np.zeros(len(want), dtype=np.int64), np.zeros(len(want), dtype=bool)
+    at = np.minimum(np.searchsorted(rids, want), len(rids) - 1)
+    return at, rids[at] == want
 
 
 def live_rows(
@@ -104,10 +110,8 @@ def live_rows(
         want = np.fromiter((int(k[2:], 16) for k, _ in rows), dtype=np.int64, count=len(rows))
     except ValueError:
         raise StoreError(f"{path}: a record key among {rows[0][0]!r:.40}... is damaged") from None
-    if not len(rids):
-        return np.zeros(len(rows), dtype=bool)
-    at = np.minimum(np.searchsorted(rids, want), len(rids) - 1)
-    found: np.ndarray = (rids[at] == want) & alive[at]
+    at, hit = _positions(rids, want)
+    found: np.ndarray = hit & alive[at] if len(rids) else hit
     return found
 
 
@@ -170,6 +174,14 @@ class Loaded:
     times: np.ndarray
     keys: np.ndarray | None = None  # the 64-bit hash of each entry's key (snapshot only)
     key_filter: bytes | None = None  # the key filter's bits, as saved (snapshot only)
+
+    def only(self, mask: np.ndarray) -> Loaded:
+        """The entries where ``mask`` is true (the key filter is not carried over)."""
+        keys = None if self.keys is None else self.keys[mask]
+        return Loaded(
+            self.rids[mask], self.fps[mask], self.wide[mask], self.has_wide[mask],
+            self.times[mask], keys,
+        )  # fmt: skip
 
 
 def _fast_fields(value: str) -> tuple[int, str, float] | None:

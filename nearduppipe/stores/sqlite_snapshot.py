@@ -83,7 +83,7 @@ def snapshot_statements(token: str, loaded: Loaded) -> list[tuple[str, tuple[Any
     if loaded.key_filter is not None:  # saved as it is: rebuilding it costs seconds at 10 M
         header["filter"] = len(loaded.key_filter)
         out_filter = [(insert, ("filter", 0, loaded.key_filter))]
-        header["sums"]["filter"] = xxhash.xxh3_64_hexdigest(loaded.key_filter)
+        header["sums"]["filter"] = _sum(loaded.key_filter)
     else:
         out_filter = []
     blobs: list[tuple[str, tuple[Any, ...]]] = []
@@ -100,10 +100,13 @@ def snapshot_statements(token: str, loaded: Loaded) -> list[tuple[str, tuple[Any
     ]
 
 
-def _sum(column: np.ndarray) -> str:
-    """A column's checksum: a snapshot whose bytes changed since it was written (a flipped
-    bit on disk) is not used; the rows decide (sqlite checks no page checksums itself)."""
-    return xxhash.xxh3_64_hexdigest(np.ascontiguousarray(column).reshape(-1).view(np.uint8).data)
+def _sum(data: np.ndarray | bytes) -> str:
+    """A column's (or the key filter's) checksum: a snapshot whose bytes changed since it was
+    written (a flipped bit on disk) is not used; the rows decide (sqlite checks no page
+    checksums itself)."""
+    if isinstance(data, bytes):
+        return xxhash.xxh3_64_hexdigest(data)
+    return xxhash.xxh3_64_hexdigest(np.ascontiguousarray(data).reshape(-1).view(np.uint8).data)
 
 
 def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Loaded | None:
@@ -142,7 +145,7 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
             f'SELECT value FROM "{SNAPSHOT_TABLE}" WHERE name = ? AND part = 0', ("filter",)
         ).fetchone()
         key_filter = bytes(saved[0]) if saved and len(saved[0]) == header.get("filter") else None
-        if key_filter is not None and xxhash.xxh3_64_hexdigest(key_filter) != sums.get("filter"):
+        if key_filter is not None and _sum(key_filter) != sums.get("filter"):
             key_filter = None  # (rebuilt from the key hashes)
         # the first and last entry rows (two index lookups; a count would scan every row)
         ends = [
@@ -182,12 +185,7 @@ def load_index(conn: sqlite3.Connection, path: Path) -> tuple[dict[str, Any], st
         keys, linked = key_hashes_v2(conn, path, loaded.rids)
     except sqlite3.DatabaseError as e:
         raise StoreError(f"{path}: damaged store ({e}); nothing was changed") from e
-    if not bool(linked.all()):  # entry rows no key points to: not pages of this store
-        loaded = Loaded(*(c[linked] for c in astuple_columns(loaded)))
-        keys = keys[linked]
     loaded.keys = keys
+    if not bool(linked.all()):  # entry rows no key points to: not pages of this store
+        loaded = loaded.only(linked)
     return state, None, loaded
-
-
-def astuple_columns(loaded: Loaded) -> tuple[np.ndarray, ...]:
-    return loaded.rids, loaded.fps, loaded.wide, loaded.has_wide, loaded.times
