@@ -23,7 +23,7 @@ import time
 import numpy as np
 from _common import GcClock, fingerprints, kind_args
 
-from nearduppipe.index import BlockIndex, Layout
+from nearduppipe.index.search import BlockIndex, Layout
 
 CHECKPOINTS = (1_000_000, 10_000_000, 30_000_000)
 SLOW_MS = (5, 10, 20)

@@ -21,8 +21,8 @@ import numpy as np
 from _common import fingerprints, kind_args
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nearduppipe.batch import all_pairs, components
-from nearduppipe.index import BlockIndex, Layout
+from nearduppipe.batch.pairs import all_pairs, components
+from nearduppipe.index.search import BlockIndex, Layout
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ import time
 import numpy as np
 from _common import GcClock, fingerprints, kind_args
 
-from nearduppipe.rule import Fingerprints, Rule
+from nearduppipe.fingerprint.rule import Fingerprints, Rule
 from nearduppipe.stores.memory import MemoryStore
 
 U64 = np.uint64

@@ -27,10 +27,10 @@ from _common import fingerprints, text_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from nearduppipe.rule import Fingerprints  # noqa: E402
+from nearduppipe.fingerprint.rule import Fingerprints  # noqa: E402
 from nearduppipe.stores.base import Entry, Store  # noqa: E402
-from nearduppipe.stores.redis import RedisStore  # noqa: E402
-from nearduppipe.stores.redis_cluster import RedisClusterStore  # noqa: E402
+from nearduppipe.stores.redis.cluster import RedisClusterStore  # noqa: E402
+from nearduppipe.stores.redis.store import RedisStore  # noqa: E402
 from tests.support.cluster_race import run_race  # noqa: E402
 from tests.support.redis_cluster import LocalCluster  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402

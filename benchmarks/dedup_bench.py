@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nearduppipe.cli import main as cli
-from nearduppipe.features import idf_table
+from nearduppipe.fingerprint.features import idf_table
 
 
 def main() -> None:

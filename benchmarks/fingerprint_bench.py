@@ -20,8 +20,8 @@ from pages import article_paragraphs, portal_page
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nearduppipe import extract_text, features, fingerprint
-from nearduppipe.simhash import fingerprints
-from nearduppipe.tokenize import tokenize
+from nearduppipe.fingerprint.simhash import fingerprints
+from nearduppipe.fingerprint.tokenize import tokenize
 from sample_spider.site_builder import template_a
 
 

@@ -18,7 +18,7 @@ import time
 import numpy as np
 from _common import fingerprints, flip, kind_args, per_call_times, random_fps
 
-from nearduppipe.index import BlockIndex, Layout
+from nearduppipe.index.search import BlockIndex, Layout
 
 
 def brute(fps: np.ndarray, q: int, k: int) -> list[tuple[int, int]]:

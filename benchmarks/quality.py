@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from nearduppipe import FeatureConfig, extract_text, open_store
-from nearduppipe.dedup import FingerprintParams, fingerprint_text
-from nearduppipe.rule import Rule
+from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
+from nearduppipe.fingerprint.rule import Rule
+from nearduppipe.index.words import wide_words
 from nearduppipe.settings import NearDupConfig
-from nearduppipe.stores._words import wide_words
 
 Decider = Callable[[list[tuple[Page, str | None]]], dict[str, str | None]]  # url -> matched url
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from nearduppipe.tokenize import get_segmenter  # noqa: E402
+from nearduppipe.fingerprint.tokenize import get_segmenter  # noqa: E402
 from sample_spider.site_builder import template_a, template_b  # noqa: E402
 
 POSITIVE = [

@@ -42,9 +42,9 @@ from _common import fingerprints, text_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from nearduppipe.rule import Fingerprints, Rule  # noqa: E402
+from nearduppipe.fingerprint.rule import Fingerprints, Rule  # noqa: E402
 from nearduppipe.stores.base import Entry  # noqa: E402
-from nearduppipe.stores.redis import RedisStore  # noqa: E402
+from nearduppipe.stores.redis.store import RedisStore  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 PREFIX = "bench"

@@ -16,8 +16,8 @@ import time
 import numpy as np
 from _common import fingerprints, kind_args
 
-from nearduppipe._columns import wait_freed
-from nearduppipe.index import BlockIndex, Layout, table_key
+from nearduppipe.index.columns import wait_freed
+from nearduppipe.index.search import BlockIndex, Layout, table_key
 
 U64 = np.uint64
 SCHEMES = {

@@ -34,7 +34,7 @@ import numpy as np
 from _common import fingerprints, flip, kind_args
 
 from nearduppipe import Fingerprints, open_store
-from nearduppipe.stores.sqlite_records import entry_record, key_record
+from nearduppipe.stores.sqlite.records import entry_record, key_record
 
 KIND: tuple[str, str | None] = ("uniform", None)  # --kind and --text-file
 

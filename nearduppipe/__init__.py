@@ -1,15 +1,16 @@
 """nearduppipe: SimHash near-duplicate filtering for Scrapy crawls.
 
-The core (text → features → fingerprint; index; stores) knows nothing of Scrapy; the Scrapy
-adapters live in :mod:`nearduppipe.middlewares` and :mod:`nearduppipe.pipelines`.
+The core (:mod:`.fingerprint`: text → features → fingerprints; :mod:`.index`; :mod:`.stores`;
+:mod:`.batch`) knows nothing of Scrapy; the Scrapy adapters live at this level
+(:mod:`nearduppipe.middlewares`, :mod:`nearduppipe.pipelines`, ...). The layers and where each
+kind of change goes: docs/architecture.md.
 """
 
 from __future__ import annotations
 
-from .features import FeatureConfig, features
-from .index import BlockIndex, Layout
-from .rule import Fingerprints, Rule
-from .simhash import (
+from .fingerprint.features import FeatureConfig, features
+from .fingerprint.rule import Fingerprints, Rule
+from .fingerprint.simhash import (
     EmptyFeaturesError,
     fingerprint,
     fingerprints,
@@ -17,9 +18,10 @@ from .simhash import (
     simhash,
     simhash_pair,
 )
+from .fingerprint.text import Extraction, TextLimits, extract, extract_text
+from .index import BlockIndex, Layout
 from .stores import Decision, Entry, Match, Store, StoreError, open_store
 from .stores.base import BadKey, StoreUnavailable, Verdict
-from .text import Extraction, TextLimits, extract, extract_text
 
 __version__ = "0.2.0"  # the one place the version is written (pyproject reads it)
 

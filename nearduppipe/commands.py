@@ -30,7 +30,7 @@ def _given_store(uri: str) -> str:
     is found where a crawl with the same ``NEARDUP_STORE`` keeps it (the project's data dir)."""
     from nearduppipe.runtime.lifecycle import resolve_store_uri
     from nearduppipe.stores.base import _scheme
-    from nearduppipe.stores.sqlite import sqlite_path
+    from nearduppipe.stores.sqlite.store import sqlite_path
 
     if "{spider}" in uri:
         raise UsageError("--store names one store: {spider} needs a spider (use -s NEARDUP_STORE)")
@@ -110,7 +110,7 @@ class NearDupCommand(ScrapyCommand):
         from nearduppipe.cli._io import emit, redact, refuse_directory, say, write_output
         from nearduppipe.cli._stores import is_redis, open_cli_store, uri_prefix
         from nearduppipe.stores.base import _scheme
-        from nearduppipe.stores.sqlite import sqlite_path
+        from nearduppipe.stores.sqlite.store import sqlite_path
 
         targets = self._targets(args, opts)
         if opts.output and not opts.format:

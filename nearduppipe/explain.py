@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .features import DEFAULT_FEATURES, FeatureConfig, features
-from .rule import WIDE_BITS, Rule, implied_similarity
-from .simhash import _fixed_point, simhash_pair, xxh3_64
+from .fingerprint.features import DEFAULT_FEATURES, FeatureConfig, features
+from .fingerprint.rule import WIDE_BITS, Rule, implied_similarity
+from .fingerprint.simhash import _fixed_point, simhash_pair, xxh3_64
 
 __all__ = ["BitReport", "Explanation", "explain"]
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 
-from .dedup import fingerprint_html
+from .fingerprint.page import fingerprint_html
 from .runtime import NearDupRuntime
 from .stores import Match
 

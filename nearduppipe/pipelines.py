@@ -15,7 +15,7 @@ import xxhash
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from .dedup import fingerprint_html, fingerprint_text
+from .fingerprint.page import fingerprint_html, fingerprint_text
 from .runtime import NearDupRuntime
 from .stores import Match
 

@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .features import FeatureConfig
-from .rule import Rule
-from .text import TextLimits
+from .fingerprint.features import FeatureConfig
+from .fingerprint.rule import Rule
+from .fingerprint.text import TextLimits
 
 __all__ = ["DEFAULTS", "NearDupConfig", "NearDupConfigError"]
 
@@ -216,7 +216,7 @@ class NearDupConfig:
         rule = Rule(similarity=similarity, radius=distance)
         blocks = _int("NEARDUP_BLOCKS", get("NEARDUP_BLOCKS"), 1, 64, optional=True)
         if blocks is not None:
-            from .layout import Layout
+            from .index.layout import Layout
 
             try:  # (not every count suits the radius: say so now, naming the setting)
                 Layout(distance=distance, blocks=blocks)

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nearduppipe.batch import near_pairs, verdicts
-from nearduppipe.rule import Rule
-from nearduppipe.stores._words import wide_words
+from nearduppipe.batch.pairs import near_pairs, verdicts
+from nearduppipe.fingerprint.rule import Rule
+from nearduppipe.index.words import wide_words
 
 U64 = np.uint64
 

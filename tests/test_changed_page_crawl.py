@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from nearduppipe import open_store
-from nearduppipe.simhash import fingerprints
-from nearduppipe.text import extract_text
+from nearduppipe.fingerprint.simhash import fingerprints
+from nearduppipe.fingerprint.text import extract_text
 
 from .support.server import serve_directory
 

@@ -14,7 +14,7 @@ import redis
 
 from nearduppipe import fingerprint, open_store
 from nearduppipe.cli import main
-from nearduppipe.rule import Rule
+from nearduppipe.fingerprint.rule import Rule
 
 from .support.cli import ROOT, run, run_process
 from .support.redis_server import RedisServer

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from nearduppipe._columns import Column, free_later, wait_freed
+from nearduppipe.index.columns import Column, free_later, wait_freed
 
 
 def test_growth_keeps_rows_and_earlier_views() -> None:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from nearduppipe import feeds
-from nearduppipe.feeds import FeedError, FeedReader
+from nearduppipe.batch import feeds
+from nearduppipe.batch.feeds import FeedError, FeedReader
 
 from .support.cli import ROOT, run, run_process
 

@@ -9,10 +9,10 @@ import traceback
 import numpy as np
 import pytest
 
-from nearduppipe import _runs
-from nearduppipe._columns import Column
-from nearduppipe._runs import Geometry
-from nearduppipe.index import BlockIndex, Layout, kernels
+from nearduppipe.index import runs as _runs
+from nearduppipe.index.columns import Column
+from nearduppipe.index.runs import Geometry
+from nearduppipe.index.search import BlockIndex, Layout, kernels
 
 from .support.bound import dispatched
 from .support.forked import exit_code, fork
@@ -303,7 +303,7 @@ def test_count_live_is_numpy_count() -> None:
 
 
 def assert_bound_as_dispatched(idx: BlockIndex) -> None:
-    """The search calls its loops without numba's dispatch (``_runs.bind``): the code it
+    """The search calls its loops without numba's dispatch (``nearduppipe.index.runs.bind``): the code it
     bound must be what the dispatcher picks for the arguments it passes now, after merges,
     on worker threads or not, and after the columns grew."""
     assert idx.runs and idx._query is not None and idx._scan is not None

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from nearduppipe import Match, Store, extract, open_store
-from nearduppipe.dedup import FingerprintParams, fingerprint_html, fingerprint_text
-from nearduppipe.tokenize import tokenize
+from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_html, fingerprint_text
+from nearduppipe.fingerprint.tokenize import tokenize
 
 SKIPS = {
     "no_text",

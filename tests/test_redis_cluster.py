@@ -19,10 +19,10 @@ from redis.crc import key_slot
 
 from nearduppipe import Store, StoreError, StoreUnavailable, open_store
 from nearduppipe.cli import main
-from nearduppipe.rule import Fingerprints
-from nearduppipe.stores._redis_cluster_open import shard_tags
+from nearduppipe.fingerprint.rule import Fingerprints
 from nearduppipe.stores.base import Entry
-from nearduppipe.stores.redis_cluster import RedisClusterStore
+from nearduppipe.stores.redis.cluster import RedisClusterStore
+from nearduppipe.stores.redis.cluster_open import shard_tags
 
 from .support.cluster_race import race_with_a_kill, run_race
 from .support.redis_cluster import LocalCluster

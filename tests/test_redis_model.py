@@ -9,10 +9,10 @@ import random
 import numpy as np
 import pytest
 
-from nearduppipe.rule import Fingerprints, Rule
+from nearduppipe.fingerprint.rule import Fingerprints, Rule
 from nearduppipe.stores.base import Decision, Entry
 from nearduppipe.stores.memory import MemoryStore
-from nearduppipe.stores.redis import RedisStore
+from nearduppipe.stores.redis.store import RedisStore
 
 from .support.redis_server import RedisServer, redis_major
 

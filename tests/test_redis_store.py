@@ -16,10 +16,8 @@ from typing import Any
 import pytest
 import redis
 
-from nearduppipe.index import Layout, table_key
-from nearduppipe.rule import Fingerprints, Rule
-from nearduppipe.stores._redis_keys import key as store_key
-from nearduppipe.stores._redis_keys import redact
+from nearduppipe.fingerprint.rule import Fingerprints, Rule
+from nearduppipe.index.search import Layout, table_key
 from nearduppipe.stores.base import (
     _REGISTRY,
     BadKey,
@@ -30,7 +28,9 @@ from nearduppipe.stores.base import (
     StoreUnavailable,
     Verdict,
 )
-from nearduppipe.stores.redis import RedisStore, _open
+from nearduppipe.stores.redis.keys import key as store_key
+from nearduppipe.stores.redis.keys import redact
+from nearduppipe.stores.redis.store import RedisStore, _open
 
 from .support.forked import exit_code, fork
 from .support.redis_server import RedisServer, free_port, redis_major
@@ -305,11 +305,11 @@ def test_a_retried_check_is_not_applied_twice(
 
 
 def test_calls_are_packed_byte_for_byte_as_redis_py_packs_them() -> None:
-    """The hot calls skip redis-py's packer (`_redis_wire.bulk`, and what does not change
+    """The hot calls skip redis-py's packer (`stores/redis/wire.py`'s `bulk`, and what does not change
     within a thread packed once): the bytes on the wire are what redis-py would send."""
     from redis.connection import Connection
 
-    from nearduppipe.stores._redis_wire import Packed, _bytes, bulk
+    from nearduppipe.stores.redis.wire import Packed, _bytes, bulk
 
     args: list[Any] = ["check", 1.7e9 + 0.1, "", 100_000, 8, -1, 3, "ab:1", b"\x00\xff" * 4]
     args += [0, "", "https://例え.jp/ü?q=1&x=\U0001f600", b"", 2**64 - 1, b"x" * 7000, 0.1]

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from nearduppipe import open_store
-from nearduppipe.batch import all_pairs, components
+from nearduppipe.batch.pairs import all_pairs, components
 from nearduppipe.cli import main
-from nearduppipe.dedup import FingerprintParams, fingerprint_text
+from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
 from nearduppipe.report import render, report_from_store
 from sample_spider import articles
 

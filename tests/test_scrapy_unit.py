@@ -15,7 +15,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse, Response, TextResponse
 
 from nearduppipe import StoreError
-from nearduppipe.dedup import FingerprintParams, fingerprint_text
+from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
 from nearduppipe.middlewares import NearDuplicatePage, NearDupMiddleware
 from nearduppipe.pipelines import NearDuplicateItem, NearDupPipeline, text_key
 from nearduppipe.runtime.policy import BadKey

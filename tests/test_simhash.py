@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from nearduppipe import EmptyFeaturesError, FeatureConfig, features, fingerprint, hamming, simhash
-from nearduppipe.simhash import xxh3_64
+from nearduppipe.fingerprint.simhash import xxh3_64
 
 
 def test_seed_001_five_keywords_six_bits() -> None:

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nearduppipe import StoreError, open_store
-from nearduppipe.rule import Fingerprints
+from nearduppipe.fingerprint.rule import Fingerprints
 from nearduppipe.stores.base import BadKey, StoreUnavailable
 
 from .support.cli import run_python as run
@@ -261,7 +261,7 @@ def test_close_under_a_held_lock_returns_in_time_and_says_what_is_lost(tmp_path:
 KILLED = """
 import json, sys, time
 from nearduppipe import open_store
-from nearduppipe.rule import Fingerprints
+from nearduppipe.fingerprint.rule import Fingerprints
 from nearduppipe.stores.base import BadKey
 ops = json.loads(sys.stdin.readline())
 s = open_store(sys.argv[1], commit_every=3, commit_interval=0.01)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from nearduppipe import StoreError, open_store
-from nearduppipe.rule import Fingerprints
+from nearduppipe.fingerprint.rule import Fingerprints
 from nearduppipe.stores.base import Decision, Entry
-from nearduppipe.stores.sqlite_snapshot import SNAPSHOT_TABLE
+from nearduppipe.stores.sqlite.snapshot import SNAPSHOT_TABLE
 
 A = 0x0123_4567_89AB_CDEF
 

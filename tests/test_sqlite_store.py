@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from nearduppipe import StoreError, open_store
-from nearduppipe.rule import Fingerprints, Rule
-from nearduppipe.stores.sqlite import FORMAT_VERSION, sqlite_path
+from nearduppipe.fingerprint.rule import Fingerprints, Rule
+from nearduppipe.stores.sqlite.store import FORMAT_VERSION, sqlite_path
 
 A = 0x0123_4567_89AB_CDEF
 B = 0xFEDC_BA98_7654_3210

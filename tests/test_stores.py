@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from nearduppipe import Match, Store, StoreError, open_store
-from nearduppipe.index import kernels
-from nearduppipe.rule import Fingerprints, Rule
+from nearduppipe.fingerprint.rule import Fingerprints, Rule
+from nearduppipe.index.search import kernels
 from nearduppipe.stores.base import BadKey, Verdict
 from nearduppipe.stores.indexed import IndexedStore
 
@@ -466,7 +466,7 @@ def rng_fp(i: int) -> int:
 @pytest.mark.parametrize("uri", ["memory:", "sqlite"])
 def test_a_forked_child_reads_the_store_but_cannot_write(uri: str, tmp_path: Path) -> None:
     """The in-process stores keep their columns in memory shared with a forked child (see
-    _columns): the child's search answers, its writes are refused, the parent's go on."""
+    index/columns.py): the child's search answers, its writes are refused, the parent's go on."""
     import os
 
     store = open_store(str(tmp_path / "s.sqlite") if uri == "sqlite" else uri)

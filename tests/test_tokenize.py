@@ -9,7 +9,7 @@ from pathlib import Path
 import jieba
 import pytest
 
-from nearduppipe.tokenize import get_segmenter, normalise, tokenize
+from nearduppipe.fingerprint.tokenize import get_segmenter, normalise, tokenize
 
 DATA = Path(__file__).parent / "data"
 SENTENCES = [s for s in (DATA / "zh_sentences.txt").read_text("utf-8").splitlines() if s]

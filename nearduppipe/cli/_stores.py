@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from ..rule import Rule
+from ..fingerprint.rule import Rule
 from ..stores import Store, StoreError, open_store
 from ..stores.base import _scheme
 from ._io import CliError, bounded_int, redact
@@ -180,7 +180,7 @@ def sqlite_file(uri: str) -> str | None:
     """The file of a sqlite store URI or path (``None`` for other backends)."""
     if _scheme(uri) != "sqlite":
         return None
-    from ..stores.sqlite import sqlite_path
+    from ..stores.sqlite.store import sqlite_path
 
     try:
         return str(sqlite_path(uri))

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..feeds import FEED_FORMATS, FeedError, feed_format
-from ..rule import Rule
+from ..batch.feeds import FEED_FORMATS, FeedError, feed_format
+from ..fingerprint.rule import Rule
 from ._io import (
     CliError,
     atomic_output,
@@ -36,7 +36,7 @@ def _progress_bars(enabled: bool) -> Any:
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
-    from ..records import MissingFieldError, dedup_records
+    from ..batch.records import MissingFieldError, dedup_records
     from ..report import render
 
     refuse_directory(args.output, "-o")

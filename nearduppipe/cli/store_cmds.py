@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..fingerprint.rule import Rule
 from ..report.render import tally_text
-from ..rule import Rule
 from ..stores import Decision, Entry, Store
 from ._io import (
     CliError,

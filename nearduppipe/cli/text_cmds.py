@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..rule import WIDE_BITS, Fingerprints, Rule, implied_similarity
+from ..fingerprint.rule import WIDE_BITS, Fingerprints, Rule, implied_similarity
 from ..stores import Store
 from ._io import CliError, bounded_int, clean, emit, say
 from ._stores import add_rule_args, open_cli_store, rule_from_args
@@ -46,7 +46,7 @@ def _read_file(label: str, name: str) -> bytes:
 
 
 def cmd_fingerprint(args: argparse.Namespace) -> int:
-    from ..dedup import FingerprintParams, fingerprint_html, fingerprint_text
+    from ..fingerprint.page import FingerprintParams, fingerprint_html, fingerprint_text
 
     data = _read_file("FILE", args.file)
     params = FingerprintParams(min_text_length=args.min_text_length)
@@ -80,7 +80,7 @@ def _looks_like_path(value: str) -> bool:
 def _text_of(label: str, value: str, store: Store | None, as_text: bool) -> str | Fingerprints:
     """A file's text (HTML extracted), a store key's kept text or fingerprint, or, with
     ``--text``, the argument itself."""
-    from ..text import extract_text
+    from ..fingerprint.text import extract_text
 
     if as_text:
         return value

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .model import Cluster, Duplicate, Report, report_from_store
+from ..stores.report import Cluster, Duplicate, Report, report_from_store
 from .render import FORMATS, render
 
 __all__ = ["FORMATS", "Cluster", "Duplicate", "Report", "render", "report_from_store"]

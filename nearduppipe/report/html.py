@@ -12,7 +12,7 @@ import json
 import re
 from html import escape
 
-from .model import Report
+from ..stores.report import Report
 
 __all__ = ["render_html"]
 

@@ -9,9 +9,9 @@ import json
 import re
 from collections.abc import Callable, Mapping
 
-from ..feeds import neutralise_formula
+from ..batch.feeds import neutralise_formula
 from ..stores.base import Tally
-from .model import Report
+from ..stores.report import Report
 
 __all__ = ["FORMATS", "render", "safe_text", "tally_text"]
 
@@ -95,7 +95,7 @@ CSV_COLUMNS = ["cluster", "original", "key", "distance", "host"]
 def render_csv(report: Report) -> str:
     """One row per page of every cluster: the original (distance 0, key = original) first.
     Keys that a spreadsheet would run as formulas are prefixed with ``'`` (OWASP)."""
-    from .model import host_of
+    from ..stores.report import host_of
 
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")

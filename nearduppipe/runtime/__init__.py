@@ -16,10 +16,11 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from .. import signals as neardup_signals
-from ..dedup import Deduplicator, Fingerprinted, FingerprintParams, Outcome
+from ..fingerprint.page import Fingerprinted, FingerprintParams
 from ..settings import NearDupConfig
 from ..stores import Match, Store
 from ..stores.base import StoreUnavailable
+from ..stores.decide import Deduplicator, Outcome
 from .commands import debug_command
 from .executor import Executor, PageTimeout, WorkerDied
 from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri

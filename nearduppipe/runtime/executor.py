@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from pebble import ProcessExpired, ProcessPool
 
-from ..dedup import FingerprintParams, fingerprint_text
+from ..fingerprint.page import FingerprintParams, fingerprint_text
 from .loop import await_future
 
 __all__ = ["Executor", "PageTimeout", "WorkerDied"]

@@ -18,7 +18,7 @@ from scrapy.utils.project import data_path
 from ..settings import NearDupConfig, NearDupConfigError
 from ..stores import Store, StoreError, open_store
 from ..stores.base import _scheme
-from ..stores.sqlite import sqlite_path
+from ..stores.sqlite.store import sqlite_path
 from .loop import periodic, start_coroutine
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..dedup import Outcome
 from ..stores.base import Source
+from ..stores.decide import Outcome
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -1,4 +1,10 @@
-"""Fingerprint stores: one small interface, one module per backend, chosen by URI scheme."""
+"""The store layer: fingerprints kept across crawls, behind one small interface (:mod:`.base`).
+
+A backend is chosen by URI scheme: :mod:`.memory` here, :mod:`.sqlite` and :mod:`.redis` in
+folders of their own. Below them: the in-memory index every backend searches (:mod:`.indexed`),
+counters (:mod:`.counts`), one page's decision (:mod:`.decide`) and the report model
+(:mod:`.report`). Imports the fingerprint and index layers, never Scrapy.
+"""
 
 from __future__ import annotations
 
@@ -31,4 +37,4 @@ __all__ = [
 def _load_builtin_backends() -> None:
     """Import the bundled backends so they register their schemes (lazily: a missing optional
     client library only matters to the URI that needs it)."""
-    from . import memory, redis, redis_cluster, sqlite  # noqa: F401
+    from . import memory, redis, sqlite  # noqa: F401

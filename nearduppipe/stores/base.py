@@ -25,15 +25,8 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any, NamedTuple, overload
 
-from ..rule import Fingerprints, Rule
-from .counts import (
-    COUNTERS,
-    STATUSES,
-    Source,
-    Status,
-    StoreInfo,
-    Tally,
-)
+from ..fingerprint.rule import Fingerprints, Rule
+from .counts import COUNTERS, STATUSES, Source, Status, StoreInfo, Tally
 
 __all__ = [
     "COUNTERS",
@@ -380,13 +373,13 @@ def open_store(uri: str, *, rule: Rule | None = None, **options: Any) -> Store:
     ``sqlite:////absolute/path.sqlite`` or a bare file path, ``redis://...``.
 
     ``rule=None`` takes the rule the store was created with (a new store gets the default
-    :class:`~nearduppipe.rule.Rule`). Common options: ``read_only=True`` (never writes),
+    :class:`~nearduppipe.fingerprint.rule.Rule`). Common options: ``read_only=True`` (never writes),
     ``reset=True`` (empty it first), ``ttl`` (seconds), ``max_decisions``, ``clock`` (a
     ``time.time`` stand-in). Others go to the backend."""
     if not isinstance(uri, str) or not uri.strip():
         raise StoreError(f"a store URI is a non-empty string, not {uri!r}")
     if rule is not None and not isinstance(rule, Rule):
-        raise StoreError(f"rule must be a nearduppipe.rule.Rule, not {type(rule).__name__}")
+        raise StoreError(f"rule must be a nearduppipe.Rule, not {type(rule).__name__}")
     from . import _load_builtin_backends
 
     _load_builtin_backends()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..rule import Rule
+from ..fingerprint.rule import Rule
 
 __all__ = [
     "COUNTERS",

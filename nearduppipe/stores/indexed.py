@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from .._columns import Column, fork_generation
-from .._runs import bind
-from ..index import BlockIndex, Layout, kernels
-from ..rule import Fingerprints, Rule
-from ._words import WIDE_WORDS, Scratch, words_to_int
+from ..fingerprint.rule import Fingerprints, Rule
+from ..index.columns import Column, fork_generation
+from ..index.runs import bind
+from ..index.search import BlockIndex, Layout, kernels
+from ..index.words import WIDE_WORDS, Scratch, words_to_int
 from .base import (
     COUNTERS,
     DEFAULT_MAX_DECISIONS,
@@ -67,7 +67,7 @@ class IndexedStore(Store):
         self._query_wide = Scratch()  # the query's wide fingerprint as words
         self._verdicts: Any = None  # the verdict's compiled loop, bound at its first call
         self._index = BlockIndex(Layout(distance=rule.radius, blocks=blocks))
-        # one row per index id; growing them copies nothing (see _columns)
+        # one row per index id; growing them copies nothing (see index.columns)
         self._columns = {
             "_wide": Column(np.uint64, (WIDE_WORDS,)),
             "_has_wide": Column(np.bool_),
@@ -197,7 +197,7 @@ class IndexedStore(Store):
             -1 if exclude is None else exclude, self.rule.radius, self._threshold,
             self.rule.legacy_distance, dw, sel,
         )  # fmt: skip
-        if self._verdicts is None:  # (fixed argument types: see _runs.bind)
+        if self._verdicts is None:  # (fixed argument types: see index.runs.bind)
             self._verdicts = bind(kernels().verdicts, *args)
         kept = self._verdicts(*args)
         if not kept:

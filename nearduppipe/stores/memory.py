@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..rule import Fingerprints, Rule
+from ..fingerprint.rule import Fingerprints, Rule
 from .base import DEFAULT_MAX_DECISIONS, Decision, Entry, StoreError, register_store
 from .indexed import IndexedStore
 

@@ -1,5 +1,5 @@
 """What numba's dispatcher would run: the index and the stores call their compiled loops
-without it (``nearduppipe._runs.bind``), so tests check they bound the same code."""
+without it (``nearduppipe.index.runs.bind``), so tests check they bound the same code."""
 
 from __future__ import annotations
 

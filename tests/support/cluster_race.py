@@ -10,8 +10,8 @@ import random
 import time
 from typing import Any
 
-from nearduppipe.rule import Fingerprints
-from nearduppipe.stores.redis_cluster import RedisClusterStore
+from nearduppipe.fingerprint.rule import Fingerprints
+from nearduppipe.stores.redis.cluster import RedisClusterStore
 
 
 def _flip(x: int, n: int, bits: int, rng: random.Random) -> int:

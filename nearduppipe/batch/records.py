@@ -1,0 +1,258 @@
+"""Batch near-duplicate detection over exported records (a Scrapy feed: JSON lines, JSON array,
+CSV or XML; see :mod:`nearduppipe.batch.feeds`).
+
+Every record is fingerprinted (in a process pool), every near-duplicate pair under the crawl's
+rule is found at once with :func:`nearduppipe.batch.near_pairs` (the same two stages as a store:
+64-bit candidates, wide verdict), and the near-duplicate graph's connected components are the
+clusters; a cluster's kept record is its first in input order. Records without usable text are
+kept and counted.
+
+Two streaming passes over the file keep memory independent of the texts' size: the first sends
+texts to the workers as it reads and keeps 77 bytes per record (both fingerprints, host number,
+a flag); the second writes the kept records and collects the keys of cluster members, and the
+texts of the few pairs an HTML report shows.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from ..fingerprint.page import Fingerprinted, FingerprintParams, fingerprint_html, fingerprint_text
+from ..fingerprint.rule import Rule
+from ..index.words import wide_words
+from ..stores.report import Report, build_report, host_of
+from .feeds import FeedReader, FeedWriter, feed_format
+from .pairs import components, near_pairs
+
+__all__ = ["DedupResult", "MissingFieldError", "dedup_records"]
+
+TEXT_SAMPLE_CHARS = 5000
+PAIRS_WITH_TEXTS = 100  # the HTML report shows at most this many pairs side by side
+Job = tuple[str | None, str | None, FingerprintParams]
+
+
+class MissingFieldError(ValueError):
+    """No record has the text field (nor the HTML field): almost surely a wrong field name."""
+
+
+def _fingerprint(job: Job) -> Fingerprinted:
+    text, html, params = job
+    if text is not None:
+        return fingerprint_text(text, params)
+    if html is not None:
+        return fingerprint_html(html, None, params)
+    return Fingerprinted(None, "no_text", 0)
+
+
+def _fingerprint_chunk(jobs: list[Job]) -> list[Fingerprinted]:
+    return [_fingerprint(job) for job in jobs]
+
+
+def _bounded_map(
+    pool: ProcessPoolExecutor, jobs: Iterator[Job], chunk: int, window: int
+) -> Iterator[Fingerprinted]:
+    """Results in input order with at most ``window`` chunks in flight. (Executor.map submits
+    every item at once, which would hold every text of the export in memory.)"""
+    pending: deque[Future[list[Fingerprinted]]] = deque()
+    while True:
+        batch = list(islice(jobs, chunk))
+        if batch:
+            pending.append(pool.submit(_fingerprint_chunk, batch))
+        if pending and (len(pending) >= window or not batch):
+            yield from pending.popleft().result()
+        if not batch and not pending:
+            return
+
+
+@dataclass
+class DedupResult:
+    report: Report
+    kept: int  # records written (or that would be written) to the output
+    skipped: dict[str, int]
+    total: int
+    fields: list[str] = field(default_factory=list)
+
+
+def _as_text(value: Any) -> str | None:
+    """A text field's value: a string, or a list of strings (paragraphs) joined by newlines."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    return None
+
+
+@dataclass(frozen=True)
+class _Fields:
+    text: str
+    html: str
+    key: str
+
+    def job(self, record: dict[str, Any], params: FingerprintParams) -> Job:
+        text = record.get(self.text)
+        html = record.get(self.html) if text is None else None
+        return _as_text(text), _as_text(html), params
+
+    def key_of(self, record: dict[str, Any], i: int) -> str:
+        value = record.get(self.key)
+        return value if isinstance(value, str) and value else f"#{i + 1}"
+
+
+Progress = Callable[..., Any]  # tqdm-like: Progress(total=, desc=, unit=, ...) -> bar
+
+
+def _no_bar(**_: Any) -> Any:
+    class Bar:
+        n = 0
+
+        def update(self, k: int = 1) -> None:
+            self.n += k
+
+        def close(self) -> None:
+            pass
+
+    return Bar()
+
+
+def _text_clusters(label: np.ndarray) -> set[int]:
+    """Roots of the largest clusters holding the first PAIRS_WITH_TEXTS pairs: only their
+    members' texts are kept (an HTML report shows no more pairs)."""
+    n = len(label)
+    sizes = np.bincount(label, minlength=n)
+    roots = np.flatnonzero(sizes > 1)
+    order = roots[np.lexsort((roots, -sizes[roots]))]
+    chosen, pairs = set(), 0
+    for root in order.tolist():
+        if pairs >= PAIRS_WITH_TEXTS:
+            break
+        chosen.add(root)
+        pairs += int(sizes[root]) - 1
+    return chosen
+
+
+def dedup_records(
+    path: Path,
+    text_field: str = "text",
+    html_field: str = "html",
+    key_field: str = "url",
+    rule: Rule | None = None,
+    params: FingerprintParams | None = None,
+    output: TextIO | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    input_format: str | None = None,
+    output_format: str | None = None,
+    keep_texts: bool = True,
+) -> DedupResult:
+    """Deduplicate the feed at ``path``; write kept records to ``output`` (in
+    ``output_format``, default the input's). ``progress`` makes progress bars (e.g. tqdm).
+    Raises :class:`MissingFieldError` when no record has the text or HTML field."""
+    bar_of = progress or _no_bar
+    params = params or FingerprintParams()
+    fields = _Fields(text_field, html_field, key_field)
+    fmt = feed_format(path, input_format)
+    hosts: dict[str, int] = {}
+    host_ids = array("i")
+    fps = array("Q")
+    wides = bytearray()
+    ok = bytearray()
+    skipped: Counter[str] = Counter()
+    names: dict[str, None] = {}  # every field seen, in order (the CSV header of an output)
+    with_text = 0
+
+    with FeedReader(path, fmt) as reader:
+        bar = bar_of(total=reader.size, desc="fingerprinting", unit="B", unit_scale=True)
+
+        def jobs() -> Iterator[Job]:  # pass 1: stream to the workers
+            nonlocal with_text
+            for i, (_, record) in enumerate(reader):
+                if len(names) < 10_000:
+                    names.update(dict.fromkeys(record))
+                if text_field in record or html_field in record:
+                    with_text += 1
+                host_ids.append(hosts.setdefault(host_of(fields.key_of(record, i)), len(hosts)))
+                yield fields.job(record, params)
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for result in _bounded_map(pool, jobs(), chunk=64, window=4 * (workers or 2) + 2):
+                fps.append(result.fingerprint or 0)
+                wide = result.fingerprints.wide if result.fingerprints else None
+                wides += wide_words(wide).tobytes()
+                ok.append(result.fingerprint is not None)
+                if result.fingerprint is None:
+                    skipped[result.skipped or "no_text"] += 1
+                bar.update(reader.position() - bar.n)
+        bar.update(reader.size - bar.n)
+        bar.close()
+        header = reader.fields or list(names)
+    n = len(fps)
+    if n and not with_text:
+        found = ", ".join(list(names)[:20]) or "none"
+        raise MissingFieldError(
+            f"no record has the field --text-field {text_field!r} nor --html-field "
+            f"{html_field!r} (fields found: {found})"
+        )
+    fp = np.frombuffer(fps, dtype=np.uint64) if n else np.zeros(0, dtype=np.uint64)
+    index = np.flatnonzero(np.frombuffer(bytes(ok), dtype=np.uint8))
+    wide_fps = np.frombuffer(bytes(wides), dtype="<u8").reshape(n, 8).astype(np.uint64)
+    matching = bar_of(total=len(index), desc="matching", unit="rec")
+    pairs = near_pairs(
+        fp[index],
+        wide_fps[index],
+        np.ones(len(index), dtype=bool),
+        rule or Rule(),
+        progress=matching.update,
+    )
+    matching.close()
+    label = np.arange(n, dtype=np.int64)
+    label[index] = index[components(len(index), pairs)]
+    in_cluster = label != np.arange(n)
+    in_cluster[label[in_cluster]] = True  # originals of clusters too
+    text_roots = _text_clusters(label) if keep_texts else set()
+
+    # pass 2: write the kept records; keys of cluster members, texts of the shown pairs
+    keys: dict[int, str] = {}
+    texts: dict[str, str] = {}
+    kept = 0
+    writer = None
+    if output is not None:
+        writer = FeedWriter(output, output_format or fmt, header, fmt)
+    bar = bar_of(total=n, desc="writing" if writer else "reading keys", unit="rec")
+    with FeedReader(path, fmt) as reader:
+        for i, (raw, record) in enumerate(reader):
+            if i >= n:
+                break
+            if label[i] == i:
+                kept += 1
+                if writer is not None:
+                    writer.write(raw, record)
+            if in_cluster[i]:
+                keys[i] = fields.key_of(record, i)
+                if int(label[i]) in text_roots:
+                    text, html, _ = fields.job(record, params)
+                    body = text if text is not None else html
+                    if body is not None:
+                        texts[keys[i]] = body[:TEXT_SAMPLE_CHARS]
+            bar.update(1)
+    bar.close()
+    if writer is not None:
+        writer.close()
+    host_names = list(hosts)
+    ids = np.frombuffer(host_ids, dtype=np.int32) if n else np.zeros(0, dtype=np.int32)
+    per_host = np.bincount(ids[label == np.arange(n)], minlength=len(host_names))
+    unique_by_host = Counter({host_names[h]: int(c) for h, c in enumerate(per_host) if c})
+    decisions = [
+        (keys[i], keys[int(label[i])], int(np.bitwise_count(fp[i] ^ fp[label[i]])))
+        for i in np.flatnonzero(label != np.arange(n)).tolist()
+    ]
+    report = build_report(str(path), unique_by_host, decisions, texts)
+    return DedupResult(report, kept, dict(skipped), n, header)

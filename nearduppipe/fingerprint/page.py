@@ -1,0 +1,73 @@
+"""One page or text → its fingerprints: the CPU half of the per-page job, free of Scrapy.
+
+The job has two halves. :func:`fingerprint_html` / :func:`fingerprint_text` (here) are pure CPU
+work on picklable arguments, so adapters may run them in worker processes; the store's atomic
+check (:mod:`nearduppipe.stores.decide`) is the only shared state and runs where the store lives.
+
+Texts shorter than ``min_text_length`` are never checked: short texts have few features, and a
+store full of near-identical stubs ("Page not found", empty templates) would drop pages wholesale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .features import DEFAULT_FEATURES, FeatureConfig, features
+from .rule import Fingerprints
+from .simhash import simhash_pair
+from .text import DEFAULT_LIMITS, TextLimits, extract, normalise_whitespace
+
+__all__ = ["FingerprintParams", "Fingerprinted", "fingerprint_html", "fingerprint_text"]
+
+
+@dataclass(frozen=True)
+class FingerprintParams:
+    """Everything the CPU half needs; frozen and picklable (sent to worker processes)."""
+
+    features: FeatureConfig = field(default=DEFAULT_FEATURES)
+    limits: TextLimits = field(default=DEFAULT_LIMITS)
+    min_text_length: int = 200
+    keep_text: int = 0  # characters of text kept as a sample with each decision (0: none)
+
+
+class Fingerprinted(NamedTuple):
+    """Fingerprints, or ``None`` with the reason nothing could be fingerprinted."""
+
+    fingerprints: Fingerprints | None
+    skipped: str | None
+    text_length: int
+    sample: str | None = None
+
+    @property
+    def fingerprint(self) -> int | None:
+        """The 64-bit SimHash (what logs and ``neardup_fingerprint`` show)."""
+        return None if self.fingerprints is None else self.fingerprints.fp
+
+
+def fingerprint_text(text: str, params: FingerprintParams) -> Fingerprinted:
+    """Fingerprint already extracted text (cut to the text limit, white space normalised)."""
+    if len(text) > params.limits.max_text_chars:
+        text = text[: params.limits.max_text_chars]
+    text = normalise_whitespace(text)
+    if len(text) < params.min_text_length:
+        return Fingerprinted(None, "too_short" if text else "no_text", len(text))
+    if text.count("\ufffd") > len(text) // 50:
+        # More than 2% replacement characters: bytes decoded with the wrong charset. Such text
+        # says nothing about the page's content, so it is neither stored nor compared.
+        return Fingerprinted(None, "bad_encoding", len(text))
+    feats = features(text, params.features)
+    if not feats:
+        return Fingerprinted(None, "no_features", len(text))
+    sample = text[: params.keep_text] if params.keep_text else None
+    return Fingerprinted(simhash_pair(feats), None, len(text), sample)
+
+
+def fingerprint_html(
+    html: str | bytes, url: str | None, params: FingerprintParams
+) -> Fingerprinted:
+    """Extract the main text of a page and fingerprint it."""
+    extraction = extract(html, url, params.limits)
+    if extraction.text is None:
+        return Fingerprinted(None, extraction.reason, 0)
+    return fingerprint_text(extraction.text, params)

@@ -1,0 +1,290 @@
+"""The runs of :class:`nearduppipe.index.BlockIndex`: immutable tables over a range of ids,
+built here or on a worker thread.
+
+A run files the live ids of ``lo .. hi - 1`` in every table of its table set: per table, the ids
+and their fingerprints grouped by the top ``dir_bits`` bits of the table key (a counting sort),
+with a directory of offsets. Runs never change once built, so a worker thread can build a
+merged run from the same arrays while queries keep reading the old ones; the compiled kernels
+(:mod:`nearduppipe.index.compiled`) release the GIL meanwhile. :func:`kernels` and :func:`bind` are
+how the index and the stores get at that compiled code.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import queue
+import threading
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from .columns import background_priority, fork_generation
+from .layout import Layout
+
+__all__ = ["Geometry", "Merge", "Run", "TableSet", "bind", "kernels", "probe_masks"]
+
+_KERNELS: Any = None
+
+
+def kernels() -> Any:
+    """The compiled kernels, imported on first use: importing numba costs about a second,
+    which processes that never search (extraction workers, most CLI commands) do not pay."""
+    global _KERNELS
+    if _KERNELS is None:
+        from . import compiled
+
+        _KERNELS = compiled
+    return _KERNELS
+
+
+def bind(kernel: Any, *args: Any) -> Any:
+    """``kernel``'s compiled code for the types of ``args``, to be called directly.
+
+    A call through numba's dispatcher first types every argument (~0.15-0.2 µs each): 2-3 µs
+    per radius-8 query of one run (14 arguments) and as much for a check's verdict, against
+    15-40 µs for the whole query at 1 M stored, measured. The index and the stores pass
+    arrays whose dtype, dimensions and layout are fixed by construction, so they bind once
+    and skip that. The bound code does not check types: arguments of other types would be
+    misread, not converted (bind again for them)."""
+    from numba import typeof
+
+    types: Any = typeof  # (untyped)
+    return kernel.compile(tuple(types(a) for a in args))
+
+
+@functools.cache
+def probe_masks(width: int, radius: int) -> np.ndarray:
+    """Every ``width``-bit mask of at most ``radius`` set bits (the probe offsets)."""
+    masks = [0]
+    for r in range(1, min(radius, width) + 1):
+        for combo in combinations(range(width), r):
+            m = 0
+            for bit in combo:
+                m |= 1 << bit
+            masks.append(m)
+    out = np.array(masks, dtype=np.int64)
+    out.flags.writeable = False
+    return out
+
+
+# The cost of one run's query, measured with the compiled search on this project's 2-core
+# host (single runs of 30 k to 10 M uniform fingerprints, radius 8): each probed bucket costs
+# about 40 ns (a directory read and a line of fingerprints, mostly cache misses) and each
+# fingerprint in it 2.5 ns (a popcount). The model picked the fastest table set at every size
+# measured (see Geometry); it only chooses, so an error costs speed, never results.
+PROBE_NS = 40.0
+CANDIDATE_NS = 2.5
+PREFER_FEWER = 1.1  # a set with fewer tables (less memory) wins unless 10 % slower
+
+
+def _ball(width: int, radius: int) -> int:
+    return sum(math.comb(width, i) for i in range(min(radius, width) + 1))
+
+
+class TableSet:
+    """One way of filing a run (:meth:`Layout.table_sets`) as arrays the kernels read: each
+    table's key as blocks ``(shift, width)`` and the radius its key is probed at."""
+
+    def __init__(self, tables: list[tuple[tuple[int, int], ...]], radii: tuple[int, ...]):
+        width = max(len(parts) for parts in tables)
+        self.shifts = np.zeros((len(tables), width), dtype=np.int64)
+        self.widths = np.zeros((len(tables), width), dtype=np.int64)
+        for t, parts in enumerate(tables):
+            for p, (shift, w) in enumerate(parts):
+                self.shifts[t, p], self.widths[t, p] = shift, w
+        self.tables = tables
+        self.key_bits = [sum(w for _, w in parts) for parts in tables]
+        self.probes = np.array(radii, dtype=np.int64)
+        self.probes.flags.writeable = False
+        self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def dir_bits(self, n: int) -> int:
+        # About 1 id per group (measured with the compiled search: at 1 M and 10 M, each bit
+        # less doubles the candidates and costs more than the smaller directory saves); at
+        # most 24 bits (a 64 MiB directory per table).
+        want = max(4, min(24, math.ceil(math.log2(max(n, 1) + 1))))
+        return min(want, *self.key_bits)
+
+    def drops(self, dir_bits: int) -> np.ndarray:
+        return np.array([kb - dir_bits for kb in self.key_bits], dtype=np.int64)
+
+    def masks(self, dir_bits: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each table's probe offsets (a row each, padded) and how many each row holds."""
+        if dir_bits not in self._masks:
+            rows = [probe_masks(dir_bits, int(r)) for r in self.probes]
+            masks = np.zeros((len(rows), max(len(r) for r in rows)), dtype=np.int64)
+            for t, row in enumerate(rows):
+                masks[t, : len(row)] = row
+            counts = np.array([len(r) for r in rows], dtype=np.int64)
+            masks.flags.writeable = counts.flags.writeable = False
+            self._masks[dir_bits] = masks, counts
+        return self._masks[dir_bits]
+
+    def cost(self, n: int) -> float:
+        """Modelled nanoseconds of one query of a run of ``n`` ids."""
+        d = self.dir_bits(n)
+        probes = sum(_ball(d, int(r)) for r in self.probes)
+        return probes * (PROBE_NS + CANDIDATE_NS * n / (1 << d))
+
+
+class Geometry:
+    """The layout's table sets; each run is filed in the one cheapest for its size.
+
+    Measured (single runs, radius 8, median query; ``/tmp`` script comparing the sets on the
+    same fingerprints): 5 tables of 12-13 bits probed at radii 1,1,1,1,0 took 3.3 us at 30 k
+    against 8.3 for 3 tables at radius 2; 4 tables of 16 bits at radii 2,1,1,1 took 15 us at
+    1 M against 25-31 (skewed 22 against 28, text-like 19 against 26); at 10 M the 3 wide
+    tables win (58 us against 80). All return the same ids: the choice is speed only."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.sets = [TableSet(tables, radii) for tables, radii in layout.table_sets()]
+
+    def for_size(self, n: int) -> TableSet:
+        costs = [ts.cost(n) for ts in self.sets]
+        best = min(costs)
+        fit = [ts for ts, c in zip(self.sets, costs, strict=True) if c <= best * PREFER_FEWER]
+        return min(fit, key=lambda ts: len(ts.tables))
+
+
+class Run:
+    """The live ids of ``lo .. hi - 1`` filed in every table (immutable)."""
+
+    __slots__ = (
+        "args",
+        "dead",
+        "dir_bits",
+        "drops",
+        "hi",
+        "lo",
+        "masks",
+        "offsets",
+        "size",
+        "tables",
+        "tfps",
+        "tids",
+    )
+
+    def __init__(self, geo: Geometry, fps: np.ndarray, alive: np.ndarray, lo: int, hi: int):
+        K = kernels()
+        ids = K.live_ids(alive, lo, hi)
+        if len(ids) >= 1 << 31:
+            raise ValueError("a run holds fewer than 2**31 ids")
+        self.lo, self.hi, self.size, self.dead = lo, hi, len(ids), 0
+        ts = self.tables = geo.for_size(len(ids))
+        self.dir_bits = ts.dir_bits(len(ids))
+        self.drops = ts.drops(self.dir_bits)
+        self.masks, counts = ts.masks(self.dir_bits)
+        self.offsets, self.tfps, self.tids = K.build_run(
+            fps, ids, ts.shifts, ts.widths, self.drops, self.dir_bits
+        )
+        # what every query passes first, in query_run's order (one tuple, not 9 lookups)
+        self.args = (
+            self.offsets, self.tfps, self.tids, ts.shifts, ts.widths, self.drops,
+            self.masks, counts, ts.probes,
+        )  # fmt: skip
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.offsets.nbytes + self.tfps.nbytes + self.tids.nbytes)
+
+    def recount(self, alive: np.ndarray) -> None:
+        """Count the ids removed since the run was built (a compiled count of up to tens of
+        millions of flags: numpy's sum would hold the GIL, 13 ms at 30 M, measured)."""
+        self.dead = self.size - int(kernels().count_live(alive, self.lo, self.hi))
+
+
+class Merge:
+    """One run being built by a merge worker from the runs ``sources`` (adjacent).
+
+    The workers are threads that live as long as the process (:func:`_submit`): starting a
+    thread per merge made the caller wait for it to start, 6-8 ms of wall time (0.2 ms of CPU)
+    per add that started a merge at 8 M ids on 2 cores, measured; queueing the work does not
+    wait."""
+
+    def __init__(self, geo: Geometry, fps: np.ndarray, alive: np.ndarray, sources: list[Run]):
+        self.sources = sources
+        self.result: Run | None = None
+        self.error: BaseException | None = None
+        self._work = (geo, sources[0].lo, sources[-1].hi)
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = (fps, alive)
+        self._done = threading.Event()
+        self._generation = fork_generation()
+        _submit(self)
+
+    def build(self) -> None:
+        """Build the run: on a worker, or in a forked child (whose workers are gone, maybe
+        mid-build) on the caller's thread."""
+        try:
+            geo, lo, hi = self._work
+            assert self._arrays is not None
+            fps, alive = self._arrays
+            run = Run(geo, fps, alive, lo, hi)
+            run.recount(alive)  # removed while it was built (here: not the caller's thread)
+            self.result = run
+        except BaseException as exc:  # re-raised on the caller's thread by take()
+            self.error = exc
+        finally:
+            self._done.set()
+
+    @property
+    def done(self) -> bool:
+        if not self._done.is_set() and self._generation != fork_generation():
+            # queued or building in the parent: no worker here will ever finish it (and the
+            # event's lock may have been held there at the fork)
+            self._done, self._generation = threading.Event(), fork_generation()
+            self.build()
+        return self._done.is_set()
+
+    def views(self) -> tuple[np.ndarray, np.ndarray]:
+        """The fingerprint and flag arrays the merge read (for :meth:`Column.release`), once
+        it is done; the merge lets go of them."""
+        arrays, self._arrays = self._arrays, None
+        assert arrays is not None, "views() is called once, after take()"
+        return arrays
+
+    def take(self) -> Run:
+        if not self.done:
+            self._done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+MERGE_WORKERS = 2  # threads building merges, for every index of the process
+_jobs: queue.SimpleQueue[Merge] | None = None
+_jobs_lock = threading.Lock()
+
+
+def _merger(jobs: queue.SimpleQueue[Merge]) -> None:
+    background_priority()
+    while True:
+        merge = jobs.get()
+        merge.build()
+        del merge  # (the merge, its sources and result: the index's to keep, not this frame's)
+
+
+def _submit(merge: Merge) -> None:
+    global _jobs
+    with _jobs_lock:
+        if _jobs is None:
+            jobs: queue.SimpleQueue[Merge] = queue.SimpleQueue()
+            for _ in range(MERGE_WORKERS):  # (a queue no thread serves is never published)
+                threading.Thread(
+                    target=_merger, args=(jobs,), name="neardup-merge", daemon=True
+                ).start()
+            _jobs = jobs
+        jobs = _jobs
+    jobs.put(merge)
+
+
+def _forget_jobs() -> None:  # a forked child has no workers: Merge.done builds in place
+    global _jobs, _jobs_lock
+    _jobs, _jobs_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_jobs)

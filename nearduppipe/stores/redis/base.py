@@ -1,0 +1,290 @@
+"""Opening a Redis store (the layout kept in ``{P}:meta``, format-1 stores, reset, errors) and
+building its script calls.
+
+A base class of :class:`~nearduppipe.stores.redis.RedisStore`, apart so each module stays short.
+The rule and layout are read from the store, never assumed: a store built for one radius holds
+tables that cannot answer another radius exactly, so a contradicting rule is refused with what
+to do, while ``similarity`` and ``legacy_distance`` (thresholds, not layout) may change.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+from ...fingerprint.rule import Fingerprints, Rule
+from ...index.layout import Layout
+from ..base import Decision, Entry, Store, StoreError, StoreUnavailable
+from ..memory import MemoryStore
+from . import keys as rk
+from .codec import encode_entry
+from .format1 import format1_keys, read_format1
+from .log import LogIndex, compact, new_epoch
+from .program import SINGLE
+from .wire import Packed, Wire, _bytes, bulk
+
+FORMAT_VERSION = 2
+_INIT_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], unpack(ARGV))
+end
+return redis.call('HGETALL', KEYS[1])"""
+_COUNT_ENTRIES_LUA = """if redis.call('HEXISTS', KEYS[1], 'new_total') == 0 then
+  redis.call('HSET', KEYS[1], 'new_total', redis.call('HLEN', KEYS[2]))
+end"""
+
+
+class RedisBase(Store):
+    """State and opening logic shared by the Redis store (see ``redis.py`` for the keys)."""
+
+    prefix: str
+    layout: Layout
+    clock: Callable[[], float]
+    _client: Any
+    _redis: Any
+    _raw_uri: str
+    _closed: bool
+    _f1: MemoryStore | None
+    _log: LogIndex
+    _wire: Wire
+    _keys: list[str]
+    _script: Any
+    _instance: str
+    _reply_fields: set[str]
+    _fixed_args: dict[tuple[int, bool], bytes]
+
+    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+        raise NotImplementedError
+
+    # -- script arguments --------------------------------------------------------------------
+    def _head_args(self, mode: str, now: float, epoch: str = "") -> list[Any]:
+        """ARGV[1] to ARGV[11] of a call that keeps no reply and sends no log position (a
+        search call packs its own: :meth:`_fixed`, :meth:`_search_call`)."""
+        return rk.call_head(self.rule, self.ttl, self.max_decisions, mode, now, 0, epoch)
+
+    def _record(
+        self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None
+    ) -> bytes:
+        return encode_entry(fps.fp, fps.wide, t, b"", job, key, text)
+
+    def _fixed(self, reply: bool) -> bytes:
+        """ARGV[3] to ARGV[8] of this thread's search calls (the rule, the limits and the
+        field of its replies, or none), packed once per thread: the same on every call."""
+        ident = threading.get_ident()
+        fixed = self._fixed_args.get((ident, reply))
+        if fixed is None:
+            field = f"{self._instance}:{ident}" if reply else ""
+            if reply:
+                self._reply_fields.add(field)
+            rule = rk.rule_args(self.rule, self.ttl, self.max_decisions)
+            fixed = self._fixed_args[ident, reply] = bulk(map(_bytes, [*rule, field]))
+        return fixed
+
+    def _search_call(self, what: str, fp: int, args: list[Any], token: bytes = b"") -> Any:
+        """A check or near call with the candidates of this client's index, which first
+        catches up with the log when the script says it is too far behind or stale (a
+        compaction or reset). Returns the script's result; the index takes the members the
+        reply carries. (The hot path: packed here, errors mapped without a context manager.)"""
+        write = what == "check"
+        self._usable(write)
+        if not self._log.loaded:  # on the first search: copy, info and get never need it
+            with self._errors("load"):
+                self._log.load(self._client, self._k("meta"), self._k("n"))
+        head = bulk((what.encode(), repr(float(args[0])).encode())) + self._fixed(bool(token))
+        rest = [_bytes(a) for a in args[1:]]
+        for _ in range(8):
+            pos, epoch, cand = self._log.candidates(fp, self.rule.radius)
+            body = head + bulk((token, b"%d" % pos, epoch.encode(), *rest, cand))
+            try:
+                reply = self._wire.call(Packed(len(rest) + 12, body), write=write)
+            except self._redis.RedisError as e:
+                raise self._failure(what, e) from None
+            status, start, members = reply
+            if status == b"E":
+                with self._errors("load"):
+                    self._log.load(self._client, self._k("meta"), self._k("n"))
+                continue
+            if status == b"R":
+                with self._errors("load"):
+                    self._log.catch_up(self._client, self._k("meta"), self._k("n"))
+                continue
+            self._log.apply(int(start), members, epoch)
+            return status
+        raise StoreUnavailable(f"{self._where()}: {what}: the log kept changing under this client")
+
+    def _run(self, what: str, args: list[Any], write: bool = True) -> Any:
+        with self._errors(what, write=write):
+            return self._script(keys=self._keys, args=args)
+
+    # -- opening -----------------------------------------------------------------------------
+    def _k(self, name: str) -> str:
+        return rk.key(self.prefix, name)
+
+    def _where(self) -> str:
+        return f"{self.uri} prefix {self.prefix!r}"
+
+    def _set_layout(self, rule: Rule, blocks: int | None) -> None:
+        try:
+            self.layout = Layout(distance=rule.radius, blocks=blocks)
+        except ValueError as e:
+            raise StoreError(f"{self._where()}: {e}") from None
+        self.rule = rule
+        self._log = LogIndex(self.layout)
+        self._keys = rk.store_keys(self.prefix, 0)
+        self._wire = Wire(self._client, SINGLE, self._keys)
+
+    def _meta(self) -> dict[str, str]:
+        raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    def _open_meta(self, rule: Rule | None, blocks: int | None) -> None:
+        meta = self._meta()
+        if meta.get("cluster") == "1" or "shard_of" in meta:
+            raise StoreError(
+                f"{self._where()}: a Redis Cluster store (or one of its shards): open it with "
+                "redis+cluster://"
+            )
+        fmt = int(meta.get("format", "0"))
+        if meta and fmt not in (1, 2):
+            raise StoreError(
+                f"{self._where()}: format {meta.get('format')!r}: not a store this nearduppipe "
+                f"can read (format {FORMAT_VERSION}; a newer one wrote it?)"
+            )
+        if fmt == 1:
+            self._open_format1(rule, blocks)
+            return
+        if not meta:
+            self._set_layout(rule or Rule(), blocks)
+            if self.read_only:  # an empty store that writes nothing
+                return
+            fields = {
+                "format": "2",
+                "rule": json.dumps(self.rule.as_dict()),
+                "blocks": str(self.layout.n_blocks),
+                "epoch": new_epoch(),
+                "new_total": "0",
+            }
+            if blocks is None:
+                fields["blocks_auto"] = "1"
+            init = self._client.register_script(_INIT_LUA)
+            flat = init(keys=[self._k("meta")], args=[x for kv in fields.items() for x in kv])
+            meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+        if "epoch" not in meta:
+            raise StoreError(
+                f"{self._where()}: a format-2 store without a log (written by an unreleased "
+                "development version); reset it"
+            )
+        stored = Rule(**json.loads(meta["rule"]))
+        stored_blocks = int(meta["blocks"])
+        asked = rule or stored
+        if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
+            blocks is not None and blocks != stored_blocks
+        ):
+            raise StoreError(
+                f"{self._where()}: the store was built for radius {stored.radius} with "
+                f"{stored_blocks} blocks ({stored.describe()}); the given rule asks for radius "
+                f"{asked.radius}{f' with {blocks} blocks' if blocks is not None else ''}. Open "
+                "it with rule=None to use its rule, copy it to a new prefix with that rule "
+                "(nearduppipe copy), or reset it"
+            )
+        self._set_layout(rule or stored, rk.index_blocks(meta))
+        if rule is not None and rule != stored and not self.read_only:
+            # similarity and legacy_distance are thresholds, not layout: the new default
+            self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
+        if self.ttl is None and not self.read_only:  # undo the expiry of an earlier TTL run
+            pipe = self._client.pipeline(transaction=False)
+            for name in ("k", "e", "n"):
+                pipe.persist(self._k(name))
+            pipe.execute()
+        if not self.read_only:
+            if "new_total" not in meta:  # a store from before it was counted: its entries
+                self._client.eval(_COUNT_ENTRIES_LUA, 2, self._k("meta"), self._k("k"))
+            self._compact_if_needed(meta)
+
+    def _compact_if_needed(self, meta: dict[str, str]) -> None:
+        """Compact the log once the members of removed entries outnumber the live ones."""
+        dead = int(meta.get("dead", "0"))
+        if dead > max(10_000, int(self._client.hlen(self._k("e")))):
+            compact(self)
+
+    def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:
+        entries = read_format1(self._client, self.prefix)
+        self._set_layout(rule or Rule(), blocks)
+        if self.read_only:
+            self.format_version = 1
+            self._f1 = MemoryStore(
+                self.uri, self.rule, ttl=self.ttl, max_decisions=None, clock=self.clock
+            )
+            self._f1.import_records(entries, [])
+            return
+        # Migrate in place, in an order that a crash at any point leaves readable: write the
+        # format-2 entries (names format 1 never used), switch the meta, then drop the old keys.
+        # A crash before the switch leaves a format-1 store that the next open migrates again.
+        self.import_records(entries, [])
+        n_decisions = int(self._client.llen(self._k("d")))
+        pipe = self._client.pipeline(transaction=True)
+        pipe.hdel(self._k("meta"), "bits", "distance")
+        pipe.hset(
+            self._k("meta"),
+            mapping={
+                "format": "2",
+                "rule": json.dumps(self.rule.as_dict()),
+                "blocks": str(self.layout.n_blocks),
+                "decisions_total": str(n_decisions),
+                "epoch": new_epoch(),
+                "new_total": "0",
+            },
+        )
+        pipe.execute()
+        old = format1_keys(self._client, self.prefix)
+        for i in range(0, len(old), 1000):
+            self._client.unlink(*old[i : i + 1000])
+
+    def _reset(self, blocks: int | None, rule: Rule | None) -> None:
+        meta = self._meta()
+        doomed: set[str | bytes] = set(rk.store_keys(self.prefix, 0))
+        try:
+            counts = [Layout(distance=(rule or Rule()).radius, blocks=blocks).tables()]
+        except ValueError as e:
+            raise StoreError(f"{self._where()}: {e}") from None
+        if meta.get("format") == "2":
+            stored = Rule(**json.loads(meta["rule"]))
+            counts.append(Layout(distance=stored.radius, blocks=int(meta["blocks"])).tables())
+        for tables in counts:
+            doomed.update(rk.store_keys(self.prefix, len(tables)))
+        if meta.get("format") == "1":
+            doomed.update(format1_keys(self._client, self.prefix))
+        names = sorted(doomed, key=lambda k: k if isinstance(k, bytes) else k.encode())
+        for i in range(0, len(names), 1000):
+            self._client.unlink(*names[i : i + 1000])
+
+    # -- calls -------------------------------------------------------------------------------
+    def _usable(self, write: bool) -> None:
+        if self._closed:
+            raise StoreError(f"store {self.uri} is closed")
+        if write and self.read_only:
+            raise StoreError(f"store {self.uri} was opened read-only")
+
+    def _failure(self, what: str, e: Exception) -> StoreError:
+        """Unreachable, timed out, out of memory or a read-only replica -> StoreUnavailable
+        (the failure policy's business); other server errors are bugs or misconfigurations
+        -> StoreError. Messages never carry the password."""
+        r = self._redis
+        msg = rk.redact(str(e), self._raw_uri)
+        if isinstance(e, (r.ConnectionError, r.TimeoutError)):
+            return StoreUnavailable(f"{self._where()}: {what} failed: {msg}")
+        if isinstance(e, (r.exceptions.MovedError, r.exceptions.AskError)):
+            msg = f"MOVED {msg} (a Redis Cluster node: open the store with redis+cluster://)"
+        cls = StoreUnavailable if rk.unavailable(e) else StoreError
+        return cls(f"{self._where()}: {what} failed: {msg}")
+
+    @contextmanager
+    def _errors(self, what: str, write: bool = False) -> Iterator[None]:
+        """Closed or read-only -> StoreError; Redis errors as :meth:`_failure` says."""
+        self._usable(write)
+        try:
+            yield
+        except self._redis.RedisError as e:
+            raise self._failure(what, e) from None

@@ -1,0 +1,352 @@
+"""``redis+cluster://host:port/?prefix=…`` (``rediss+cluster://`` with TLS): the Redis store
+spread over a Redis Cluster, for stores that outgrow one node.
+
+The store is split into ``S`` shards (12 unless ``shards=`` says otherwise when it is created;
+recorded in its meta), each a single-node store's keys under its own hash tag, so the shards,
+and with them the records, the logs and the memory, spread over the slots and the masters
+(:mod:`.cluster_open`). A page key lives in shard ``crc32(key) % S``: everything about
+one key (its entry, a revisit, a replacement) is one script call in one slot. Each client's
+index (:mod:`.cluster_log`) follows every shard's log.
+
+A check cannot be one atomic call when its near-duplicates may be in any shard. It is four
+steps (docs/operations.md, "Redis Cluster", argues why exactly one page of a group of racing
+near-duplicates is kept):
+
+1. *reserve*, in the key's shard: the own entry (``again``, ``unchanged``: done), else the
+   page is stored as a *pending* entry and logged (one pending check per key at a time);
+2. a *ticket*: ``HINCRBY {P}:meta order 1``, the store's total order, taken after the entry
+   is visible;
+3. *look*, every shard at once: the ticket is written to the pending entry, and each shard
+   answers its near entries (the client's candidates and what it logged since), each kept,
+   pending with a ticket, or pending without one yet;
+4. *settle*: a kept near entry makes the page a duplicate. Otherwise it waits for each near
+   pending entry without a ticket or with an earlier one (polling their shards) until it is
+   kept (duplicate) or gone; then it keeps itself, or removes itself and records the decision.
+
+A pending entry whose client died lives ``pending_timeout`` seconds (30), judged by its
+shard's clock; then it is gone for everyone and its owner's settle fails (the check starts
+again). A connection error in a step is :class:`StoreUnavailable` after the wire's retries;
+a retried reserve finds its pending entry by the check's token, the other steps are not
+replayed from a stored reply as on one node (an abandoned pending entry expires).
+TTL, ``max_decisions`` (one decisions list), counters (summed over shards) and the record
+format are the single-node store's; a record carries its ticket in the table-field slot
+(:func:`.cluster_check.ticket_of`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
+
+from ...fingerprint.rule import Fingerprints, Rule
+from ..base import (
+    COUNTERS,
+    DEFAULT_MAX_DECISIONS,
+    Decision,
+    Entry,
+    StoreError,
+    StoreUnavailable,
+    check_fingerprints,
+    check_key,
+    check_max_decisions,
+    check_time,
+    check_ttl,
+    clean_text,
+    register_store,
+)
+from . import keys as rk
+from .cluster_check import ClusterBase, ticket_of
+from .cluster_log import READ_LUA, ShardLogs
+from .cluster_open import client_uri, open_meta, reset_keys, shard_keys, shard_tags
+from .cluster_wire import ClusterWire
+from .codec import decode_decision, decode_entry, encode_decision, entry_head
+from .log import compact
+from .program import CLUSTER
+
+__all__ = ["RedisClusterStore"]
+
+_BATCH = 500
+
+
+class RedisClusterStore(ClusterBase):
+    def __init__(
+        self,
+        uri: str,
+        rule: Rule | None = None,
+        *,
+        prefix: str | None = None,
+        name: str | None = None,
+        reset: bool = False,
+        ttl: float | None = None,
+        max_decisions: int | None = DEFAULT_MAX_DECISIONS,
+        read_only: bool = False,
+        clock: Callable[[], float] = time.time,
+        blocks: int | None = None,
+        shards: int | None = None,
+        pending_timeout: float = 30.0,
+        timeout: float = 5.0,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        import redis
+        from redis.cluster import RedisCluster
+
+        self._redis = redis
+        self._raw_uri = uri
+        self.uri = rk.redact(uri, uri)
+        base, ours = client_uri(uri)
+        self.prefix = ours.get("prefix") or prefix or f"neardup:{name or 'default'}"
+        self.ttl = check_ttl(rk.uri_ttl(ours, ttl, self.uri), self.uri)
+        self.max_decisions = check_max_decisions(max_decisions, self.uri)
+        self.read_only = bool(read_only)
+        self.clock = clock
+        self.pending_timeout = float(pending_timeout)
+        self._closed = True
+        if reset and self.read_only:
+            raise StoreError(f"{self.uri}: reset=True and read_only=True contradict each other")
+        shard_tags(self.prefix, 1)  # a prefix with braces: refused before connecting
+        try:
+            defaults = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+            _check_params(self.uri, params or {})
+            with rk.bad_params(self.uri, uri):  # (the user's options win over the defaults)
+                self._client = RedisCluster.from_url(base, **{**defaults, **(params or {})})
+        except redis.exceptions.RedisClusterException as e:
+            msg = rk.redact(str(e), uri)
+            if "not enabled" in msg:
+                raise StoreError(
+                    f"{self._where()}: not a Redis Cluster ({msg}); a single server is redis://"
+                ) from None
+            raise StoreUnavailable(f"{self._where()}: cannot reach the cluster: {msg}") from None
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            raise StoreUnavailable(
+                f"{self._where()}: cannot connect: {rk.redact(str(e), uri)}"
+            ) from None
+        except (ValueError, TypeError) as e:
+            raise StoreError(f"{self.uri}: {rk.redact(str(e), uri)}") from e
+        self._closed = False
+        with self._errors("open"):
+            if reset:
+                reset_keys(self._client, self.prefix)
+            self.rule, self.layout, self.shards, exists = open_meta(
+                self._client, self._where(), self.prefix, rule, blocks, shards, self.read_only
+            )
+            self._tags = shard_tags(self.prefix, self.shards)
+            self._keys = [shard_keys(t) for t in self._tags]
+            self._global = shard_keys(self.prefix)
+            self._logs = ShardLogs(self.layout, self.shards)
+            self._read_script = self._client.register_script(READ_LUA)
+            self._wire = ClusterWire(self._client, CLUSTER)
+            self._empty = not exists
+            if exists and not self.read_only:
+                for s, keys in enumerate(self._keys):
+                    if self.ttl is None:  # undo the expiry of an earlier TTL run
+                        for k in (keys[1], keys[2], keys[5]):
+                            self._client.persist(k)
+                    # as on one node: compact a log whose dead members (removed entries, and
+                    # here also the pending entries of duplicates) outnumber the live ones
+                    dead = int(self._client.hget(keys[0], "dead") or 0)
+                    if dead > max(10_000, int(self._client.hlen(keys[2]))):
+                        compact(_ShardView(self, s))
+
+    def __enter__(self) -> RedisClusterStore:
+        return self
+
+    # -- the rest of the interface ----------------------------------------------------------
+    def add(
+        self,
+        fps: Fingerprints | int,
+        key: str,
+        *,
+        text: str | None = None,
+        job: str | None = None,
+        stored_at: float | None = None,
+    ) -> None:
+        fps = check_fingerprints(fps)
+        check_key(key)
+        t = float(self.clock()) if stored_at is None else check_time(stored_at)
+        self.import_records([Entry(key, fps.fp, t, text, fps.wide, job)], [])
+
+    def get(self, key: str) -> Entry | None:
+        check_key(key)
+        if self._empty:
+            return None
+        raw = self._call("get", self.shard(key), [*self._head("get", 0.0), key], write=False)
+        return decode_entry(raw) if raw else None
+
+    def remove(self, key: str) -> bool:
+        check_key(key)
+        return bool(self._call("remove", self.shard(key), [*self._head("remove", 0.0), key]))
+
+    def __len__(self) -> int:
+        with self._errors("count"):
+            return sum(int(self._client.hlen(keys[1])) for keys in self._keys)
+
+    def entries(self) -> Iterator[Entry]:
+        rows = []
+        with self._errors("scan"):
+            for keys in self._keys:
+                pending = set(self._client.hkeys(keys[7]))
+                for eid, raw in self._client.hscan_iter(keys[2], count=1000):
+                    if eid not in pending:
+                        rows.append((ticket_of(raw), raw))
+        rows.sort(key=lambda r: r[0])  # tickets count up: the order stored
+        for _, raw in rows:
+            yield decode_entry(raw)
+
+    def decisions(self) -> Iterator[Decision]:
+        start, step = 0, 1000
+        while True:
+            with self._errors("scan"):
+                chunk = self._client.lrange(self._global[3], start, start + step - 1)
+            yield from (decode_decision(raw) for raw in cast(list[bytes], chunk))
+            if len(chunk) < step:
+                return
+            start += step
+
+    def decision_count(self) -> int:
+        with self._errors("count"):
+            return int(self._client.llen(self._global[3]))
+
+    def counters(self) -> dict[str, int]:
+        names = list(COUNTERS)
+        counts = dict.fromkeys(names, 0)
+        with self._errors("count"):
+            for keys in [self._global, *self._keys]:
+                values = self._client.hmget(keys[0], names)
+                for n, v in zip(names, values, strict=True):
+                    counts[n] += int(v or 0)
+        return counts
+
+    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+        """Batches of 500 entries per shard, 20 batches per round trip; each entry gets a
+        ticket in the order given (tickets are reserved 500 at a time)."""
+        now = float(self.clock())
+        batches: dict[int, list[Any]] = {}
+        calls: list[tuple[list[str], list[Any]]] = []
+        tickets = range(0)
+        n = 0
+
+        def send() -> None:
+            with self._errors("import", write=True):
+                for reply in self._wire.call_many(calls):
+                    if isinstance(reply, Exception):
+                        raise reply
+            calls.clear()
+
+        def queue(s: int) -> None:
+            calls.append((self._keys[s], [*self._head("add", now), *batches.pop(s)]))
+            if len(calls) >= 20:
+                send()
+
+        for e in entries:
+            f = check_fingerprints(e.fingerprints)
+            s = self.shard(check_key(e.key))
+            if not tickets:
+                with self._errors("import", write=True):
+                    last = int(self._client.hincrby(self._global[0], "order", _BATCH))
+                tickets = range(last - _BATCH + 1, last + 1)
+            ticket, tickets = tickets[0].to_bytes(8, "big"), tickets[1:]
+            rec = self._record(f, e.key, check_time(e.stored_at), e.job, clean_text(e.text), ticket)
+            batches.setdefault(s, []).extend((e.key, rec))
+            n += 1
+            if len(batches[s]) >= 2 * _BATCH:
+                queue(s)
+        for s in list(batches):
+            queue(s)
+        batch_d: list[bytes] = []
+        for d in decisions:
+            batch_d.append(encode_decision(d._replace(text=clean_text(d.text))))
+            if len(batch_d) >= _BATCH:
+                calls.append((self._global, [*self._head("decide", now), *batch_d]))
+                batch_d = []
+        if batch_d:
+            calls.append((self._global, [*self._head("decide", now), *batch_d]))
+        if calls:
+            send()
+        if n:
+            self._empty = False
+        return n
+
+    def prune(self) -> int:
+        """Delete every entry older than the TTL now, shard by shard, then compact the logs."""
+        if self.ttl is None:
+            return 0
+        now, removed = float(self.clock()), 0
+        for s, keys in enumerate(self._keys):
+            with self._errors("prune", write=True):
+                old = [
+                    eid
+                    for eid, raw in self._client.hscan_iter(keys[2], count=1000)
+                    if entry_head(raw)[1] < now - self.ttl
+                ]
+            for i in range(0, len(old), _BATCH):
+                removed += int(
+                    self._call("prune", s, [*self._head("prune", now), *old[i : i + _BATCH]])
+                )
+        self.compact()
+        return removed
+
+    def compact(self, min_dead: int = 1) -> bool:
+        """Rewrite each shard's log without the members of removed entries (and of dropped
+        pending ones); every client's index reloads on its next call."""
+        done = False
+        for s, keys in enumerate(self._keys):
+            with self._errors("compact", write=True):
+                if int(self._client.hget(keys[0], "dead") or 0) >= min_dead:
+                    done = compact(_ShardView(self, s)) or done
+        if done and self._logs.loaded:
+            with self._errors("load"):
+                self._logs.load(self._reader())
+        return done
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._client.close()
+
+
+class _ShardView:
+    """One shard as :func:`.log.compact` sees a store."""
+
+    def __init__(self, store: RedisClusterStore, shard: int) -> None:
+        self._store, self._shard, self._client = store, shard, store._client
+
+    def _k(self, name: str) -> str:
+        return rk.key(self._store._tags[self._shard], name)
+
+    def _head_args(self, mode: str, now: float, epoch: str = "") -> list[Any]:
+        return self._store._head(mode, now, 0, epoch)
+
+    def _run(self, what: str, args: list[Any]) -> Any:
+        return self._store._call(what, self._shard, args)
+
+
+def _check_params(where: str, params: dict[str, Any]) -> None:
+    """redis-py's ``RedisCluster`` drops the node options it does not know without a word:
+    refuse them here, as the single-node store's client does."""
+    import inspect
+
+    from redis import cluster
+
+    nodes = set(getattr(cluster, "REDIS_ALLOWED_KEYS", ()))
+    nodes -= set(getattr(cluster, "KWARGS_DISABLED_KEYS", ()))
+    known = nodes | set(inspect.signature(cluster.RedisCluster.__init__).parameters)
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise StoreError(
+            f"{where}: NEARDUP_REDIS_PARAMS (params=) holds options redis-py's RedisCluster "
+            f"does not take: {unknown}"
+        )
+
+
+_OPTIONS = rk.OPTIONS | {"shards", "pending_timeout"}
+
+
+def _open(uri: str, rule: Rule | None = None, **options: Any) -> RedisClusterStore:
+    return rk.open_checked(
+        "redis cluster store", RedisClusterStore, _OPTIONS, uri, rule=rule, **options
+    )
+
+
+for _scheme in ("redis+cluster", "rediss+cluster"):
+    register_store(_scheme, _open)

@@ -1,0 +1,301 @@
+"""The Redis Cluster store's plumbing and its check protocol (reserve, ticket, look, settle;
+see ``cluster.py`` and docs/operations.md, "Redis Cluster"), apart so each module stays
+short. :class:`ClusterBase` is the base of :class:`~.cluster.RedisClusterStore`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ...fingerprint.rule import Fingerprints
+from ...index.layout import Layout
+from ..base import (
+    Decision,
+    Match,
+    Source,
+    Store,
+    StoreError,
+    StoreUnavailable,
+    Verdict,
+    check_fingerprints,
+    check_key,
+    clean_text,
+)
+from . import keys as rk
+from .cluster_log import ShardLogs, reader
+from .cluster_wire import ClusterWire
+from .codec import decode_match, encode_decision, encode_entry, encode_job, entry_head
+
+__all__ = ["ClusterBase", "ticket_of"]
+
+_NO_TICKET = b"\0" * 8
+_STATUS = {b"N": "new", b"C": "changed", b"A": "again", b"U": "unchanged", b"D": "duplicate"}
+
+
+class _Restart(Exception):
+    """This check's pending entry passed its deadline: others treat it as gone; start again."""
+
+
+def ticket_of(raw: bytes) -> int:
+    """An entry's place in the store's order (the record's table-field slot; 0 if none)."""
+    pos = entry_head(raw)[3]
+    return int.from_bytes(raw[pos + 2 : pos + 10], "big") if raw[pos : pos + 2] == b"\0\2" else 0
+
+
+class _Hit:
+    __slots__ = ("id", "match", "shard", "state", "ticket")
+
+    def __init__(self, state: bytes, shard: int, eid: bytes, match: Match, ticket: int) -> None:
+        self.state, self.shard, self.id, self.match, self.ticket = state, shard, eid, match, ticket
+
+    def order(self) -> tuple[int, int, int]:
+        m = self.match
+        return (
+            8 * m.distance if m.wide_distance is None else m.wide_distance,
+            m.distance,
+            self.ticket,
+        )
+
+
+class ClusterBase(Store):
+    """State, calls and the check protocol of the Redis Cluster store."""
+
+    prefix: str
+    layout: Layout
+    clock: Callable[[], float]
+    pending_timeout: float
+    shards: int
+    _redis: Any
+    _client: Any
+    _raw_uri: str
+    _closed: bool
+    _empty: bool
+    _keys: list[list[str]]
+    _global: list[str]
+    _logs: ShardLogs
+    _read_script: Any
+    _wire: ClusterWire
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _where(self) -> str:
+        return f"{self.uri} prefix {self.prefix!r}"
+
+    def _head(self, mode: str, now: float, pos: int = 0, epoch: str = "") -> list[Any]:
+        return rk.call_head(self.rule, self.ttl, self.max_decisions, mode, now, pos, epoch)
+
+    def shard(self, key: str) -> int:
+        return zlib.crc32(key.encode("utf-8")) % self.shards
+
+    def _call(self, what: str, shard: int, args: list[Any], write: bool = True) -> Any:
+        keys = self._global if shard < 0 else self._keys[shard]
+        with self._errors(what, write=write):
+            return self._wire.call(keys, args)
+
+    def _reader(self) -> Any:
+        return reader(
+            self._client, self._read_script, lambda s: (self._keys[s][0], self._keys[s][5])
+        )
+
+    def _record(
+        self,
+        fps: Fingerprints,
+        key: str,
+        t: float,
+        job: str | None,
+        text: str | None,
+        ticket: bytes = _NO_TICKET,
+    ) -> bytes:
+        return encode_entry(fps.fp, fps.wide, t, ticket, job, key, text)
+
+    @contextmanager
+    def _errors(self, what: str, write: bool = False) -> Iterator[None]:
+        """As the single-node store's: unreachable, timed out, out of memory, a cluster down
+        -> StoreUnavailable; other server errors -> StoreError; never the password."""
+        if self._closed:
+            raise StoreError(f"store {self.uri} is closed")
+        if write and self.read_only:
+            raise StoreError(f"store {self.uri} was opened read-only")
+        r = self._redis
+        try:
+            yield
+        except (r.ConnectionError, r.TimeoutError, r.exceptions.ClusterError) as e:
+            msg = rk.redact(str(e), self._raw_uri)
+            raise StoreUnavailable(f"{self._where()}: {what} failed: {msg}") from None
+        except r.RedisError as e:
+            msg = rk.redact(str(e), self._raw_uri)
+            cls = StoreUnavailable if rk.unavailable(e) else StoreError
+            raise cls(f"{self._where()}: {what} failed: {msg}") from None
+
+    # -- the search over every shard ---------------------------------------------------------
+    def _look(
+        self, fp: int, qrec: bytes, skip_key: str, own: tuple[int, bytes, bytes] | None, clean: bool
+    ) -> list[_Hit]:
+        """Every shard's near entries (not gone) for the query record; ``own`` (shard, pending
+        id, ticket) also writes this check's ticket."""
+        if not self._logs.loaded:
+            with self._errors("load"):
+                self._logs.load(self._reader())
+        now = float(self.clock())
+        todo = list(range(self.shards))
+        hits: list[_Hit] = []
+        for _ in range(8):
+            cands = self._logs.candidates(fp, self.rule.radius)
+            calls = []
+            for s in todo:
+                pos, epoch, cand = cands[s]
+                mine = own is not None and own[0] == s
+                tail = [own[1], own[2]] if mine and own else ["", ""]
+                args = [
+                    *self._head("look", now, pos, epoch),
+                    qrec,
+                    cand,
+                    skip_key,
+                    *tail,
+                    "1" if clean else "0",
+                ]
+                calls.append((self._keys[s], args))
+            with self._errors("search"):
+                replies = self._wire.call_many(calls)
+            again, reload = [], False
+            for s, reply in zip(todo, replies, strict=True):
+                if isinstance(reply, Exception):
+                    with self._errors("search"):
+                        raise reply
+                blob, start, members = reply
+                kind = blob[:1]
+                if kind == b"X":
+                    raise _Restart
+                if kind in (b"E", b"R"):
+                    again.append(s)
+                    with self._errors("load"):
+                        reload = (
+                            reload or kind == b"E" or not self._logs.catch_up(s, self._reader())
+                        )
+                    continue
+                self._logs.apply(s, int(start), members, cands[s][1])
+                pos = 1
+                while pos < len(blob):
+                    state, eid = blob[pos : pos + 1], blob[pos + 1 : pos + 9]
+                    m, end = decode_match(blob, pos + 9)
+                    raw = blob[pos + 17 : end]
+                    hits.append(_Hit(state, s, eid, m, ticket_of(raw)))
+                    pos = end
+            if reload:
+                with self._errors("load"):
+                    self._logs.load(self._reader())
+            if not again:
+                return hits
+            todo = again
+        raise StoreUnavailable(f"{self._where()}: search: the logs kept changing under this client")
+
+    def _wait(self, hits: list[_Hit], ticket: int) -> _Hit | None:
+        """The nearest kept entry this check yields to, after waiting out every near pending
+        entry without a ticket or with an earlier one; None: the check keeps its page."""
+        kept = [h for h in hits if h.state == b"K"]
+        waiting = [h for h in hits if h.state == b"C" or (h.state == b"P" and h.ticket < ticket)]
+        delay, give_up = 0.001, time.monotonic() + 2 * self.pending_timeout + 10
+        while waiting and not kept:
+            if time.monotonic() > give_up:
+                raise StoreUnavailable(f"{self._where()}: check: waited too long for other checks")
+            time.sleep(delay)
+            delay = min(2 * delay, 0.01)
+            by_shard: dict[int, list[_Hit]] = {}
+            for h in waiting:
+                by_shard.setdefault(h.shard, []).append(h)
+            calls = [
+                (self._keys[s], [*self._head("poll", 0.0), *(h.id for h in hs)])
+                for s, hs in by_shard.items()
+            ]
+            with self._errors("check", write=True):
+                replies = self._wire.call_many(calls)
+            waiting = []
+            for hs, reply in zip(by_shard.values(), replies, strict=True):
+                if isinstance(reply, Exception):
+                    with self._errors("check"):
+                        raise reply
+                for h, st in zip(hs, reply, strict=True):
+                    if st == b"K":
+                        kept.append(h)
+                    elif st == b"C" or (st[:1] == b"P" and int.from_bytes(st[1:9], "big") < ticket):
+                        waiting.append(h)
+        return min(kept, key=_Hit.order) if kept else None
+
+    # -- the interface -----------------------------------------------------------------------
+    def check(
+        self,
+        fps: Fingerprints | int,
+        key: str,
+        *,
+        text: str | None = None,
+        job: str | None = None,
+        source: Source = "pages",
+    ) -> Verdict:
+        fps = check_fingerprints(fps)
+        check_key(key)
+        text = clean_text(text)
+        if self.read_only:
+            raise StoreError(f"store {self.uri} was opened read-only")
+        s = self.shard(key)
+        src = "items" if source == "items" else "pages"
+        delay, give_up = 0.001, time.monotonic() + 2 * self.pending_timeout + 10
+        for _ in range(1_000_000):
+            if time.monotonic() > give_up:
+                raise StoreUnavailable(f"{self._where()}: check of {key!r}: gave up waiting")
+            now = float(self.clock())
+            rec = self._record(fps, key, now, job, text)
+            args = [
+                *self._head("reserve", now),
+                key,
+                "0" if job is None else "1",
+                encode_job(job),
+                rec,
+                src,
+                self.pending_timeout,
+                os.urandom(8),  # a retried reserve (a lost reply) gets its entry back
+            ]
+            reply = self._call("check", s, args)
+            kind = reply[0][:1]
+            if kind == b"W":  # another check of this key is under way
+                time.sleep(delay)
+                delay = min(2 * delay, 0.01)
+                continue
+            if kind != b"P":
+                if len(reply[0]) > 1:
+                    return Verdict(_STATUS[kind], decode_match(reply[0], 1)[0])  # type: ignore[arg-type]
+                return Verdict(_STATUS[kind])  # type: ignore[arg-type]
+            pid = reply[1]
+            ticket = int(self._call("check", -1, self._head("ticket", now)))
+            query = self._record(fps, "", now, None, None)  # the fingerprints, not the text
+            try:
+                hits = self._look(fps.fp, query, key, (s, pid, ticket.to_bytes(8, "big")), True)
+                best = self._wait(hits, ticket)
+            except _Restart:
+                continue
+            settle = [*self._head("settle", now), pid, key, "D" if best else "K", src]
+            status = self._call("check", s, settle)
+            if status == b"X":
+                continue
+            if best is None:
+                return Verdict(_STATUS[status[:1]])  # type: ignore[arg-type]
+            m = best.match
+            d = Decision(key, fps.fp, m.key, m.fingerprint, m.distance, now, text, m.wide_distance)
+            self._call("check", -1, [*self._head("decide", now), encode_decision(d)])
+            return Verdict("duplicate", m)
+        raise AssertionError("unreachable")
+
+    def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
+        fps = check_fingerprints(fps)
+        if exclude is not None:
+            check_key(exclude)
+        if self._empty:
+            return []
+        now = float(self.clock())
+        hits = self._look(
+            fps.fp, self._record(fps, "", now, None, None), exclude or "", None, False
+        )
+        return [h.match for h in sorted((h for h in hits if h.state == b"K"), key=_Hit.order)]

@@ -1,0 +1,235 @@
+"""Key names, URI handling and password redaction of the Redis store.
+
+Every key of a store is ``{P}:<name>`` with ``P`` the prefix and ``<name>`` one of a fixed set
+without a colon, so a key names exactly one (prefix, name) pair: deleting a store deletes these
+names, never a pattern that another prefix could also match (a prefix may hold ``* ? [ ] \\ { }
+:``). Format-1 stores had generation keys that must be found with ``SCAN``; :func:`glob_escape`
+and :func:`format1_key_pattern` make that exact too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode
+
+from ...fingerprint.rule import Rule
+from ..base import StoreError
+
+__all__ = [
+    "FIXED_NAMES",
+    "bad_params",
+    "call_head",
+    "format1_key_pattern",
+    "glob_escape",
+    "index_blocks",
+    "open_checked",
+    "redact",
+    "rule_args",
+    "split_uri",
+    "store_keys",
+    "unavailable",
+    "uri_ttl",
+]
+
+# meta: format, rule, blocks, counters, sequence; k: page key -> entry id; e: entry id ->
+# record; d: decisions list; r: the last reply per client thread (retries are idempotent);
+# n: the log of every member stored, in order (each client's index reads it); c: the log
+# being compacted.
+FIXED_NAMES = ("meta", "k", "e", "d", "r", "n", "c")
+_GLOB_SPECIAL = set("\\?*[]^-")
+
+
+@functools.lru_cache(maxsize=64)  # (a store's are fixed at open: once, not per call)
+def rule_args(rule: Rule, ttl: float | None, max_decisions: int | None) -> tuple[Any, ...]:
+    """The rule and limits as every check script reads them, after its mode and time
+    (``ARGV[3]`` to ``ARGV[7]`` of ``redis_entries.lua``'s head): one place for both
+    backends, which run the same head parsing."""
+    w = rule.wide_threshold
+    return (
+        "" if ttl is None else repr(ttl),
+        "" if max_decisions is None else max_decisions,
+        rule.radius,
+        -1 if w is None else w,
+        min(rule.radius, rule.legacy_distance),
+    )
+
+
+def call_head(
+    rule: Rule, ttl: float | None, max_decisions: int | None, mode: str, now: float, pos: int = 0,
+    epoch: str = "",
+) -> list[Any]:  # fmt: skip
+    """``ARGV[1]`` to ``ARGV[11]`` of a call that keeps no reply and sends no token: mode, time,
+    the rule and limits, then an empty reply field and token, the log position and epoch (one
+    place for both backends; a search call packs its own head, see ``RedisBase._fixed``)."""
+    return [mode, repr(now), *rule_args(rule, ttl, max_decisions), "", "", pos, epoch]
+
+
+def index_blocks(meta: dict[str, str]) -> int | None:
+    """The ``blocks`` of the clients' index for a store's meta: ``None`` (each run of the index
+    picks its table set by its size) for a store created without explicit blocks, which
+    records ``blocks_auto``; else the recorded count. Stores created before that field keep
+    their count: it cannot tell the default from an explicit request. Any layout finds the
+    same pages; only speed differs."""
+    return None if meta.get("blocks_auto") == "1" else int(meta["blocks"])
+
+
+def key(prefix: str, name: str) -> str:
+    return "{" + prefix + "}:" + name
+
+
+def store_keys(prefix: str, tables: int = 0) -> list[str]:
+    """Every key a format-2 store holds (fixed names), then ``tables`` block-table names that
+    development versions of format 2 wrote (reset deletes them too)."""
+    return [key(prefix, n) for n in FIXED_NAMES] + [key(prefix, f"t{t}") for t in range(tables)]
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a Redis glob pattern matching only itself (a backslash makes any byte
+    literal in Redis's ``stringmatchlen``)."""
+    return "".join("\\" + c if c in _GLOB_SPECIAL else c for c in text)
+
+
+def format1_key_pattern(prefix: str) -> tuple[str, re.Pattern[bytes]]:
+    """A SCAN pattern and the exact regex of a format-1 store's generation keys
+    (``{P}:g<G>:e`` and ``{P}:g<G>:t<T>:<hex>``); the regex rejects other prefixes' keys that
+    the glob also matches (prefix ``a}:g1`` has keys ``{a}:g1}:...``)."""
+    pattern = glob_escape("{" + prefix + "}:g") + "*"
+    exact = re.compile(
+        re.escape(("{" + prefix + "}:g").encode()) + rb"-?\d+:(?:e|t\d+:[0-9a-f]+)\Z"
+    )
+    return pattern, exact
+
+
+def split_uri(uri: str) -> tuple[str, dict[str, str]]:
+    """Take nearduppipe's own query parameters (prefix, ttl) out of a redis URI."""
+    base, _, query = uri.partition("?")
+    ours: dict[str, str] = {}
+    rest = []
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name in ("prefix", "ttl"):
+            ours[name] = value
+        else:
+            rest.append((name, value))
+    # string surgery, not urlunsplit, which would turn unix:///path into unix:/path
+    return (base + "?" + urlencode(rest) if rest else base), ours
+
+
+def uri_ttl(ours: dict[str, str], ttl: float | None, where: str) -> float | None:
+    """The URI's ``?ttl=`` (seconds) when it has one, else ``ttl``; a ``?ttl=`` that is not a
+    number is a :class:`StoreError` naming it."""
+    if not ours.get("ttl"):
+        return ttl
+    try:
+        return float(ours["ttl"])
+    except ValueError:
+        raise StoreError(
+            f"{where}: ?ttl= must be a number of seconds, got {ours['ttl']!r}"
+        ) from None
+
+
+_USERINFO = re.compile(r"^([a-z+]+://)([^@/?#]*)@", re.IGNORECASE)
+_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
+def secrets(uri: str) -> list[str]:
+    """The passwords a URI carries (userinfo and ``password=``), to scrub from messages."""
+    found = []
+    m = _USERINFO.match(uri)
+    if m and ":" in m.group(2):
+        found.append(m.group(2).split(":", 1)[1])
+    found += [v for k, v in parse_qsl(uri.partition("?")[2]) if k.lower() == "password"]
+    return [s for s in found if s]
+
+
+def redact(text: str, uri: str) -> str:
+    """``text`` (a URI or a message) without the passwords of ``uri``."""
+
+    def userinfo(m: re.Match[str]) -> str:
+        user, sep, _ = m.group(2).partition(":")
+        return m.group(1) + (user + ":***" if sep else user) + "@"
+
+    out = _USERINFO.sub(userinfo, text)
+    out = _PASSWORD_PARAM.sub(r"\1***", out)
+    for secret in secrets(uri):
+        out = out.replace(secret, "***")
+    return out
+
+
+@contextlib.contextmanager
+def bad_params(where: str, uri: str) -> Iterator[None]:
+    """A client option redis-py does not know (``NEARDUP_REDIS_PARAMS``, ``params=``) is a
+    ``TypeError`` when the first connection is made: a :class:`StoreError` naming it."""
+    try:
+        yield
+    except TypeError as e:
+        if "unexpected keyword argument" not in str(e):
+            raise
+        raise StoreError(
+            f"{where}: NEARDUP_REDIS_PARAMS (params=) holds an option redis-py does not take: "
+            f"{redact(str(e), uri)}"
+        ) from None
+
+
+# Server replies that mean "not now" (the failure policy's business), not a bug: out of memory,
+# a read-only replica, loading, a busy script, a cluster without a quorum or mid-failover.
+_UNAVAILABLE = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
+_UNAVAILABLE_CLASSES = (
+    "OutOfMemoryError",
+    "ReadOnlyError",
+    "BusyLoadingError",
+    "MasterDownError",
+    "ClusterDownError",
+    "TryAgainError",
+)
+
+
+def unavailable(error: Exception) -> bool:
+    """Whether a server's error reply is one of those: redis-py turns most of them into a
+    class of its own and strips the code from the message (an out-of-memory reply reads
+    "command not allowed when used memory > 'maxmemory'"), and Redis 6 wraps a script's
+    ("Error running script (...): @user_script:414: -OOM command not allowed ..."); all three
+    are looked at."""
+    import redis.exceptions
+
+    classes = tuple(
+        getattr(redis.exceptions, name)
+        for name in _UNAVAILABLE_CLASSES
+        if hasattr(redis.exceptions, name)
+    )
+    text = str(error)
+    return (
+        isinstance(error, classes)
+        or text.startswith(_UNAVAILABLE)
+        or any(f"-{code} " in text for code in _UNAVAILABLE)
+    )
+
+
+# options both Redis stores take (the cluster store adds its own)
+OPTIONS = frozenset(
+    {"prefix", "name", "reset", "ttl", "max_decisions", "read_only", "clock", "blocks"}
+    | {"timeout", "params"}
+)
+_S = TypeVar("_S")
+
+
+def open_checked(
+    what: str,
+    factory: Callable[..., _S],
+    known: frozenset[str],
+    uri: str,
+    rule: Any,
+    **options: Any,
+) -> _S:
+    """``factory(uri, rule, **options)`` once the options are ones it knows: the crawl's commit
+    settings are dropped (every call is a server transaction), others are a :class:`StoreError`
+    naming them, with the password redacted."""
+    for ignored in ("commit_every", "commit_interval"):
+        options.pop(ignored, None)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise StoreError(f"{what} {redact(uri, uri)}: unknown options {unknown}")
+    return factory(uri, rule, **options)

@@ -1,0 +1,173 @@
+-- The format-2 Redis store's server side: every operation that reads and writes entries is one
+-- call of this script, so a check (own entry, candidate search, verdict, insert or decision)
+-- is atomic: two workers can never both keep two near-duplicates sent at the same moment.
+-- The fingerprint index lives in each client (nearduppipe/stores/redis/log.py), built from
+-- the log {P}:n of every member stored (fingerprint and entry id, appended on insert). A
+-- client sends the log position its index has read up to and the candidates its index found;
+-- this script adds every member logged since that position, so the verdict sees every entry,
+-- exactly as a search of an index of the whole store would. Entries removed since are gone
+-- from {P}:e and drop out. The reply carries the members logged since, so the client's index
+-- follows the store without another round trip.
+-- Record layouts: nearduppipe/stores/redis/codec.py. Keys and layout: keys.py, store.py.
+-- The program is this file, then redis_search.lua (search, verdict helpers), then
+-- redis_check_and_add.lua (the modes); the Redis Cluster store's shard program puts
+-- redis_cluster.lua (its own modes) before the last. program.py composes it as a
+-- function library (Redis 7: helpers defined once, when it loads) and as a script (EVALSHA).
+--
+-- KEYS: meta, k (page key -> entry id), e (entry id -> record), d (decisions), r (replies),
+--       n (the log: members of 16 bytes, fingerprint and entry id, in insertion order),
+--       c (the log being compacted)
+-- ARGV: mode, now, ttl ("" = none), max_decisions ("" = none), radius, wide threshold
+--       (-1 = the paper's rule), legacy distance, reply field ("" = none), call token,
+--       the client's log position, the client's log epoch, then per mode:
+--   check:  key, job given ("1"/"0"), job part, new record, decision head, source ("pages"/
+--           "items"), candidate ids
+--   near:   exclude key ("" = none), query record, candidate ids
+--   add:    key, record, key, record, ...
+--   remove: key          get: key          decide: decisions...        prune: entry ids...
+--   live:   members (16 bytes each, one blob) -> those whose entry is still stored
+--   switch: the log length when compaction started -> 1 if the compacted log replaced it
+--
+-- Every call starts with setup(), which reads KEYS and ARGV into the locals below (the
+-- composed program, nearduppipe/stores/redis/program.py, declares KEYS and ARGV first, then
+-- ends with setup() and the modes): as a Redis function library the helpers are defined once,
+-- when the library loads, and only the call's own state is set per call.
+local mode, now, ttl, maxd, radius, wthr, legacy, POS, EPOCH
+local META, KIDX, ENT, DEC, REPLY, NEW
+-- The log's length when this call checked the client's position, and the members logged
+-- since that position as far as this call knows them (what a check's reply carries).
+local LEN, LOGGED
+-- (set per call too: a library's code runs without Redis's Lua libraries while it loads)
+local band, bxor, rshift, unpack_, pack, WFMT
+local MAXGAP = 4096 -- members a call scans itself; a client further behind reads the log first
+local NO_WIDE = 65535
+
+local function setup()
+  mode, now = ARGV[1], tonumber(ARGV[2])
+  ttl, maxd = tonumber(ARGV[3]), tonumber(ARGV[4])
+  radius, wthr, legacy = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  POS, EPOCH = tonumber(ARGV[10]), ARGV[11]
+  META, KIDX, ENT, DEC, REPLY, NEW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+  LEN, LOGGED = nil, nil
+  band, bxor, rshift = bit.band, bit.bxor, bit.rshift
+  unpack_, pack = struct.unpack, struct.pack
+  WFMT = '>' .. string.rep('I4', 16)
+end
+
+-- SWAR popcount of a 32-bit word. The byte counts are summed with shifts, not the usual
+-- multiplication by 0x01010101: that product reaches 2^51 when all 32 bits are set, beyond
+-- what Lua BitOp converts exactly from a double (a 512-bit distance came out 16 short).
+local function popcount(x)
+  x = x - band(rshift(x, 1), 0x55555555)
+  x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
+  x = band(x + rshift(x, 4), 0x0F0F0F0F)
+  x = x + rshift(x, 8)
+  return band(x + rshift(x, 16), 0x3F)
+end
+
+local function words(s)
+  local w = {unpack_(WFMT, s)}
+  w[17] = nil
+  return w
+end
+local function wide_distance(qw, s)
+  local w = {unpack_(WFMT, s)}
+  local d = 0
+  for i = 1, 16 do d = d + popcount(bxor(qw[i], w[i])) end
+  return d
+end
+
+-- fp (8 bytes), stored_at, wide (64 bytes or nil), position of the table-field count
+local function head(rec)
+  local t = unpack_('<d', rec, 10)
+  if string.byte(rec, 1) % 2 == 1 then return string.sub(rec, 2, 9), t, string.sub(rec, 18, 81), 82 end
+  return string.sub(rec, 2, 9), t, nil, 18
+end
+
+-- where a record's job part starts and where its key part starts
+local function job_span(rec, fpos)
+  local jpos = fpos + 2 + 4 * unpack_('>I2', rec, fpos)
+  local jl = unpack_('>I4', rec, jpos)
+  if jl == 4294967295 then return jpos, jpos + 4 end
+  return jpos, jpos + 4 + jl
+end
+
+local function key_of(rec)
+  local _, _, _, fpos = head(rec)
+  local _, kpos = job_span(rec, fpos)
+  return string.sub(rec, kpos + 4, kpos + 3 + unpack_('>I4', rec, kpos))
+end
+
+local function distance(a, b)
+  local ahi, alo = unpack_('>I4I4', a)
+  local bhi, blo = unpack_('>I4I4', b)
+  return popcount(bxor(ahi, bhi)) + popcount(bxor(alo, blo))
+end
+
+-- Rule.is_near (nearduppipe/fingerprint/rule.py), exactly
+local function is_near(d, dw)
+  if d > radius then return false end
+  if wthr < 0 then return true end
+  if dw == nil then return d <= legacy end
+  return dw <= wthr
+end
+
+-- Remove an entry from the records and the key index; its log member stays until the log
+-- is compacted (a search skips ids that are no longer in {P}:e).
+local function drop(id, rec)
+  redis.call('HDEL', ENT, id)
+  local key = key_of(rec)
+  if redis.call('HGET', KIDX, key) == id then redis.call('HDEL', KIDX, key) end
+  redis.call('HINCRBY', META, 'dead', 1)
+end
+
+local function own(key)
+  local id = redis.call('HGET', KIDX, key)
+  if not id then return nil, nil end
+  return id, redis.call('HGET', ENT, id)
+end
+
+local function new_id(n)
+  return pack('>I4I4', math.floor(n / 4294967296), n % 4294967296)
+end
+
+local function store(key, rec, old_id, old_rec)
+  if old_id then drop(old_id, old_rec) end
+  local id = new_id(redis.call('HINCRBY', META, 'seq', 1))
+  redis.call('HSET', ENT, id, rec)
+  redis.call('HSET', KIDX, key, id)
+  local member = string.sub(rec, 2, 9) .. id
+  redis.call('RPUSH', NEW, member)
+  if LOGGED then LOGGED = LOGGED .. member end
+end
+
+-- Store a batch of new, distinct keys (ARGV from 12: key, record, ...) with a handful of
+-- calls in all rather than a few per entry (import speed); false if the batch does not qualify.
+local function add_new(keys)
+  local stored = redis.call('HMGET', KIDX, unpack(keys))
+  local seen = {}
+  for j, k in ipairs(keys) do
+    if stored[j] or seen[k] then return false end
+    seen[k] = true
+  end
+  local first = redis.call('HINCRBY', META, 'seq', #keys) - #keys
+  local ent, kid, new = {}, {}, {}
+  for j, k in ipairs(keys) do
+    local id = new_id(first + j)
+    local rec = ARGV[11 + 2 * j]
+    ent[2 * j - 1] = id
+    ent[2 * j] = rec
+    kid[2 * j - 1] = k
+    kid[2 * j] = id
+    new[j] = string.sub(rec, 2, 9) .. id
+  end
+  redis.call('HSET', ENT, unpack(ent))
+  redis.call('HSET', KIDX, unpack(kid))
+  redis.call('RPUSH', NEW, unpack(new))
+  return true
+end
+
+local function seq_of(id)
+  local hi, lo = unpack_('>I4I4', id)
+  return hi * 4294967296 + lo
+end

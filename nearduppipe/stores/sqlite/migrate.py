@@ -1,0 +1,142 @@
+"""Format 1 → format 2, in place, in one transaction.
+
+Format 1 kept one ``e:<id>`` row per stored fingerprint, several per key when a page was seen
+again, and no wide fingerprint. Migration keeps the newest entry of each key (that is what a
+format-2 store would hold), writes it as a ``k:``/``i:`` pair with no wide fingerprint (so the
+rule judges it by the 64-bit distance at ``legacy_distance``), keeps the decisions as they are
+(their records are a subset of format 2's), and removes the ``e:`` rows. It runs before the
+store's writer opens, under the store's lock; a crash leaves format 1 untouched (one
+transaction).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from ...fingerprint.rule import Rule
+from ..base import Store, StoreError
+from .files import (
+    FORMAT_VERSION,
+    TABLE,
+    FileLock,
+    decode,
+    encode,
+    prepare_path,
+    read_connection,
+    stored_format,
+)
+from .records import entry_record, read_v1
+
+__all__ = ["migrate_v1", "prepare_file", "read_only_view", "rule_of"]
+
+logger = logging.getLogger("nearduppipe")
+
+
+def rule_of(conn: sqlite3.Connection) -> Rule | None:
+    """The rule a store was created with (``None``: none recorded, e.g. format 1)."""
+    try:
+        row = conn.execute(f'SELECT value FROM "{TABLE}" WHERE key = ?', ("m:rule",)).fetchone()
+    except sqlite3.OperationalError:
+        return None  # no table yet
+    if row is None:
+        return None
+    raw = decode(row[0], "record m:rule")
+    try:
+        return Rule(
+            similarity=None if raw.get("similarity") is None else float(raw["similarity"]),
+            radius=int(raw["radius"]),
+            wide_bits=int(raw["wide_bits"]),
+            legacy_distance=int(raw.get("legacy_distance", 3)),
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise StoreError(f"record m:rule is damaged ({e})") from None
+
+
+def prepare_file(
+    path: Path, lock: FileLock, read_only: bool, reset: bool, rule: Rule | None
+) -> None:
+    """The store file, ready for a store to open: read-only, it must exist (and is never
+    changed); else its directory is made, the lock's sidecar taken, an empty file being reset
+    removed, and a format-1 file not being reset migrated in place."""
+    if read_only:
+        if not path.is_file():
+            what = "is a directory, not a store file" if path.is_dir() else "no such store file"
+            raise StoreError(f"{path}: {what}")
+        stored_format(path)  # (an unreadable or unknown format is an error here)
+        return
+    prepare_path(path)
+    lock.acquire_sidecar()
+    if not path.exists():
+        return
+    if reset and path.stat().st_size == 0:
+        path.unlink()
+    elif stored_format(path) == 1 and not reset:
+        migrate_v1(path, rule)
+
+
+def migrate_v1(path: Path, rule: Rule | None) -> None:
+    started = time.monotonic()
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute("BEGIN IMMEDIATE")
+        entries, decisions = read_v1(conn, path)
+        n_decisions = sum(1 for _ in decisions)
+        rows = [("k:" + e.key, encode([rid, None])) for rid, e in enumerate(entries)]
+        rows += [
+            (f"i:{rid:012x}", entry_record(e.fingerprints, e.stored_at, None, e.key, e.text))
+            for rid, e in enumerate(entries)
+        ]
+        state = {
+            "rseq": len(entries),
+            "dseq": n_decisions,
+            "dmin": 0,
+            "decisions_total": n_decisions,
+        }
+        rows += [
+            ("m:format", encode(FORMAT_VERSION)),
+            ("m:rule", encode((rule or Rule()).as_dict())),
+            ("m:state", encode(state)),
+        ]
+        conn.execute(f"DELETE FROM \"{TABLE}\" WHERE key >= 'e:' AND key < 'e;'")
+        conn.executemany(f'REPLACE INTO "{TABLE}" (key, value) VALUES (?, ?)', rows)
+        conn.execute("COMMIT")
+    except sqlite3.DatabaseError as e:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise StoreError(
+            f"{path}: could not migrate from store format 1 ({e}); nothing was changed"
+        ) from e
+    finally:
+        conn.close()
+    logger.info(
+        "nearduppipe: %s: migrated from store format 1 to %d: %d entries (newest per key), "
+        "%d decisions, in %.1f s",
+        path,
+        FORMAT_VERSION,
+        len(entries),
+        n_decisions,
+        time.monotonic() - started,
+    )
+
+
+def read_only_view(path: Path, uri: str, rule: Rule | None, options: dict[str, Any]) -> Store:
+    """A format-1 store opened read-only: converted in memory (the newest entry per key, no
+    wide fingerprints), never written. Its ``format_version`` says 1."""
+    from ..memory import MemoryStore
+
+    conn = read_connection(path)
+    try:
+        entries, decisions = read_v1(conn, path)
+        held = list(decisions)
+    finally:
+        conn.close()
+    store = MemoryStore(uri, rule, ttl=options.get("ttl"), max_decisions=None)
+    store.import_records(entries, held)
+    store.read_only = True
+    store.format_version = 1
+    return store
