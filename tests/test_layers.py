@@ -318,8 +318,8 @@ def test_public_import_paths() -> None:
         "    assert len(s) == 0\n"
         "try:\n"
         "    open_store('redis://127.0.0.1:9/0')\n"
-        "except ImportError as e:\n"
-        "    assert 'redis' in str(e).lower(), e\n"
+        "except StoreError as e:\n"
+        "    assert \"pip install 'nearduppipe[redis]'\" in str(e), e\n"
         "else:\n"
         "    raise AssertionError('a Redis store opened without redis-py')\n"
     )

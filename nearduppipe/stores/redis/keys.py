@@ -224,9 +224,16 @@ def open_checked(
     rule: Any,
     **options: Any,
 ) -> _S:
-    """``factory(uri, rule, **options)`` once the options are ones it knows: the crawl's commit
-    settings are dropped (every call is a server transaction), others are a :class:`StoreError`
-    naming them, with the password redacted."""
+    """``factory(uri, rule, **options)`` once redis-py is there and the options are ones it
+    knows: the crawl's commit settings are dropped (every call is a server transaction), others
+    are a :class:`StoreError` naming them, with the password redacted."""
+    try:
+        import redis  # noqa: F401  (the [redis] extra: only a Redis store needs it)
+    except ImportError as e:
+        raise StoreError(
+            f"{what} {redact(uri, uri)}: the Redis client is not installed "
+            f"(pip install 'nearduppipe[redis]'): {e}"
+        ) from None
     for ignored in ("commit_every", "commit_interval"):
         options.pop(ignored, None)
     unknown = sorted(set(options) - known)
