@@ -90,6 +90,7 @@ class NearDupRuntime:
                 workers=config.workers if config.executor == "process" else 0,
                 timeout=config.page_timeout,
                 params=self.params,
+                on_restart=self._workers_restarted,
             )
         except BaseException:
             self.store.close()
@@ -158,6 +159,16 @@ class NearDupRuntime:
     def error(self, source: Source, key: str, exc: BaseException) -> None:
         """A failure while checking: the page or item is kept, never lost."""
         self.policy.handle(source, key, exc)
+
+    def _workers_restarted(self, reason: str) -> None:
+        """The worker pool broke and was replaced (any thread): the pages it held are retried."""
+        self.stats.inc_value("neardup/workers/restarted")
+        logger.warning(
+            "nearduppipe: %(reason)s; started new worker processes, retrying the pages that "
+            "waited (neardup/workers/restarted counts these)",
+            {"reason": reason},
+            extra={"crawler": self.crawler},
+        )
 
     def _flush_failed(self, exc: Exception) -> None:
         self.policy.handle("pages", "(periodic commit)", StoreCallError(exc))

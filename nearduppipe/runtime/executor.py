@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import multiprocessing.context
 import os
 import signal
@@ -93,19 +94,56 @@ def _worker_init(params: FingerprintParams, parent: int) -> None:
 
 
 # -- the executor -------------------------------------------------------------------------------
+class _PoolGone(Exception):
+    """The pool a page was queued on broke or was replaced before the page ran."""
+
+
+def _settle(outer: concurrent.futures.Future[Any], inner: concurrent.futures.Future[Any]) -> None:
+    """Copy ``inner``'s outcome to ``outer`` unless ``outer`` was already failed (its pool was
+    replaced: the page is being retried elsewhere)."""
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        if inner.cancelled():
+            outer.set_exception(_PoolGone("cancelled by its pool"))
+        elif inner.exception() is not None:
+            outer.set_exception(inner.exception())
+        else:
+            outer.set_result(inner.result())
+
+
 class Executor:
     """``run`` sends store calls to threads; ``compute`` sends CPU work to worker processes
-    (``workers > 0``) or to the same threads (``workers == 0``), bounded by ``timeout``."""
+    (``workers > 0``) or to the same threads (``workers == 0``), bounded by ``timeout``.
+
+    Every page sent to the workers ends. pebble resolves a page whose own worker died
+    (``ProcessExpired``), but when every worker dies at once it marks the pool broken and
+    leaves the pages still queued in it unresolved. So each page waits on a future of this
+    executor's own; when a pool breaks (noticed by a page that fails with it, by a schedule that
+    is refused, or by a watch that looks once a second while pages wait) it is replaced once,
+    the pages it held are failed over to the new pool and retried there once, and a second
+    failure is :class:`WorkerDied`. ``on_restart(reason)`` is told of each replacement."""
 
     def __init__(
-        self, *, threads: int, workers: int, timeout: float, params: FingerprintParams
+        self,
+        *,
+        threads: int,
+        workers: int,
+        timeout: float,
+        params: FingerprintParams,
+        on_restart: Callable[[str], None] | None = None,
     ) -> None:
         self.timeout = timeout
         self.params = params
         self.workers = workers
+        self.on_restart = on_restart
+        self.restarts = 0  # pools replaced because they broke
         self.threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="nearduppipe")
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (a failed page's callbacks take it again)
+        self._generation = 0  # which pool is current; a broken one is replaced once
+        self._waiting: set[concurrent.futures.Future[Any]] = set()  # pages on the current pool
+        self._closed = threading.Event()
         self._processes: ProcessPool | None = self._new_pool() if workers else None
+        if workers:
+            threading.Thread(target=self._watch, name="neardup-pool-watch", daemon=True).start()
 
     def _new_pool(self) -> ProcessPool:
         return ProcessPool(
@@ -125,7 +163,8 @@ class Executor:
 
     async def compute(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker; :class:`PageTimeout` past the time limit (the worker is
-        replaced), :class:`WorkerDied` if the worker died."""
+        replaced), :class:`WorkerDied` if its worker died, or if the pool broke twice under it
+        (once, it is retried on the new pool)."""
         if self._processes is None:
             try:
                 return await await_future(self.threads.submit(fn, *args), self.timeout)
@@ -134,46 +173,92 @@ class Executor:
                     f"no result within {self.timeout} s; its thread runs on, as threads cannot "
                     "be stopped (NEARDUP_EXECUTOR = 'process' stops it)"
                 ) from None
-        future = self._schedule(fn, args)
-        try:
-            return await await_future(future)
-        except (TimeoutError, concurrent.futures.TimeoutError):
-            raise PageTimeout(
-                f"no result within {self.timeout} s; its worker was replaced"
-            ) from None
-        except ProcessExpired as e:
-            raise WorkerDied(f"worker process {e.pid} died (exit code {e.exitcode})") from None
-        except BrokenProcessPool as e:
-            self._replace_pool()
-            raise WorkerDied(f"worker processes died: {e}") from None
+        for attempt in (1, 2):
+            future, generation = self._schedule(fn, args)
+            try:
+                return await await_future(future)
+            except (TimeoutError, concurrent.futures.TimeoutError):
+                raise PageTimeout(
+                    f"no result within {self.timeout} s; its worker was replaced"
+                ) from None
+            except ProcessExpired as e:
+                raise WorkerDied(f"worker process {e.pid} died (exit code {e.exitcode})") from None
+            except (BrokenProcessPool, _PoolGone) as e:
+                self._replace_pool(generation, f"worker processes died: {e}")
+                if attempt == 2:
+                    raise WorkerDied(
+                        f"worker processes died twice while this page waited: {e}"
+                    ) from None
+        raise AssertionError("unreachable")
 
     def _schedule(
         self, fn: Callable[..., T], args: tuple[Any, ...]
-    ) -> concurrent.futures.Future[T]:
+    ) -> tuple[concurrent.futures.Future[T], int]:
+        outer: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._lock:
-            assert self._processes is not None
+            if self._processes is None:
+                raise WorkerDied("the worker processes are stopped (the crawl is closing)")
             try:
-                return self._processes.schedule(fn, args=args, timeout=self.timeout)
+                inner = self._processes.schedule(fn, args=args, timeout=self.timeout)
             except RuntimeError:  # the pool broke (every worker died while idle): a new one
-                self._replace_pool_locked()
-                return self._processes.schedule(fn, args=args, timeout=self.timeout)
+                self._replace_locked("the worker pool broke while idle")
+                inner = self._processes.schedule(fn, args=args, timeout=self.timeout)
+            self._waiting.add(outer)
+            generation = self._generation
+        outer.add_done_callback(self._forget)
+        inner.add_done_callback(functools.partial(_settle, outer))
+        return outer, generation
 
-    def _replace_pool(self) -> None:
+    def _forget(self, future: concurrent.futures.Future[Any]) -> None:
         with self._lock:
-            self._replace_pool_locked()
+            self._waiting.discard(future)
 
-    def _replace_pool_locked(self) -> None:
+    def _replace_pool(self, generation: int, reason: str) -> None:
+        """Replace the pool unless another page already did since ``generation``."""
+        with self._lock:
+            if generation == self._generation and self._processes is not None:
+                self._replace_locked(reason)
+
+    def _replace_locked(self, reason: str) -> None:
         broken, self._processes = self._processes, self._new_pool()
-        if broken is not None:
-            _stop_pool(broken)
+        self._generation += 1
+        self.restarts += 1
+        orphans, self._waiting = self._waiting, set()
+        gone = _PoolGone(reason)
+        for future in orphans:
+            _fail(future, gone)
+        if broken is not None:  # stopping joins its threads: never on the crawl's thread
+            threading.Thread(target=_stop_pool, args=(broken,), daemon=True).start()
+        if self.on_restart is not None:
+            self.on_restart(reason)
+
+    def _watch(self) -> None:
+        """Once a second while pages wait: a pool that broke with nobody to notice (every page
+        it held still queued) is replaced, and its pages retried."""
+        while not self._closed.wait(1.0):
+            with self._lock:
+                pool = self._processes
+                if pool is None:
+                    return
+                if self._waiting and not pool.active:
+                    self._replace_locked("the worker pool stopped working")
 
     def close(self) -> None:
         """Stop the workers (running pages are abandoned) and the idle threads."""
+        self._closed.set()
         with self._lock:
             pool, self._processes = self._processes, None
+            orphans, self._waiting = self._waiting, set()
+        for future in orphans:
+            _fail(future, WorkerDied("the worker processes were stopped (the crawl is closing)"))
         if pool is not None:
             _stop_pool(pool)
         self.threads.shutdown(wait=False, cancel_futures=True)
+
+
+def _fail(future: concurrent.futures.Future[Any], error: BaseException) -> None:
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        future.set_exception(error)
 
 
 def _stop_pool(pool: ProcessPool) -> None:

@@ -6,7 +6,9 @@ counted and logged depends on the failure.
   ``neardup/store_error``, logged at most once a minute), ``stop`` closes the spider.
 - A key the store refuses (``BadKey``, a ``ValueError``): ``skipped/bad_key``, logged once.
 - A page over ``NEARDUP_PAGE_TIMEOUT``: ``skipped/timeout``, a warning per page.
-- A worker that died: ``skipped/worker_died``, an error per page.
+- A worker that died, or a worker pool that broke twice while the page waited (it is retried
+  once on a new pool): ``skipped/worker_died``, an error per page; under ``stop`` the spider
+  is closed (``neardup_worker_died``).
 - Anything else: ``skipped/error``, an error with the traceback the first time.
 """
 
@@ -72,11 +74,14 @@ class FailurePolicy:
             return
         if isinstance(exc, WorkerDied):
             self.log.skip(source, "worker_died")
+            stop = self.on_store_error == "stop"
             logger.error(
-                "nearduppipe: could not check %(key)s, keeping it: %(exc)s",
-                {"key": key, "exc": exc},
+                "nearduppipe: could not check %(key)s, keeping it%(stop)s: %(exc)s",
+                {"key": key, "exc": exc, "stop": " and stopping the spider" if stop else ""},
                 extra=self._extra,
             )
+            if stop:
+                self._stop("neardup_worker_died")
             return
         first = self.log.skip(source, "error") == 1
         logger.error(
@@ -103,13 +108,17 @@ class FailurePolicy:
             },
             extra=self._extra,
         )
-        if policy == "stop" and not self._stopping:
-            self._stopping = True
-            start_coroutine(self._close_spider())
+        if policy == "stop":
+            self._stop("neardup_store_error")
 
-    async def _close_spider(self) -> None:
+    def _stop(self, reason: str) -> None:
+        if not self._stopping:
+            self._stopping = True
+            start_coroutine(self._close_spider(reason))
+
+    async def _close_spider(self, reason: str) -> None:
         engine = self.crawler.engine
         if engine is None:
             return
         with contextlib.suppress(RuntimeError):  # the spider is not open (any more)
-            await engine.close_spider_async(reason="neardup_store_error")
+            await engine.close_spider_async(reason=reason)

@@ -1,0 +1,16 @@
+"""Every test here kills, fills, flushes or pauses a real part: marked ``fault`` so that CI runs
+them once, on the newest leg (``-m "not fault"`` elsewhere)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.fault)
