@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
+import signal
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,10 +89,67 @@ def make_crawler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[An
             runtime.close()
 
 
+@pytest.hookimpl(trylast=True)  # (after pytest's own: the session fixtures are torn down)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """The no-reactor leg fails if anything imported Twisted's reactor in this process."""
-    import sys
-
+    """The no-reactor leg fails if anything imported Twisted's reactor in this process; any
+    run fails if a process it started is still running (a redis-server, a crawl, a worker)."""
     if NO_REACTOR and "twisted.internet.reactor" in sys.modules:
         print("\nERROR: twisted.internet.reactor was imported in the no-reactor leg")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    left = leftover_processes()
+    if left:
+        print("\nERROR: still running after the test run (now killed):")
+        for pid, cmd in sorted(left.items()):
+            print(f"  pid {pid}: {cmd}")
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def leftover_processes(grace: float = 5.0) -> dict[int, str]:
+    """This process's living descendants (pid: command line), given ``grace`` seconds to end.
+    Only its own: another test run on the machine (CI runs two at once) is not counted, nor
+    multiprocessing's helpers (its resource tracker and fork server live as long as this
+    process). Linux (/proc) only; elsewhere nothing is found."""
+    import multiprocessing.util  # noqa: F401  (makes the helper modules' lookups below cheap)
+
+    helpers = set()
+    tracker = sys.modules.get("multiprocessing.resource_tracker")
+    server = sys.modules.get("multiprocessing.forkserver")
+    if tracker is not None:
+        helpers.add(getattr(tracker._resource_tracker, "_pid", None))
+    if server is not None:
+        helpers.add(getattr(server._forkserver, "_forkserver_pid", None))
+    deadline = time.monotonic() + grace
+    while True:
+        left = {p: c for p, c in _descendants(os.getpid()).items() if p not in helpers}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def _descendants(root: int) -> dict[int, str]:
+    children: dict[int, list[tuple[int, str]]] = {}
+    if not os.path.isdir("/proc"):
+        return {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="utf-8", errors="replace") as f:
+                fields = f.read().rpartition(")")[2].split()  # (the name may hold ") ")
+        except OSError:
+            continue  # (ended meanwhile)
+        children.setdefault(int(fields[1]), []).append((int(entry.name), fields[0]))
+    found: dict[int, str] = {}
+    todo = [root]
+    while todo:
+        for pid, state in children.get(todo.pop(), []):
+            todo.append(pid)
+            if state not in ("Z", "X"):  # (a zombie has ended; its parent has not reaped it)
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        found[pid] = f.read().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+    return found

@@ -33,7 +33,7 @@ from nearduppipe.stores.redis.keys import redact
 from nearduppipe.stores.redis.store import RedisStore, _open
 
 from .support.forked import exit_code, fork
-from .support.redis_server import RedisServer, free_port, redis_major
+from .support.redis_server import RedisServer, free_port, redis_major, skip_unless_redis
 
 A = 0xFEDC_BA98_7654_3210
 WA = (1 << 511) | 0x1234_5678_9ABC
@@ -545,12 +545,13 @@ def test_checks_call_the_function_library_and_load_it_again_when_it_is_gone(
     a server that lost it (FUNCTION FLUSH: as after a restart without persistence) gets it
     again; a server whose FUNCTION command is renamed away (as an ACL that denies it) gets
     the same Lua as a script, with the same verdicts."""
-    server = RedisServer(tmp_path / "f").start()
-    bare = RedisServer(tmp_path / "nf", extra=("--rename-command", "FUNCTION", "")).start()
+    skip_unless_redis(7, "function libraries")  # (first: 6.2 refuses to rename FUNCTION)
+    server = RedisServer(tmp_path / "f")
+    bare = RedisServer(tmp_path / "nf", extra=("--rename-command", "FUNCTION", ""))
     try:
+        server.start()
+        bare.start()
         client = _client(server)
-        if redis_major(server.url) < 7:
-            pytest.skip("no Redis 7 here (Debian's redis-server): functions are not testable")
         verdicts = {}
         for where in (server, bare):
             c = _client(where)
@@ -587,8 +588,7 @@ def test_an_account_denied_functions_calls_the_script(
 ) -> None:
     """An ACL that denies FCALL, or FUNCTION LOAD, leaves the account the same Lua as a
     script (redis-py strips NOPERM from the message: the fallback must not depend on it)."""
-    if redis_major(redis_server.url) < 7:
-        pytest.skip("no Redis 7 here (Debian's redis-server): no ACL for functions to test")
+    skip_unless_redis(7, "function libraries, and ACLs that deny them", redis_server.binary)
     admin = _client(redis_server)
     user = "nd-" + denied.replace(" ", "").replace("-", "no-")
     url = f"redis://{user}:pw@127.0.0.1:{redis_server.port}/0"

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..report.render import safe_text as clean
 
@@ -112,22 +114,77 @@ def refuse_directory(path: str | None, what: str = "") -> None:
         raise CliError(f"{what + ' ' if what else ''}{path}: is a directory; name a file to write")
 
 
+def _written_in_place(target: Path) -> bool:
+    """An existing path that is not a regular file: a FIFO, a device (/dev/null, /dev/full) or a
+    symlink (/dev/stdout). Renaming a file over it would put a regular file in its place (as
+    root, even in /dev) and nothing would reach the reader; it is written through instead."""
+    try:
+        return not stat.S_ISREG(os.lstat(target).st_mode)
+    except OSError:
+        return False  # (a new path: written atomically)
+
+
+class _Raw(io.FileIO):
+    """An output's file: a failed write (a full disk, /dev/full, a FIFO whose reader left) is a
+    :class:`CliError` naming the output, never an ``OSError`` a command could take for its
+    input's."""
+
+    def __init__(self, file: int | str, shown: str) -> None:
+        super().__init__(file, "w")
+        self.shown = shown
+
+    def write(self, b: Any, /) -> int:
+        try:
+            return super().write(b)
+        except OSError as e:
+            raise CliError(f"{self.shown}: cannot write there: {e.strerror or e}") from None
+
+
+def _text(file: int | str, shown: str, newline: str | None) -> TextIO:
+    raw = _Raw(file, shown)
+    return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", newline=newline)
+
+
+@contextlib.contextmanager
+def _closing(f: TextIO) -> Iterator[TextIO]:
+    """Close ``f`` whatever happens; after a failed write its close fails again (the same
+    unwritten buffer): that second error is dropped, the file is closed all the same."""
+    try:
+        yield f
+        f.flush()
+    except BaseException:
+        with contextlib.suppress(CliError):
+            f.close()
+        raise
+    f.close()
+
+
 @contextlib.contextmanager
 def atomic_output(path: str, newline: str | None = None) -> Iterator[TextIO]:
     """A text file that appears at ``path`` only when complete: written to a temporary file in
     the same directory (same file system) and renamed over the target, so an interrupted run
-    never leaves half a file where a good one was."""
+    never leaves half a file where a good one was. Only a regular file or a new path is
+    replaced; anything else (a FIFO, a device, a symlink) is written in place, as a shell's
+    ``>`` writes it (a FIFO waits for its reader)."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise CliError(f"{path}: directory {directory} does not exist")
     refuse_directory(path)
+    if _written_in_place(target):
+        try:
+            f = _text(path, path, newline)
+        except OSError as e:
+            raise CliError(f"{path}: cannot write there: {e.strerror or e}") from None
+        with _closing(f):
+            yield f
+        return
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as e:
         raise CliError(f"{path}: cannot write there: {e.strerror or e}") from e
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
+        with _closing(_text(fd, path, newline)) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

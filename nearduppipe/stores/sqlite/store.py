@@ -29,6 +29,7 @@ from .files import (
     FORMAT_VERSION,
     TABLE,
     FileLock,
+    check_links,
     decode,
     encode,
     open_db,
@@ -123,6 +124,7 @@ class SqliteStore(IndexedStore):
         uri: str | None,
     ) -> None:
         where = uri or f"sqlite:///{self.path}"
+        check_links(self.path, self.read_only)  # (before sqlite opens it by this name)
         prepare_file(self.path, self._lock_file, self.read_only, reset, rule)
         self._reader = read_connection(self.path) if self.path.exists() else None
         stored_rule = rule_of(self._reader) if self._reader is not None and not reset else None
@@ -378,8 +380,10 @@ class SqliteStore(IndexedStore):
 def _open(uri: str, rule: Rule | None = None, **options: Any) -> Store:
     options.pop("name", None)  # the file path already names the store
     path = sqlite_path(uri)
-    if options.get("read_only") and path.is_file() and stored_format(path) == 1:
-        return read_only_view(path, uri, rule, options)  # reads never write: not migrated
+    if options.get("read_only") and path.is_file():
+        check_links(path, read_only=True)  # (before sqlite opens it by this name)
+        if stored_format(path) == 1:
+            return read_only_view(path, uri, rule, options)  # reads never write: not migrated
     try:
         return SqliteStore(path, rule, uri=uri, **options)
     except TypeError as e:
