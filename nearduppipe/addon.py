@@ -2,8 +2,9 @@
 
     ADDONS = {"nearduppipe.Addon": 0}
 
-It adds the middleware (543) and the pipeline (300) unless the project lists them already (at
-whatever priority, even ``None`` to switch one off), and puts every ``NEARDUP_*`` default in the
+It adds the downloader middleware (543), the spider middleware (543: it drops the items of pages
+whose verdict says so) and the pipeline (300) unless the project lists them already (at whatever
+priority, even ``None`` to switch one off), and puts every ``NEARDUP_*`` default in the
 settings at the ``addon`` priority, below the project's and the command line's, so that
 ``crawler.settings`` (and the ``settings`` object of ``scrapy shell``) shows them. (``scrapy
 settings`` itself loads no add-on, in any Scrapy version: it starts no crawler process.)
@@ -33,12 +34,15 @@ class Addon:
         _set_defaults(settings)
 
     def update_settings(self, settings: BaseSettings) -> None:
-        from .middlewares import NearDupMiddleware
+        from .middlewares import NearDupMiddleware, NearDupSpiderMiddleware
         from .pipelines import NearDupPipeline
 
         _set_defaults(settings)
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", NearDupMiddleware, MIDDLEWARE_PRIORITY
+        )
+        settings.setdefault_in_component_priority_dict(
+            "SPIDER_MIDDLEWARES", NearDupSpiderMiddleware, MIDDLEWARE_PRIORITY
         )
         settings.setdefault_in_component_priority_dict(
             "ITEM_PIPELINES", NearDupPipeline, PIPELINE_PRIORITY

@@ -1,9 +1,15 @@
-"""``NearDupMiddleware``: drop near-duplicate pages at crawl time, before any callback runs.
+"""``NearDupMiddleware``: judge pages at crawl time, before any callback runs; and
+``NearDupSpiderMiddleware``: drop the items of pages whose verdict says so.
 
-Dropping in the downloader, not in a spider callback, means a near-duplicate page's links are
-never followed (Manku et al. §1: duplicates waste crawl resources). Enable with::
+Dropping a near-copy of another page in the downloader (``NEARDUP_ON_DUPLICATE = "page"``, the
+default) means its links are never followed (Manku et al. §1: a mirror's links lead to more
+mirror). An unchanged revisit of a page's own entry reaches the spider by default
+(``NEARDUP_ON_UNCHANGED = "items"``), so a recrawl follows its links to what is new, and the
+spider middleware drops the items it yields. Every judged response carries its verdict in
+``response.meta["neardup"]`` (:mod:`nearduppipe.runtime.verdict`). Enable with::
 
     DOWNLOADER_MIDDLEWARES = {"nearduppipe.middlewares.NearDupMiddleware": 543}
+    SPIDER_MIDDLEWARES = {"nearduppipe.middlewares.NearDupSpiderMiddleware": 543}
 
 Responses pass downloader middlewares from the highest priority number to the lowest, so 543
 puts it after HttpCompressionMiddleware (590, the body is decoded), RedirectMiddleware (600) and
@@ -12,21 +18,28 @@ RetryMiddleware (550): it fingerprints the final, decompressed page.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any
 
+from itemadapter import ItemAdapter
+from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 
 from .fingerprint.page import fingerprint_html
 from .runtime import NearDupRuntime
+from .runtime.verdict import skipped_verdict, verdict
 from .stores import Match
 
 if TYPE_CHECKING:
-    from scrapy import Request, Spider
+    from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-__all__ = ["NearDupMiddleware", "NearDuplicatePage", "UnchangedPage"]
+__all__ = ["NearDupMiddleware", "NearDupSpiderMiddleware", "NearDuplicatePage", "UnchangedPage"]
+
+logger = logging.getLogger("nearduppipe")
 
 
 class NearDuplicatePage(IgnoreRequest):
@@ -42,8 +55,9 @@ class NearDuplicatePage(IgnoreRequest):
 
 
 class UnchangedPage(NearDuplicatePage):
-    """The page was crawled before (by another crawl job) and has not changed:
-    ``NEARDUP_KEEP_UNCHANGED = True`` keeps such pages. ``match`` is its own stored entry."""
+    """The page was crawled before (by another crawl job) and has not changed, and
+    ``NEARDUP_ON_UNCHANGED = "page"`` drops such pages (the default, ``"items"``, lets the page
+    reach the spider and drops its items). ``match`` is its own stored entry."""
 
     def __init__(self, url: str, match: Match) -> None:
         IgnoreRequest.__init__(self, f"unchanged since an earlier crawl: {url}")
@@ -58,7 +72,19 @@ class NearDupMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupMiddleware:
-        return cls(NearDupRuntime.for_crawler(crawler))
+        runtime = NearDupRuntime.for_crawler(crawler)
+        config = runtime.config
+        if "items" in (config.on_duplicate, config.on_unchanged) and not _enabled(
+            crawler.settings.getwithbase("SPIDER_MIDDLEWARES"), NearDupSpiderMiddleware
+        ):
+            logger.warning(
+                'nearduppipe: NEARDUP_ON_DUPLICATE or NEARDUP_ON_UNCHANGED is "items", but '
+                "nearduppipe.middlewares.NearDupSpiderMiddleware is not in SPIDER_MIDDLEWARES: "
+                "those pages' items are kept (the add-on installs it; add it, or choose "
+                '"page" or "mark")',
+                extra={"crawler": crawler},
+            )
+        return cls(runtime)
 
     def _skip_reason(self, request: Request, response: Response) -> str | None:
         if request.meta.get("dont_neardup"):
@@ -78,6 +104,7 @@ class NearDupMiddleware:
         reason = self._skip_reason(request, response)
         if reason is not None:
             runtime.skip("pages", reason)
+            request.meta["neardup"] = skipped_verdict(response.url, reason)
             return response
         assert isinstance(response, HtmlResponse)
         try:
@@ -91,8 +118,11 @@ class NearDupMiddleware:
             )
         except Exception as e:
             runtime.error("pages", response.url, e)
+            request.meta["neardup"] = skipped_verdict(response.url, "error")
             return response
-        if runtime.record("pages", outcome, response.url):
+        action = runtime.record("pages", outcome, response.url)
+        request.meta["neardup"] = verdict(outcome, response.url, action)
+        if action == "page":
             assert outcome.match is not None
             runtime.dropped(
                 "pages", response.url, outcome.match, request=request, response=response
@@ -106,3 +136,75 @@ class NearDupMiddleware:
 
     def __repr__(self) -> str:
         return f"<NearDupMiddleware store={self.runtime.store.uri!r}>"
+
+
+def _enabled(components: Any, cls: type) -> bool:
+    """Whether ``cls`` is in a Scrapy component dict (by path or class) with an order."""
+    path = f"{cls.__module__}.{cls.__qualname__}"
+    return any((k is cls or k == path) and v is not None for k, v in dict(components).items())
+
+
+class NearDupSpiderMiddleware:
+    """Drops the items a spider makes of a page whose verdict drops its items
+    (``NEARDUP_ON_DUPLICATE`` / ``NEARDUP_ON_UNCHANGED`` = ``"items"``): the page reaches the
+    spider, so the links it yields are followed, but nothing it yields as an item is kept.
+    Writes the page's verdict into its items when ``NEARDUP_VERDICT_FIELD`` is set. The add-on
+    installs it (``SPIDER_MIDDLEWARES``, 543); requests always pass."""
+
+    def __init__(self, runtime: NearDupRuntime) -> None:
+        self.runtime = runtime
+        self.field = runtime.config.verdict_field
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NearDupSpiderMiddleware:
+        return cls(NearDupRuntime.for_crawler(crawler))
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Spider | None = None
+    ) -> Iterable[Any]:
+        verdict_ = _verdict_of(response)
+        dropped = 0
+        for o in result:
+            kept = self._pass(o, verdict_)
+            if kept is None:
+                dropped += 1
+            else:
+                yield kept
+        self._count(verdict_, dropped)
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
+    ) -> AsyncIterator[Any]:
+        verdict_ = _verdict_of(response)
+        dropped = 0
+        async for o in result:
+            kept = self._pass(o, verdict_)
+            if kept is None:
+                dropped += 1
+            else:
+                yield kept
+        self._count(verdict_, dropped)
+
+    def _pass(self, o: Any, verdict_: dict[str, Any] | None) -> Any:
+        if verdict_ is None or isinstance(o, Request):
+            return o
+        if verdict_["dropped"] == "items":
+            return None
+        if self.field is not None:
+            self.runtime.set_field(ItemAdapter(o), self.field, dict(verdict_), "verdict")
+        return o
+
+    def _count(self, verdict_: dict[str, Any] | None, dropped: int) -> None:
+        if dropped:
+            assert verdict_ is not None
+            self.runtime.log.items_dropped_with_page(verdict_, dropped)
+
+
+def _verdict_of(response: Response | None) -> dict[str, Any] | None:
+    if response is None:
+        return None
+    try:
+        found = response.meta.get("neardup")
+    except AttributeError:  # a response without a request (built by hand)
+        return None
+    return found if isinstance(found, dict) else None

@@ -17,6 +17,7 @@ from scrapy.exceptions import DropItem
 
 from .fingerprint.page import fingerprint_html, fingerprint_text
 from .runtime import NearDupRuntime
+from .runtime.verdict import verdict
 from .stores import Match
 
 if TYPE_CHECKING:
@@ -59,7 +60,6 @@ class NearDupPipeline:
     def __init__(self, runtime: NearDupRuntime) -> None:
         self.runtime = runtime
         self.config = runtime.config
-        self._field_error_logged = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupPipeline:
@@ -106,28 +106,21 @@ class NearDupPipeline:
             return item
         # An item keyed by its page's URL, which the middleware checked in this crawl job, is
         # "again" (kept): a key is one page, never a near-duplicate of itself.
-        if runtime.record("items", outcome, key):
+        action = runtime.record("items", outcome, key)
+        if action in ("page", "items"):  # (for an item, both drop it)
             match = outcome.match
             assert match is not None
             runtime.dropped("items", key, match, item=item)
             raise NearDuplicateItem(key, match, unchanged=outcome.status == "unchanged")
         if config.fingerprint_field and outcome.fingerprint is not None:
-            self._set_fingerprint(adapter, outcome.fingerprint)
+            runtime.set_field(
+                adapter, config.fingerprint_field, f"{outcome.fingerprint:016x}", "fingerprint"
+            )
+        # an item keyed by its page's URL is "again": the verdict its page gave it says more
+        if config.verdict_field and not (
+            outcome.status == "again" and adapter.get(config.verdict_field) is not None
+        ):
+            runtime.set_field(
+                adapter, config.verdict_field, verdict(outcome, key, action), "verdict"
+            )
         return item
-
-    def _set_fingerprint(self, adapter: ItemAdapter, fp: int) -> None:
-        field = self.config.fingerprint_field
-        assert field is not None
-        try:
-            adapter[field] = f"{fp:016x}"
-        except (KeyError, TypeError, AttributeError) as e:
-            self.runtime.skip("items", "fingerprint_field_error")
-            if not self._field_error_logged:
-                self._field_error_logged = True
-                logging.getLogger("nearduppipe").error(
-                    "nearduppipe: cannot set NEARDUP_FINGERPRINT_FIELD %r on %s items (%r); "
-                    "declare the field on the item class",
-                    field,
-                    type(adapter.item).__name__,
-                    e,
-                )

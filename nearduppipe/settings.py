@@ -10,13 +10,17 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from .fingerprint.features import FeatureConfig
 from .fingerprint.rule import Rule
 from .fingerprint.text import TextLimits
 
-__all__ = ["DEFAULTS", "NearDupConfig", "NearDupConfigError"]
+__all__ = ["ACTIONS", "DEFAULTS", "Action", "NearDupConfig", "NearDupConfigError"]
+
+# what a verdict drops: the response, the items the spider makes of it, or nothing
+Action = Literal["page", "items", "mark"]
+ACTIONS: tuple[Action, ...] = ("page", "items", "mark")
 
 
 class NearDupConfigError(ValueError):
@@ -32,7 +36,13 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_STORE": None,  # None: sqlite file .scrapy/neardup/<spider>.sqlite
     "NEARDUP_SIMILARITY": 0.93,  # cosine; None: the paper's 64-bit rule (docs/quality.md)
     "NEARDUP_DISTANCE": None,  # 64-bit radius; None: 8 with a similarity, 3 (the paper's k) without
-    "NEARDUP_KEEP_UNCHANGED": False,  # keep (not drop) pages recrawled with unchanged content
+    # what a near-copy of another page, and an unchanged revisit of a page's own entry, drop:
+    # "page" (the response: its links are not followed), "items" (the spider runs, its items
+    # are dropped), "mark" (nothing: the verdict is in response.meta["neardup"])
+    "NEARDUP_ON_DUPLICATE": "page",
+    "NEARDUP_ON_UNCHANGED": "items",
+    "NEARDUP_VERDICT_FIELD": None,  # an item field that receives its page's or its own verdict
+    "NEARDUP_KEEP_UNCHANGED": False,  # deprecated: True is NEARDUP_ON_UNCHANGED = "mark"
     "NEARDUP_MAX_DECISIONS": 100_000,  # decisions kept in the store for reports (oldest trimmed)
     "NEARDUP_BLOCKS": None,
     "NEARDUP_MIN_TEXT_LENGTH": 200,
@@ -134,7 +144,9 @@ class NearDupConfig:
     enabled: bool
     store: str | None
     rule: Rule
-    keep_unchanged: bool
+    on_duplicate: Action
+    on_unchanged: Action
+    verdict_field: str | None
     max_decisions: int
     blocks: int | None
     min_text_length: int
@@ -157,6 +169,7 @@ class NearDupConfig:
     redis_url: str | None
     keep_text: int
     page_timeout: float
+    deprecated: tuple[str, ...] = ()  # what to warn about at start-up, one message each
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike) -> NearDupConfig:
@@ -247,11 +260,30 @@ class NearDupConfig:
             raise
         except ValueError as e:  # pragma: no cover - the checks above come first
             raise NearDupConfigError(str(e)) from e
+        on_unchanged = _choice("NEARDUP_ON_UNCHANGED", get("NEARDUP_ON_UNCHANGED"), ACTIONS)
+        deprecated: list[str] = []
+        if _bool("NEARDUP_KEEP_UNCHANGED", get("NEARDUP_KEEP_UNCHANGED")):
+            deprecated.append(
+                'NEARDUP_KEEP_UNCHANGED is deprecated: use NEARDUP_ON_UNCHANGED = "mark" (what '
+                "True means"
+                + (
+                    ""
+                    if on_unchanged == DEFAULTS["NEARDUP_ON_UNCHANGED"]
+                    else f"; ignored, as NEARDUP_ON_UNCHANGED = {on_unchanged!r} is set"
+                )
+                + ")"
+            )
+            if on_unchanged == DEFAULTS["NEARDUP_ON_UNCHANGED"]:
+                on_unchanged = "mark"
         config = cls(
             enabled=_bool("NEARDUP_ENABLED", get("NEARDUP_ENABLED")),
             store=store.strip() if store else None,
             rule=rule,
-            keep_unchanged=_bool("NEARDUP_KEEP_UNCHANGED", get("NEARDUP_KEEP_UNCHANGED")),
+            on_duplicate=_choice("NEARDUP_ON_DUPLICATE", get("NEARDUP_ON_DUPLICATE"), ACTIONS),  # type: ignore[arg-type]
+            on_unchanged=on_unchanged,  # type: ignore[arg-type]
+            verdict_field=_field(
+                "NEARDUP_VERDICT_FIELD", get("NEARDUP_VERDICT_FIELD"), optional=True
+            ),
             max_decisions=_int(
                 "NEARDUP_MAX_DECISIONS", get("NEARDUP_MAX_DECISIONS"), 1, 1_000_000_000
             ),
@@ -289,6 +321,7 @@ class NearDupConfig:
             page_timeout=_float(
                 "NEARDUP_PAGE_TIMEOUT", get("NEARDUP_PAGE_TIMEOUT"), 0, 3600, least=0.01
             ),
+            deprecated=tuple(deprecated),
         )
         config.check_consistent()
         return config
@@ -300,14 +333,20 @@ class NearDupConfig:
                 f"NEARDUP_MAX_TEXT_CHARS ({self.limits.max_text_chars}) is below "
                 f"NEARDUP_MIN_TEXT_LENGTH ({self.min_text_length}): every page would be too short"
             )
-        field = self.fingerprint_field
-        for name, other in (
+        read = (
             ("NEARDUP_TEXT_FIELD", self.text_field),
             ("NEARDUP_HTML_FIELD", self.html_field),
             ("NEARDUP_KEY_FIELD", self.key_field),
-        ):
-            if field == other:
-                raise NearDupConfigError(
-                    f"NEARDUP_FINGERPRINT_FIELD = {field!r} is also {name}: the fingerprint "
-                    "would overwrite that field of every item"
-                )
+        )
+        written = (
+            ("NEARDUP_FINGERPRINT_FIELD", self.fingerprint_field, "the fingerprint"),
+            ("NEARDUP_VERDICT_FIELD", self.verdict_field, "the verdict"),
+        )
+        for setting, field, what in written:
+            others = (*read, *((n, f) for n, f, _ in written if n != setting))
+            for name, other in others:
+                if field is not None and field == other:
+                    raise NearDupConfigError(
+                        f"{setting} = {field!r} is also {name}: {what} would overwrite that "
+                        "field of every item"
+                    )

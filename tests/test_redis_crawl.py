@@ -20,7 +20,10 @@ from .support.redis_server import RedisServer
 from .support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[1]
-MIDDLEWARE = {"DOWNLOADER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupMiddleware": 543}}
+MIDDLEWARE = {
+    "DOWNLOADER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupMiddleware": 543},
+    "SPIDER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupSpiderMiddleware": 543},
+}
 ARTICLES = [p for g in GROUPS for p in g] + DISTINCT
 WORDS = (
     "harbour river council budget school library market station bridge festival museum "
@@ -76,19 +79,20 @@ def test_two_crawler_processes_share_one_index(
     a = start_crawl(tmp_path, "a", urls, settings)
     b = start_crawl(tmp_path, "b", list(reversed(urls)), settings)
     ra, rb = finish(*a), finish(*b)
-    reached = [u.removeprefix(site) for u in ra["reached"] + rb["reached"]]
+    kept = [i["url"].removeprefix(site) for i in ra["items"] + rb["items"]]
     for group in GROUPS:
-        assert sum(reached.count(p) for p in group) == 1, (group, reached)
+        assert sum(kept.count(p) for p in group) == 1, (group, kept)
     for page in DISTINCT:
-        assert reached.count(page) == 1
+        assert kept.count(page) == 1
     # a page both crawls fetched is, for the second, its own key stored by another job: an
-    # unchanged revisit; the others are near-duplicates of another key
+    # unchanged revisit (it reaches the spider, its item is dropped); the others are
+    # near-duplicates of another key
     dropped = sum(
         r["stats"].get(name, 0)
         for r in (ra, rb)
         for name in ("neardup/dropped", "neardup/revisit/unchanged/dropped")
     )
-    assert dropped == 2 * len(ARTICLES) - len(reached)
+    assert dropped == 2 * len(ARTICLES) - len(kept)
     for r in (ra, rb):  # a normal Redis crawl logs no ERROR and counts its store at close
         assert "log_count/ERROR" not in r["stats"], r["log"][-3000:]
         assert r["stats"]["neardup/store_size/close"] >= len(GROUPS) + len(DISTINCT)

@@ -18,7 +18,10 @@ from sample_spider.site_builder import DISTINCT, GROUPS, build_site
 from .support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[1]
-MIDDLEWARE = {"DOWNLOADER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupMiddleware": 543}}
+MIDDLEWARE = {
+    "DOWNLOADER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupMiddleware": 543},
+    "SPIDER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupSpiderMiddleware": 543},
+}
 PIPELINE = {"ITEM_PIPELINES": {"nearduppipe.pipelines.NearDupPipeline": 300}}
 ARTICLES = [p for g in GROUPS for p in g] + DISTINCT
 
@@ -79,11 +82,14 @@ def assert_one_per_group(base: str, kept: list[str]) -> None:
         assert page in kept_rel
 
 
+@pytest.mark.parametrize("on_unchanged", ["items", "page"])
 def test_middleware_drops_near_duplicates_then_everything_on_recrawl(
-    site: str, tmp_path: Path
+    site: str, tmp_path: Path, on_unchanged: str
 ) -> None:
+    """A recrawl drops every item: by default the unchanged pages reach the spider (their
+    links would be followed) and their items are dropped; with ``"page"`` the pages too."""
     store = tmp_path / "pages.sqlite"
-    settings = {**MIDDLEWARE, "NEARDUP_STORE": str(store)}
+    settings = {**MIDDLEWARE, "NEARDUP_STORE": str(store), "NEARDUP_ON_UNCHANGED": on_unchanged}
     urls = [site + p for p in ARTICLES]
     first = crawl(tmp_path, urls, settings)
     assert_one_per_group(site, first["reached"])
@@ -101,7 +107,12 @@ def test_middleware_drops_near_duplicates_then_everything_on_recrawl(
     assert "log_count/ERROR" not in stats and "log_count/WARNING" not in stats
 
     second = crawl(tmp_path, urls, settings)
-    assert second["reached"] == []
+    assert second["items"] == []
+    if on_unchanged == "items":
+        assert sorted(second["reached"]) == sorted(first["reached"])
+        assert second["stats"]["neardup/items/dropped_with_page"] == len(first["items"])
+    else:
+        assert second["reached"] == []
     # a recrawl: every kept page is its own key, unchanged (a revisit, not a near-duplicate of
     # itself); every copy is a near-duplicate of one again
     assert second["stats"]["neardup/revisit/unchanged/dropped"] == len(GROUPS) + len(DISTINCT)
@@ -171,11 +182,20 @@ def test_links_of_dropped_pages_are_not_followed(site: str, tmp_path: Path) -> N
     settings = {**MIDDLEWARE, "NEARDUP_STORE": str(tmp_path / "s.sqlite")}
     first = crawl(tmp_path, [site + "index.html"], settings, follow=True)
     assert_one_per_group(site, first["reached"])
-    # second crawl: the index page itself is already known, so nothing behind it is fetched
+    fetched = first["stats"]["downloader/request_count"]
+    # a recrawl: the unchanged index reaches the spider, so its links are followed again (the
+    # near-copies are fetched, dropped, and their own links are not followed), no item is kept
     second = crawl(tmp_path, [site + "index.html"], settings, follow=True)
-    assert second["reached"] == []
-    assert second["stats"]["neardup/revisit/unchanged/dropped"] == 1
-    assert second["stats"].get("downloader/request_count") == 1
+    assert sorted(second["reached"]) == sorted(first["reached"])
+    assert second["items"] == []
+    assert second["stats"]["downloader/request_count"] == fetched
+    # with NEARDUP_ON_UNCHANGED = "page" the known index is dropped: nothing behind it is fetched
+    third = crawl(
+        tmp_path, [site + "index.html"], {**settings, "NEARDUP_ON_UNCHANGED": "page"}, follow=True
+    )
+    assert third["reached"] == []
+    assert third["stats"]["neardup/revisit/unchanged/dropped"] == 1
+    assert third["stats"].get("downloader/request_count") == 1
 
 
 def test_pipeline_alone_keeps_one_item_per_group(site: str, tmp_path: Path) -> None:

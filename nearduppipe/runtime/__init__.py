@@ -9,15 +9,17 @@ Twisted reactor, whichever runs the crawl).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from itemadapter import ItemAdapter
 from scrapy import signals
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import NotConfigured, ScrapyDeprecationWarning
 
 from .. import signals as neardup_signals
 from ..fingerprint.page import Fingerprinted, FingerprintParams
-from ..settings import NearDupConfig
+from ..settings import Action, NearDupConfig
 from ..stores import Match, Store
 from ..stores.base import StoreUnavailable
 from ..stores.decide import Deduplicator, Outcome
@@ -70,6 +72,7 @@ class NearDupRuntime:
         self.crawler = crawler
         self.config = config
         self.middleware_active = False
+        self._field_errors: set[str] = set()
         self._closed = False
         self.log = StatsLog(crawler, debug=config.debug)
         self.stats: StatsCollector = self.log.stats
@@ -95,6 +98,9 @@ class NearDupRuntime:
         except BaseException:
             self.store.close()
             raise
+        for message in config.deprecated:
+            warnings.warn(message, ScrapyDeprecationWarning, stacklevel=2)
+            logger.warning("nearduppipe: %s", message, extra={"crawler": crawler})
         self.log.opened(
             self.store.uri, self.lifecycle.size_at_open, self.store.rule.describe(), config.reset
         )
@@ -140,18 +146,20 @@ class NearDupRuntime:
             raise StoreCallError(e) from e
 
     # -- stats, logs, failures, the hook -----------------------------------------------------
-    def drops(self, outcome: Outcome) -> bool:
-        """Whether the page or item goes: a near-duplicate of another key, or (unless
-        ``NEARDUP_KEEP_UNCHANGED``) an unchanged revisit of its own."""
+    def action(self, outcome: Outcome) -> Action | None:
+        """What the verdict drops: ``NEARDUP_ON_DUPLICATE`` for a near-duplicate of another
+        key, ``NEARDUP_ON_UNCHANGED`` for an unchanged revisit of its own; ``None`` else."""
         if outcome.status == "duplicate":
-            return True
-        return outcome.status == "unchanged" and not self.config.keep_unchanged
+            return self.config.on_duplicate
+        if outcome.status == "unchanged":
+            return self.config.on_unchanged
+        return None
 
-    def record(self, source: Source, outcome: Outcome, key: str) -> bool:
-        """Count and log one outcome; returns :meth:`drops`."""
-        dropped = self.drops(outcome)
-        self.log.record(source, outcome, key, dropped)
-        return dropped
+    def record(self, source: Source, outcome: Outcome, key: str) -> Action | None:
+        """Count and log one outcome; returns :meth:`action`."""
+        action = self.action(outcome)
+        self.log.record(source, outcome, key, action)
+        return action
 
     def skip(self, source: Source, reason: str) -> None:
         self.log.skip(source, reason)
@@ -159,6 +167,25 @@ class NearDupRuntime:
     def error(self, source: Source, key: str, exc: BaseException) -> None:
         """A failure while checking: the page or item is kept, never lost."""
         self.policy.handle(source, key, exc)
+
+    def set_field(self, adapter: ItemAdapter, field: str, value: Any, what: str) -> None:
+        """Write ``value`` into an item's ``field`` (``what``: ``fingerprint`` or ``verdict``,
+        for the stat and the one error line when the item type has no such field)."""
+        try:
+            adapter[field] = value
+        except (KeyError, TypeError, AttributeError) as e:
+            self.skip("items", f"{what}_field_error")
+            if what not in self._field_errors:
+                self._field_errors.add(what)
+                logger.error(
+                    "nearduppipe: cannot set NEARDUP_%s_FIELD %r on %s items (%r); declare the "
+                    "field on the item class",
+                    what.upper(),
+                    field,
+                    type(adapter.item).__name__,
+                    e,
+                    extra={"crawler": self.crawler},
+                )
 
     def _workers_restarted(self, reason: str) -> None:
         """The worker pool broke and was replaced (any thread): the pages it held are retried."""

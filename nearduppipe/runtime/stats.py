@@ -8,8 +8,10 @@ under ``neardup/`` so ``PERIODIC_LOG_STATS = {"include": ["neardup/"]}`` shows p
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..settings import Action
 from ..stores.base import Source
 from ..stores.decide import Outcome
 
@@ -49,11 +51,12 @@ class StatsLog:
     def skip(self, source: Source, reason: str) -> int:
         return self.inc(source, f"skipped/{reason}")
 
-    def record(self, source: Source, outcome: Outcome, key: str, dropped: bool) -> None:
-        """Count one decision, and log it if it was a drop. Revisits of a stored key are
-        counted apart from near-duplicates (``revisit/unchanged``, ``revisit/changed``), and a
-        key this crawl job already checked (a retry, a redirect back, a resumed job) as
-        ``again``."""
+    def record(self, source: Source, outcome: Outcome, key: str, action: Action | None) -> None:
+        """Count one decision, and log it if it drops something (``action``: what it drops,
+        see :data:`~nearduppipe.settings.Action`). Revisits of a stored key are counted apart
+        from near-duplicates (``revisit/unchanged``, ``revisit/changed``), and a key this crawl
+        job already checked (a retry, a redirect back, a resumed job) as ``again``; verdicts
+        that drop nothing (``mark``) as ``marked/…``."""
         if outcome.skipped is not None:
             self.skip(source, outcome.skipped)
             return
@@ -65,24 +68,31 @@ class StatsLog:
         if status in ("changed", "again"):
             self.inc(source, "revisit/changed" if status == "changed" else "again")
             return
+        what = "page" if source == "pages" else "item"
         if status == "unchanged":
             self.inc(source, "revisit/unchanged")
-            if dropped:
+            if action == "mark":
+                self.inc(source, "marked/unchanged")
+            else:
                 self.inc(source, "revisit/unchanged/dropped")
                 logger.debug(
                     "Dropped unchanged %s %s (a recrawl)",
-                    "page" if source == "pages" else "item",
+                    "page's items of" if action == "items" and source == "pages" else what,
                     key,
                     extra=self._extra,
                 )
             return
         match = outcome.match
         assert match is not None
-        self.inc(source, "dropped")
         self.stats.inc_value(f"neardup/distance/{match.distance}")
         if match.wide_distance is not None:
             self.stats.inc_value(f"neardup/wide_distance/{match.wide_distance // 8 * 8}")
-        what = "page" if source == "pages" else "item"
+        if action == "mark":
+            self.inc(source, "marked/duplicate")
+            return
+        self.inc(source, "dropped")
+        if action == "items" and source == "pages":
+            what = "page's items of the"  # the page itself reaches the spider
         wide = "" if match.wide_distance is None else f", {match.wide_distance} of 512 bits"
         args = {"what": what, "key": key, "match": match.key, "d": match.distance, "w": wide}
         msg = "Dropped near-duplicate %(what)s %(key)s: distance %(d)d%(w)s from %(match)s"
@@ -98,6 +108,15 @@ class StatsLog:
             )
         else:
             logger.debug(msg, args, extra=self._extra)
+
+    def items_dropped_with_page(self, verdict: Mapping[str, Any], n: int) -> None:
+        """``n`` items the spider made of a page whose verdict drops its items."""
+        self.stats.inc_value("neardup/items/dropped_with_page", n)
+        logger.debug(
+            "Dropped %(n)d item(s) of the %(status)s page %(key)s",
+            {"n": n, "status": verdict.get("status"), "key": verdict.get("key")},
+            extra=self._extra,
+        )
 
     def opened(self, uri: str, size: int, rule: str, reset: bool) -> None:
         self.stats.set_value("neardup/store_size/open", size)
