@@ -84,7 +84,7 @@ class NearDupCommand(ScrapyCommand):
     def _targets(self, args: list[str], opts: argparse.Namespace) -> list[tuple[str, str, Any]]:
         """``(spider, store URI, its NearDupConfig)`` per spider asked for."""
         from nearduppipe.runtime.lifecycle import resolve_store_uri
-        from nearduppipe.settings import NearDupConfig
+        from nearduppipe.settings import NearDupConfig, NearDupConfigError
 
         assert self.settings is not None
         if opts.store:
@@ -96,21 +96,23 @@ class NearDupCommand(ScrapyCommand):
         unknown = [n for n in names if n not in loader.list()]
         if unknown:
             raise UsageError(f"unknown spider(s): {', '.join(unknown)}")
-        targets = []
+        targets: list[tuple[str, str, Any]] = []
         for name in names:
             settings = self.settings.copy()
             loader.load(name).update_settings(settings)  # custom_settings, as a crawl does
-            config = NearDupConfig.from_settings(settings)
+            try:
+                config = NearDupConfig.from_settings(settings)
+            except NearDupConfigError as e:  # said with the spider's name; the others go on
+                targets.append((name, "", e))
+                continue
             configured = config.redis_url if config.store == "redis" else config.store
             # the same file or server the crawl opens (relative paths in the data directory)
             targets.append((name, resolve_store_uri(configured, name), config))
         return targets
 
     def _run(self, args: list[str], opts: argparse.Namespace) -> None:
-        from nearduppipe.cli._io import emit, redact, refuse_directory, say, write_output
-        from nearduppipe.cli._stores import is_redis, open_cli_store, uri_prefix
-        from nearduppipe.stores.base import _scheme
-        from nearduppipe.stores.sqlite.store import sqlite_path
+        from nearduppipe.cli._io import CliError, redact, refuse_directory, say
+        from nearduppipe.stores import StoreError
 
         targets = self._targets(args, opts)
         if opts.output and not opts.format:
@@ -120,51 +122,75 @@ class NearDupCommand(ScrapyCommand):
             raise UsageError(
                 f"--format reports one store; name one spider of {', '.join(t[0] for t in targets)}"
             )
+        failed: list[tuple[str, Exception]] = []
         for name, uri, config in targets:
-            header = f"spider {name}: {redact(uri)}"
-            if _scheme(uri) == "sqlite" and not sqlite_path(uri).exists():
-                if opts.format:
-                    say(f"{header}: no store yet (nothing crawled with nearduppipe)")
-                    self.exitcode = 1
-                else:
-                    emit(f"{header}\n  no store yet (nothing crawled with nearduppipe)\n")
+            if isinstance(config, Exception):
+                failed.append((name, config))
                 continue
-            options: dict[str, Any] = {}
-            if is_redis(uri):
-                if not opts.store:  # a spider's crawl uses neardup:<spider> unless told
-                    options["prefix"] = uri_prefix(uri) or f"neardup:{name}"
-                if config.ttl is not None:
-                    options["ttl"] = config.ttl
-            with open_cli_store(uri, read_only=True, **options) as store:
-                if opts.format:
-                    from nearduppipe.report import render, report_from_store
+            try:
+                self._one(name, uri, config, opts)
+            except (StoreError, CliError) as e:
+                if len(targets) == 1:
+                    raise
+                failed.append((name, e))
+        for name, error in failed:  # after the others' summaries, one line each, with why
+            say(f"scrapy neardup: spider {name}: cannot read its store: {redact(str(error))}")
+        if failed:
+            if len(targets) == 1:
+                raise failed[0][1]
+            self.exitcode = 1
 
-                    say(header)
-                    write_output(render(report_from_store(store), opts.format), opts.output)
-                    if opts.output:
-                        say(f"  report written to {opts.output}")
-                    continue
-                info = store.info()
-                last = max((d.decided_at for d in store.decisions()), default=None)
-            # counts summed over every crawl of the store, as the crawls' neardup/ stats are
-            dropped, total = info.dropped, info.pages_seen
-            rate = f"{dropped / total:.1%}" if total else "n/a"
-            trimmed = f", {info.decisions_trimmed} oldest trimmed" if info.decisions_trimmed else ""
-            lines = [
-                header,
-                f"  pages seen by every crawl:          {total}",
-                f"  pages stored (one per key):         {info.entries}",
-                f"  near-duplicates dropped:            {dropped} ({rate}{trimmed})",
-                f"  revisits of stored pages:           {info.revisits_unchanged} unchanged, "
-                f"{info.revisits_changed} changed",
-                f"  by the middleware (pages):          {tally_text(info.pages)}",
-                f"  by the pipeline (items):            {tally_text(info.items)}",
-                f"  rule:                               {info.rule.describe()}",
-            ]
-            if last is not None:
-                when = datetime.datetime.fromtimestamp(last).isoformat(timespec="seconds")
-                lines.append(f"  last near-duplicate at:             {when}")
-            if _scheme(uri) == "sqlite":
-                size = os.path.getsize(sqlite_path(uri))
-                lines.append(f"  file size:                          {size / 1e6:.1f} MB")
-            emit("\n".join(lines) + "\n")
+    def _one(self, name: str, uri: str, config: Any, opts: argparse.Namespace) -> None:
+        """Summarise (or, with ``--format``, report) one spider's store."""
+        from nearduppipe.cli._io import emit, redact, say, write_output
+        from nearduppipe.cli._stores import is_redis, open_cli_store, uri_prefix
+        from nearduppipe.stores.base import _scheme
+        from nearduppipe.stores.sqlite.store import sqlite_path
+
+        header = f"spider {name}: {redact(uri)}"
+        if _scheme(uri) == "sqlite" and not sqlite_path(uri).exists():
+            if opts.format:
+                say(f"{header}: no store yet (nothing crawled with nearduppipe)")
+                self.exitcode = 1
+            else:
+                emit(f"{header}\n  no store yet (nothing crawled with nearduppipe)\n")
+            return
+        options: dict[str, Any] = {}
+        if is_redis(uri):
+            if not opts.store:  # a spider's crawl uses neardup:<spider> unless told
+                options["prefix"] = uri_prefix(uri) or f"neardup:{name}"
+            if config.ttl is not None:
+                options["ttl"] = config.ttl
+        with open_cli_store(uri, read_only=True, **options) as store:
+            if opts.format:
+                from nearduppipe.report import render, report_from_store
+
+                say(header)
+                write_output(render(report_from_store(store), opts.format), opts.output)
+                if opts.output:
+                    say(f"  report written to {opts.output}")
+                return
+            info = store.info()
+            last = max((d.decided_at for d in store.decisions()), default=None)
+        # counts summed over every crawl of the store, as the crawls' neardup/ stats are
+        dropped, total = info.dropped, info.pages_seen
+        rate = f"{dropped / total:.1%}" if total else "n/a"
+        trimmed = f", {info.decisions_trimmed} oldest trimmed" if info.decisions_trimmed else ""
+        lines = [
+            header,
+            f"  pages seen by every crawl:          {total}",
+            f"  pages stored (one per key):         {info.entries}",
+            f"  near-duplicates dropped:            {dropped} ({rate}{trimmed})",
+            f"  revisits of stored pages:           {info.revisits_unchanged} unchanged, "
+            f"{info.revisits_changed} changed",
+            f"  by the middleware (pages):          {tally_text(info.pages)}",
+            f"  by the pipeline (items):            {tally_text(info.items)}",
+            f"  rule:                               {info.rule.describe()}",
+        ]
+        if last is not None:
+            when = datetime.datetime.fromtimestamp(last).isoformat(timespec="seconds")
+            lines.append(f"  last near-duplicate at:             {when}")
+        if _scheme(uri) == "sqlite":
+            size = os.path.getsize(sqlite_path(uri))
+            lines.append(f"  file size:                          {size / 1e6:.1f} MB")
+        emit("\n".join(lines) + "\n")

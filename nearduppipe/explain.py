@@ -72,6 +72,8 @@ class Explanation:
             verdict = (
                 f"verdict: {'near-duplicates' if near else 'distinct'} under {rule.describe()}"
             )
+            if not near:
+                verdict += f" ({_why_distinct(rule, d, dw)})"
         lines = [
             f"A: {self.fingerprint_a:016x}  ({self.features_a} features)",
             f"B: {self.fingerprint_b:016x}  ({self.features_b} features)",
@@ -94,6 +96,25 @@ class Explanation:
                 f"  bit {b.bit:2d}: sum A {b.sum_a:+.2f}, sum B {b.sum_b:+.2f}; moved by {pushed}"
             )
         return "\n".join(lines)
+
+
+def _why_distinct(rule: Rule, d: int, dw: int) -> str:
+    """Which stage of the rule keeps the pair apart: a pair over the 64-bit radius is never a
+    candidate, so its wide fingerprints are never compared, however close they are."""
+    if rule.similarity is None:
+        return f"64-bit distance {d} is over {rule.radius}"
+    if d > rule.radius:
+        why = f"not a candidate: 64-bit distance {d} is over the radius {rule.radius}"
+        if rule.wide_threshold is not None and dw <= rule.wide_threshold:
+            why += (
+                f", so the {WIDE_BITS}-bit distance {dw} (within {rule.wide_threshold}) was "
+                "never compared; NEARDUP_DISTANCE widens the radius"
+            )
+        return why
+    return (
+        f"a candidate, compared: {WIDE_BITS}-bit distance {dw} is over {rule.wide_threshold}, "
+        f"cosine {implied_similarity(dw, WIDE_BITS):.3f} below {rule.similarity:g}"
+    )
 
 
 _SCALE = 1 << 16

@@ -7,6 +7,7 @@ with ``.get`` (Scrapy's ``Settings`` is one).
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from dataclasses import dataclass
@@ -15,8 +16,16 @@ from typing import Any, Literal, Protocol
 from .fingerprint.features import FeatureConfig
 from .fingerprint.rule import Rule
 from .fingerprint.text import TextLimits
+from .settings_redis import read_redis_settings
 
-__all__ = ["ACTIONS", "DEFAULTS", "Action", "NearDupConfig", "NearDupConfigError"]
+__all__ = [
+    "ACTIONS",
+    "DEFAULTS",
+    "Action",
+    "NearDupConfig",
+    "NearDupConfigError",
+    "unknown_settings",
+]
 
 # what a verdict drops: the response, the items the spider makes of it, or nothing
 Action = Literal["page", "items", "mark"]
@@ -33,7 +42,7 @@ class _SettingsLike(Protocol):
 
 DEFAULTS: dict[str, Any] = {
     "NEARDUP_ENABLED": True,
-    "NEARDUP_STORE": None,  # None: sqlite file .scrapy/neardup/<spider>.sqlite
+    "NEARDUP_STORE": None,  # None: .scrapy/neardup/<spider>.sqlite; "redis": scrapy-redis's
     "NEARDUP_SIMILARITY": 0.93,  # cosine; None: the paper's 64-bit rule (docs/quality.md)
     "NEARDUP_DISTANCE": None,  # 64-bit radius; None: 8 with a similarity, 3 (the paper's k) without
     # what a near-copy of another page, and an unchanged revisit of a page's own entry, drop:
@@ -74,6 +83,23 @@ DEFAULTS: dict[str, Any] = {
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+
+
+def unknown_settings(settings: Any) -> tuple[str, ...]:
+    """A message per ``NEARDUP_*`` name in ``settings`` that nearduppipe does not read, naming
+    the closest one it does: a misspelt setting is otherwise ignored without a word."""
+    names = getattr(settings, "keys", None)
+    if names is None:
+        return ()
+    out = []
+    for name in sorted(n for n in names() if isinstance(n, str) and n.startswith("NEARDUP_")):
+        if name not in DEFAULTS:
+            # (compared without the common prefix, which would make every name look close)
+            known = [k.removeprefix("NEARDUP_") for k in DEFAULTS]
+            close = difflib.get_close_matches(name.removeprefix("NEARDUP_"), known, 1, 0.7)
+            hint = f"; did you mean NEARDUP_{close[0]}?" if close else ""
+            out.append(f"unknown setting {name} (nearduppipe does not read it){hint}")
+    return tuple(out)
 
 
 def _unset(value: Any) -> bool:
@@ -170,6 +196,8 @@ class NearDupConfig:
     keep_text: int
     page_timeout: float
     deprecated: tuple[str, ...] = ()  # what to warn about at start-up, one message each
+    unknown: tuple[str, ...] = ()  # NEARDUP_* names nearduppipe does not know, with a hint
+    ignored_redis_params: tuple[str, ...] = ()  # scrapy-redis REDIS_PARAMS the store cannot use
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike) -> NearDupConfig:
@@ -181,30 +209,14 @@ class NearDupConfig:
             store = None  # (-s NEARDUP_STORE=None: the default, not a file named "None")
         if store is not None and (not isinstance(store, str) or not store.strip()):
             raise NearDupConfigError(f"NEARDUP_STORE must be a store URI or path, got {store!r}")
-        redis_url = settings.get("REDIS_URL")  # scrapy-redis's setting, used by "redis"
-        no_url = not isinstance(redis_url, str) or not redis_url.strip()
-        if isinstance(store, str) and store.strip() == "redis" and no_url:
-            raise NearDupConfigError(
-                'NEARDUP_STORE = "redis" uses scrapy-redis\'s REDIS_URL, which is not set'
+        try:
+            redis = read_redis_settings(
+                settings,
+                get("NEARDUP_REDIS_PARAMS"),
+                isinstance(store, str) and store.strip() == "redis",
             )
-        redis_params = get("NEARDUP_REDIS_PARAMS")
-        if hasattr(redis_params, "copy_to_dict"):
-            redis_params = redis_params.copy_to_dict()
-        given = redis_params
-        if isinstance(redis_params, str):
-            import json
-
-            try:
-                redis_params = json.loads(redis_params or "{}")
-            except ValueError as e:
-                raise NearDupConfigError(
-                    f"NEARDUP_REDIS_PARAMS must be a dict of redis.Redis options (from the "
-                    f"command line, JSON: '{{\"socket_timeout\": 10}}'); got {given!r}: {e}"
-                ) from None
-        if not isinstance(redis_params, dict) or not all(isinstance(k, str) for k in redis_params):
-            raise NearDupConfigError(
-                f"NEARDUP_REDIS_PARAMS must be a dict of redis.Redis options, got {given!r}"
-            )
+        except ValueError as e:
+            raise NearDupConfigError(str(e)) from None
         similarity = get("NEARDUP_SIMILARITY")
         if _unset(similarity):
             similarity = None
@@ -312,8 +324,8 @@ class NearDupConfig:
             ttl=None
             if _unset(get("NEARDUP_TTL"))
             else _float("NEARDUP_TTL", get("NEARDUP_TTL"), 0, 100 * 365 * 86_400, least=1),
-            redis_params=dict(redis_params),
-            redis_url=redis_url.strip() if isinstance(redis_url, str) else None,
+            redis_params=redis.params,
+            redis_url=redis.url,
             on_store_error=_choice(
                 "NEARDUP_ON_STORE_ERROR", get("NEARDUP_ON_STORE_ERROR"), ("keep", "stop")
             ),
@@ -322,6 +334,8 @@ class NearDupConfig:
                 "NEARDUP_PAGE_TIMEOUT", get("NEARDUP_PAGE_TIMEOUT"), 0, 3600, least=0.01
             ),
             deprecated=tuple(deprecated),
+            unknown=unknown_settings(settings),
+            ignored_redis_params=redis.ignored,
         )
         config.check_consistent()
         return config

@@ -301,3 +301,22 @@ def test_help_is_plain_text_and_every_option_explained() -> None:
     for name, command in sub.choices.items():  # type: ignore[union-attr]
         for action in command._actions:
             assert action.help, f"{name} {action.option_strings or action.dest} has no help"
+
+
+def test_explain_says_which_stage_keeps_a_pair_apart() -> None:
+    """A Chinese sentence-append at cosine 0.98 was "distinct" without a word: its 64-bit
+    distance (9) was over the candidate radius (8), so the wide fingerprints were never
+    compared. The verdict now says which stage decided."""
+    from nearduppipe import Rule
+    from nearduppipe.explain import _why_distinct
+
+    rule = Rule()  # cosine 0.93: 512-bit distance <= 61 among candidates within 8
+    assert _why_distinct(rule, 9, 40) == (
+        "not a candidate: 64-bit distance 9 is over the radius 8, so the 512-bit distance 40 "
+        "(within 61) was never compared; NEARDUP_DISTANCE widens the radius"
+    )
+    assert _why_distinct(rule, 12, 90) == "not a candidate: 64-bit distance 12 is over the radius 8"
+    assert _why_distinct(rule, 5, 80).startswith(
+        "a candidate, compared: 512-bit distance 80 is over 61, cosine 0."
+    )
+    assert _why_distinct(Rule.paper(3), 5, 0) == "64-bit distance 5 is over 3"

@@ -161,3 +161,49 @@ def test_scrapy_neardup_uses_the_spiders_settings(
     err = head.stderr.read().decode()
     assert head.wait(timeout=60) in (0, 141)
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+BROKEN_SPIDERS = """
+import scrapy
+
+class News(scrapy.Spider):
+    name = "news"
+    custom_settings = {{"NEARDUP_STORE": {store!r}}}
+
+class Bad(scrapy.Spider):
+    name = "bad"
+    custom_settings = {{"NEARDUP_DISTANCE": "three"}}
+
+class Gone(scrapy.Spider):
+    name = "gone"
+    custom_settings = {{"NEARDUP_STORE": {gone!r}}}
+"""
+
+
+def test_scrapy_neardup_names_each_spider_it_cannot_read_and_goes_on(tmp_path: Path) -> None:
+    """One spider with a bad setting, one whose store is not a store: the others are still
+    summarised, each failure is one line naming the spider and why, and the exit status is 1."""
+    from nearduppipe import open_store
+
+    good = tmp_path / "news.sqlite"
+    with open_store(str(good)) as s:
+        s.check_and_add(A, "https://a.example/1")
+    gone = tmp_path / "not-a-store.sqlite"
+    gone.write_text("this is not a database")
+    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = proj.settings\n")
+    (tmp_path / "proj" / "spiders").mkdir(parents=True)
+    (tmp_path / "proj" / "__init__.py").write_text("")
+    (tmp_path / "proj" / "settings.py").write_text(PROJECT_SETTINGS)
+    (tmp_path / "proj" / "spiders" / "__init__.py").write_text(
+        BROKEN_SPIDERS.format(store=str(good), gone=str(gone))
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "neardup"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"spider news: {good}" in proc.stdout
+    assert "pages stored (one per key):         1" in proc.stdout
+    assert "spider bad: cannot read its store: NEARDUP_DISTANCE" in proc.stderr
+    assert "spider gone: cannot read its store:" in proc.stderr

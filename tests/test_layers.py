@@ -231,6 +231,7 @@ def test_the_top_level_is_the_face() -> None:
         "nearduppipe.report",
         "nearduppipe.runtime",
         "nearduppipe.settings",
+        "nearduppipe.settings_redis",
         "nearduppipe.signals",
         "nearduppipe.stores",
     ]

@@ -11,8 +11,9 @@ from typing import Any
 import attrs
 import pytest
 import scrapy
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import NotConfigured, ScrapyDeprecationWarning
 from scrapy.http import HtmlResponse, Response, TextResponse
+from scrapy.settings import Settings
 
 from nearduppipe import StoreError
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
@@ -526,7 +527,52 @@ def test_redis_store_from_scrapy_redis_url_with_client_params(
     names = {c.get("name") for c in redis.Redis.from_url(redis_server.url).client_list()}
     assert "neardup-test" in names
     mw.runtime.spider_closed()
-    with pytest.raises(NearDupConfigError, match="REDIS_URL"):
-        NearDupConfig.from_settings({"NEARDUP_STORE": "redis"})
     with pytest.raises(NearDupConfigError, match="NEARDUP_REDIS_PARAMS"):
         NearDupConfig.from_settings({"NEARDUP_REDIS_PARAMS": ["x"]})
+
+
+def test_redis_store_address_and_options_as_scrapy_redis_reads_them() -> None:
+    """NEARDUP_STORE = "redis": REDIS_URL, else REDIS_HOST / REDIS_PORT / REDIS_DB (scrapy-redis's
+    default localhost:6379), with REDIS_PARAMS' client options the store can use; those it
+    cannot (a client class, reply decoding) are named; NEARDUP_REDIS_PARAMS wins."""
+
+    def config(**settings: Any) -> NearDupConfig:
+        return NearDupConfig.from_settings(Settings({"NEARDUP_STORE": "redis", **settings}))
+
+    assert config().redis_url == "redis://localhost:6379/0"
+    assert config(REDIS_HOST="10.1.2.3", REDIS_PORT=7000, REDIS_DB=2).redis_url == (
+        "redis://10.1.2.3:7000/2"
+    )
+    assert config(REDIS_URL="redis://r:1/3", REDIS_HOST="x").redis_url == "redis://r:1/3"
+    c = config(
+        REDIS_PARAMS={
+            "socket_timeout": 30,
+            "password": "pw",
+            "encoding": "utf-8",
+            "redis_cls": "redis.StrictRedis",
+            "host": "h",
+        },
+        NEARDUP_REDIS_PARAMS={"socket_timeout": 5},
+    )
+    assert c.redis_url == "redis://h:6379/0"
+    assert c.redis_params == {"socket_timeout": 5, "password": "pw"}
+    assert c.ignored_redis_params == ("encoding", "redis_cls")
+    # other stores take NEARDUP_REDIS_PARAMS only
+    other = NearDupConfig.from_settings(
+        Settings({"NEARDUP_STORE": "redis://x", "REDIS_PARAMS": {"password": "pw"}})
+    )
+    assert other.redis_url is None and other.redis_params == {}
+    with pytest.raises(NearDupConfigError, match="REDIS_PARAMS must be a dict"):
+        config(REDIS_PARAMS="not json")
+
+
+def test_unknown_and_deprecated_settings_are_named_at_start_up(
+    make_crawler: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    crawler = make_crawler(NEARDUP_SIMILARTY=0.5, NEARDUP_KEEP_UNCHANGED=True)
+    with pytest.warns(ScrapyDeprecationWarning, match="NEARDUP_ON_UNCHANGED"):
+        mw = NearDupMiddleware.from_crawler(crawler)
+    assert mw.runtime.config.on_unchanged == "mark"
+    assert "unknown setting NEARDUP_SIMILARTY" in caplog.text
+    assert "did you mean NEARDUP_SIMILARITY?" in caplog.text
+    mw.runtime.spider_closed()

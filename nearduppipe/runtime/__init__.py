@@ -101,6 +101,15 @@ class NearDupRuntime:
         for message in config.deprecated:
             warnings.warn(message, ScrapyDeprecationWarning, stacklevel=2)
             logger.warning("nearduppipe: %s", message, extra={"crawler": crawler})
+        for message in config.unknown:
+            logger.warning("nearduppipe: %s", message, extra={"crawler": crawler})
+        if config.ignored_redis_params:
+            logger.warning(
+                "nearduppipe: the Redis store ignores REDIS_PARAMS %s (scrapy-redis's client "
+                "class and reply decoding; the store reads binary replies)",
+                ", ".join(config.ignored_redis_params),
+                extra={"crawler": crawler},
+            )
         self.log.opened(
             self.store.uri, self.lifecycle.size_at_open, self.store.rule.describe(), config.reset
         )
