@@ -198,6 +198,7 @@ class NearDupConfig:
     deprecated: tuple[str, ...] = ()  # what to warn about at start-up, one message each
     unknown: tuple[str, ...] = ()  # NEARDUP_* names nearduppipe does not know, with a hint
     ignored_redis_params: tuple[str, ...] = ()  # scrapy-redis REDIS_PARAMS the store cannot use
+    progress_interval: float = 60.0  # Scrapy's LOGSTATS_INTERVAL: the progress line (0: none)
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike) -> NearDupConfig:
@@ -336,6 +337,9 @@ class NearDupConfig:
             deprecated=tuple(deprecated),
             unknown=unknown_settings(settings),
             ignored_redis_params=redis.ignored,
+            progress_interval=_float(
+                "LOGSTATS_INTERVAL", settings.get("LOGSTATS_INTERVAL", 60.0), 0, 10**9
+            ),
         )
         config.check_consistent()
         return config

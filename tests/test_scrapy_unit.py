@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -576,3 +577,25 @@ def test_unknown_and_deprecated_settings_are_named_at_start_up(
     assert "unknown setting NEARDUP_SIMILARTY" in caplog.text
     assert "did you mean NEARDUP_SIMILARITY?" in caplog.text
     mw.runtime.spider_closed()
+
+
+def test_a_progress_line_every_logstats_interval(
+    make_crawler: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Like Scrapy's "Crawled N pages" line, which stops counting the pages the middleware
+    drops: checked pages, their rate, every share on one named base, and the store's size."""
+    caplog.set_level(logging.INFO, logger="nearduppipe")
+    mw = middleware(make_crawler, LOGSTATS_INTERVAL=0.2, NEARDUP_EXECUTOR="thread")
+    respond(mw, html("http://a/0", page(OTHER)))
+    with pytest.raises(NearDuplicatePage):
+        respond(mw, html("http://b/0", page(OTHER)))
+    run(asyncio.sleep(0.5))
+    lines = [r.getMessage() for r in caplog.records if "pages/min" in r.getMessage()]
+    assert lines, caplog.text
+    assert lines[-1].startswith("nearduppipe: checked 2 pages (at ")
+    assert "1 new, 1 near-duplicates (50.0% of pages checked)" in lines[-1]
+    assert lines[-1].endswith("store: 1 pages")
+    mw.runtime.spider_closed()
+    n = len(lines)
+    run(asyncio.sleep(0.5))  # none after the close
+    assert len([r for r in caplog.records if "pages/min" in r.getMessage()]) == n

@@ -9,6 +9,7 @@ Twisted reactor, whichever runs the crawl).
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,7 +27,7 @@ from ..stores.decide import Deduplicator, Outcome
 from .commands import debug_command
 from .executor import Executor, PageTimeout, WorkerDied
 from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri
-from .loop import on_shutdown
+from .loop import on_shutdown, periodic, start_coroutine
 from .policy import FailurePolicy, StoreCallError
 from .stats import Source, StatsLog, logger
 
@@ -114,6 +115,11 @@ class NearDupRuntime:
             self.store.uri, self.lifecycle.size_at_open, self.store.rule.describe(), config.reset
         )
         self.lifecycle.start_flushing(self.executor.run, self._flush_failed)
+        self._progress: Any = None
+        if config.progress_interval > 0:
+            self._progress = periodic(self._log_progress)
+            self._progress.start(config.progress_interval, now=False)
+            self._progress_at = time.monotonic()
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         # If the crawl never closes normally, still commit and release the store.
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
@@ -196,6 +202,22 @@ class NearDupRuntime:
                     extra={"crawler": self.crawler},
                 )
 
+    def _log_progress(self) -> None:
+        if self._closed:
+            return
+
+        async def line() -> None:
+            try:  # (a Redis store counts on the server: never on the crawl's thread)
+                size: int | None = await self.executor.run(len, self.store)
+            except Exception:
+                size = None
+            now = time.monotonic()
+            minutes, self._progress_at = (now - self._progress_at) / 60, now
+            if not self._closed:
+                self.log.progress(size, minutes)
+
+        start_coroutine(line())
+
     def _workers_restarted(self, reason: str) -> None:
         """The worker pool broke and was replaced (any thread): the pages it held are retried."""
         self.stats.inc_value("neardup/workers/restarted")
@@ -227,6 +249,8 @@ class NearDupRuntime:
         if self._closed:
             return None
         self._closed = True
+        if self._progress is not None and self._progress.running:
+            self._progress.stop()
         try:
             return self.lifecycle.close()
         except StoreUnavailable as e:

@@ -35,6 +35,7 @@ class StatsLog:
         self.stats: StatsCollector = crawler.stats
         self.debug = debug
         self._first_logged: set[Source] = set()
+        self._progress_checked = 0  # pages checked at the last progress line
         self._extra = {"crawler": crawler}
 
     @staticmethod
@@ -117,6 +118,35 @@ class StatsLog:
             {"n": n, "status": verdict.get("status"), "key": verdict.get("key")},
             extra=self._extra,
         )
+
+    def progress(self, size: int | None, minutes: float) -> None:
+        """The periodic line (every ``LOGSTATS_INTERVAL``, as Scrapy's own "Crawled N pages"):
+        what was checked since the start and per minute since the last line, every share of
+        it on one named base (pages checked), and the store's size."""
+        get = self.stats.get_value
+        checked = get("neardup/checked", 0)
+        before, self._progress_checked = self._progress_checked, checked
+        rate = (checked - before) / minutes if minutes > 0 else 0.0
+        dropped = get("neardup/dropped", 0) + get("neardup/marked/duplicate", 0)
+        share = f" ({dropped / checked:.1%} of pages checked)" if checked else ""
+        logger.info(
+            "nearduppipe: checked %(checked)d pages (at %(rate).0f pages/min): %(unique)d new, "
+            "%(dropped)d near-duplicates%(share)s, %(unchanged)d unchanged and %(changed)d "
+            "changed since an earlier crawl; %(items)d items checked; store: %(size)s pages",
+            {
+                "checked": checked,
+                "rate": rate,
+                "unique": get("neardup/unique", 0),
+                "dropped": dropped,
+                "share": share,
+                "unchanged": get("neardup/revisit/unchanged", 0),
+                "changed": get("neardup/revisit/changed", 0),
+                "items": get("neardup/items/checked", 0),
+                "size": "?" if size is None else size,
+            },
+            extra=self._extra,
+        )
+        self.stats.set_value("neardup/pages_per_minute", round(rate, 1))
 
     def opened(self, uri: str, size: int, rule: str, reset: bool) -> None:
         self.stats.set_value("neardup/store_size/open", size)
