@@ -61,6 +61,12 @@ def main() -> None:
         settings["DOWNLOADER_MIDDLEWARES"] = {"nearduppipe.middlewares.NearDupMiddleware": 543}
         settings["NEARDUP_STORE"] = store
         settings["NEARDUP_RESET"] = True
+    elif mode in ("page", "items", "mark"):  # the add-on, both verdicts set to the mode
+        settings["ADDONS"] = {"nearduppipe.Addon": 0}
+        settings["NEARDUP_STORE"] = store
+        settings["NEARDUP_RESET"] = True
+        settings["NEARDUP_ON_DUPLICATE"] = mode
+        settings["NEARDUP_ON_UNCHANGED"] = mode
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(BenchSpider)
     times: dict[str, float] = {}
@@ -74,7 +80,7 @@ def main() -> None:
     # Scrapy holds signal receivers weakly: keep these named functions alive until the end.
     crawler.signals.connect(opened, scrapy.signals.spider_opened)
     crawler.signals.connect(closed, scrapy.signals.spider_closed)
-    process.crawl(crawler, index=index, with_html=(mode == "extract"))
+    process.crawl(crawler, index=index, with_html=(mode in ("extract", "page", "items", "mark")))
     process.start()
     assert crawler.stats is not None
     stats = crawler.stats.get_stats()
@@ -89,6 +95,7 @@ def main() -> None:
                 "seconds": elapsed,
                 "pages_per_s": responses / elapsed,
                 "dropped": stats.get("neardup/dropped", 0),
+                "items": stats.get("item_scraped_count", 0),
             }
         )
     )
