@@ -49,6 +49,15 @@ _CHUNK = 1 << 16
 _WS = " \t\r\n"
 
 
+def _not_json(e: Exception) -> str:
+    """What is wrong with a record that Python's json module refuses, in one line."""
+    if isinstance(e, json.JSONDecodeError):
+        return f"not JSON: {e.msg}"
+    if isinstance(e, RecursionError):
+        return "JSON nested too deeply to read"
+    return f"JSON that cannot be read: {e}"  # e.g. a number of more than 4,300 digits
+
+
 class FeedError(ValueError):
     """The input is not a feed of the expected format; the message names file and record."""
 
@@ -118,8 +127,8 @@ class FeedReader:
                 line = line[1:]
             try:
                 value = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise FeedError(f"{self.path}: line {n}: not JSON: {e.msg}") from None
+            except (ValueError, RecursionError) as e:
+                raise FeedError(f"{self.path}: line {n}: {_not_json(e)}") from None
             yield line, self._object(value, f"line {n}")
 
     def _json(self) -> Iterator[Record]:
@@ -177,9 +186,11 @@ class FeedReader:
                     break
                 except json.JSONDecodeError as e:
                     if eof:
-                        raise FeedError(f"{self.path}: record {n + 1}: not JSON: {e.msg}") from None
+                        raise FeedError(f"{self.path}: record {n + 1}: {_not_json(e)}") from None
                     want = max(_CHUNK, len(buf))  # grow: a long record is re-parsed O(log) times
                     more()
+                except (ValueError, RecursionError) as e:  # (more text cannot mend these)
+                    raise FeedError(f"{self.path}: record {n + 1}: {_not_json(e)}") from None
             n += 1
             raw = buf[pos:end]
             pos = end

@@ -67,8 +67,13 @@ def _client(uri: str) -> Any:
         )
     except ValueError as e:
         raise CliError(f"{redact(uri)}: {e}") from None
-    except redis.RedisError as e:  # a cluster URI for a server that is not one, unreachable
-        raise CliError(f"{redact(uri)}: {e}") from None
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as e:
+        # (a cluster URI for a server that is not one, or unreachable; redis-py's cluster
+        # errors are not RedisErrors)
+        hint = ""
+        if "not enabled" in str(e):
+            hint = ": this server is not a Redis Cluster; use redis:// for a single server"
+        raise CliError(f"{redact(uri)}: {e}{hint}") from None
 
 
 @dataclass(frozen=True)
