@@ -470,7 +470,9 @@ def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: Red
 
 
 def test_server_killed_and_restarted(tmp_path: Path) -> None:
-    server = RedisServer(tmp_path / "restart").start()
+    # (with persistence: restarted without it, the store is gone, tests/faults/test_redis_loss.py)
+    aof = ("--appendonly", "yes", "--appendfsync", "always")
+    server = RedisServer(tmp_path / "restart", extra=aof).start()
     try:
         store = RedisStore(
             server.url, prefix="test:restart", timeout=1, params={"client_name": "nd"}
@@ -479,8 +481,8 @@ def test_server_killed_and_restarted(tmp_path: Path) -> None:
         server.kill()
         with pytest.raises(StoreUnavailable):
             store.check(A, "k2")
-        server.start()  # same port; an empty server (no persistence in this test)
-        assert store.check(A, "k3").status == "new"  # reconnected by itself
+        server.start()  # same port, the same store (read back from its AOF)
+        assert store.check(A, "k3").status == "duplicate"  # reconnected by itself
         store.close()
         with pytest.raises(StoreError, match="closed"):
             len(store)

@@ -61,26 +61,53 @@ class LocalCluster:
     def node_urls(self) -> list[str]:
         return [f"redis://127.0.0.1:{p}/0" for p in self.ports]
 
+    def _args(self, port: int) -> list[str]:
+        node_dir = self.workdir / str(port)
+        node_dir.mkdir(exist_ok=True)
+        return [
+            self.binary,
+            "--port", str(port),
+            "--bind", "127.0.0.1",
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", str(node_dir / "nodes.conf"),
+            "--cluster-node-timeout", "5000",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(node_dir),
+            "--protected-mode", "no",
+            "--loglevel", "warning",
+        ]  # fmt: skip
+
+    def _spawn(self, port: int) -> subprocess.Popen[bytes]:
+        args = self._args(port)
+        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def restart_node(self, i: int, timeout: float = 30.0) -> None:
+        """Kill master ``i`` and start it again on its port without its data (no persistence;
+        its ``nodes.conf`` keeps its slots), then wait until the cluster is ok again."""
+        self.procs[i].kill()
+        self.procs[i].wait(timeout=10)
+        self.procs[i] = self._spawn(self.ports[i])
+        deadline = time.monotonic() + timeout
+        clients = [redis.Redis(host="127.0.0.1", port=p, socket_timeout=2) for p in self.ports]
+        try:
+            while True:
+                try:
+                    infos = [_info(c.execute_command("CLUSTER INFO")) for c in clients]
+                    if all(x.get("cluster_state") == "ok" for x in infos):
+                        return
+                except (redis.ConnectionError, redis.TimeoutError):
+                    pass
+                if time.monotonic() > deadline or self.procs[i].poll() is not None:
+                    raise RuntimeError("the restarted cluster node did not rejoin")
+                time.sleep(0.05)
+        finally:
+            for c in clients:
+                c.close()
+
     def start(self, timeout: float = 30.0) -> LocalCluster:
         for port in self.ports:
-            node_dir = self.workdir / str(port)
-            node_dir.mkdir(exist_ok=True)
-            args = [
-                self.binary,
-                "--port", str(port),
-                "--bind", "127.0.0.1",
-                "--cluster-enabled", "yes",
-                "--cluster-config-file", str(node_dir / "nodes.conf"),
-                "--cluster-node-timeout", "5000",
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", str(node_dir),
-                "--protected-mode", "no",
-                "--loglevel", "warning",
-            ]  # fmt: skip
-            self.procs.append(
-                subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            )
+            self.procs.append(self._spawn(port))
         try:
             self._form(time.monotonic() + timeout)
         except BaseException:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -23,11 +24,14 @@ from . import keys as rk
 from .codec import encode_entry
 from .format1 import format1_keys, read_format1
 from .log import LogIndex, compact, new_epoch
+from .loss import GONE, Watch, gone, lost_at_open
 from .program import SINGLE
 from .wire import Packed, Wire, _bytes, bulk
 
 FORMAT_VERSION = 2
+# (a store's other keys without its meta are a lost store, never one to create: loss.py)
 _INIT_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
+  if redis.call('EXISTS', unpack(KEYS, 2)) > 0 then return 0 end
   redis.call('HSET', KEYS[1], unpack(ARGV))
 end
 return redis.call('HGETALL', KEYS[1])"""
@@ -54,6 +58,9 @@ class RedisBase(Store):
     _instance: str
     _reply_fields: set[str]
     _fixed_args: dict[tuple[int, bool], bytes]
+    _watch: Watch
+    _lost: str | None  # why the store is lost (gone or evicted): every later call fails
+    _absent: bool  # opened read-only where no store was: nothing to find, nothing lost
 
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         raise NotImplementedError
@@ -102,6 +109,10 @@ class RedisBase(Store):
             except self._redis.RedisError as e:
                 raise self._failure(what, e) from None
             status, start, members = reply
+            if status == b"G":
+                if self._absent:
+                    return b""  # (a near call: no matches)
+                raise self._lose(gone(self._where(), self._k("meta"), self._client))
             if status == b"E":
                 with self._errors("load"):
                     self._log.load(self._client, self._k("meta"), self._k("n"))
@@ -139,8 +150,23 @@ class RedisBase(Store):
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
         return {k.decode(): v.decode() for k, v in raw.items()}
 
+    def _lost_keys(self, meta: dict[str, str]) -> None:
+        """Refuse a store the server lost part of: other keys without a meta, or a meta
+        without a format (counters re-created by an older client's writes after a loss)."""
+        if not meta:
+            others = rk.store_keys(self.prefix)[1:]
+            flags = self._client.pipeline(transaction=False)
+            for name in others:
+                flags.exists(name)
+            left = [name for name, n in zip(others, flags.execute(), strict=True) if n]
+            if left:
+                raise lost_at_open(self._where(), self._k("meta"), left)
+        elif "format" not in meta:
+            raise lost_at_open(self._where(), self._k("meta"), [])
+
     def _open_meta(self, rule: Rule | None, blocks: int | None) -> None:
         meta = self._meta()
+        self._lost_keys(meta)
         if meta.get("cluster") == "1" or "shard_of" in meta:
             raise StoreError(
                 f"{self._where()}: a Redis Cluster store (or one of its shards): open it with "
@@ -158,6 +184,7 @@ class RedisBase(Store):
         if not meta:
             self._set_layout(rule or Rule(), blocks)
             if self.read_only:  # an empty store that writes nothing
+                self._absent = True
                 return
             fields = {
                 "format": "2",
@@ -169,7 +196,11 @@ class RedisBase(Store):
             if blocks is None:
                 fields["blocks_auto"] = "1"
             init = self._client.register_script(_INIT_LUA)
-            flat = init(keys=[self._k("meta")], args=[x for kv in fields.items() for x in kv])
+            keys = rk.store_keys(self.prefix)
+            flat = init(keys=keys, args=[x for kv in fields.items() for x in kv])
+            if flat == 0:  # (its other keys appeared meanwhile)
+                self._lost_keys({})
+                raise StoreError(f"{self._where()}: its keys changed while it was created")
             meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
         if "epoch" not in meta:
             raise StoreError(
@@ -266,6 +297,24 @@ class RedisBase(Store):
             raise StoreError(f"store {self.uri} is closed")
         if write and self.read_only:
             raise StoreError(f"store {self.uri} was opened read-only")
+        if self._lost is not None:
+            raise StoreUnavailable(self._lost)
+        if self._watch.due <= time.monotonic():
+            self._look()
+
+    def _look(self) -> None:
+        """The eviction watch's look, when due (:class:`.loss.Watch`)."""
+        try:
+            self._watch.look(self._client)
+        except StoreUnavailable as e:
+            raise self._lose(e) from None
+        except self._redis.RedisError:
+            pass  # (unreachable: the call itself says so)
+
+    def _lose(self, error: StoreUnavailable) -> StoreUnavailable:
+        """Remember that the store is lost: every later call raises the same."""
+        self._lost = str(error)
+        return error
 
     def _failure(self, what: str, e: Exception) -> StoreError:
         """Unreachable, timed out, out of memory or a read-only replica -> StoreUnavailable
@@ -273,6 +322,8 @@ class RedisBase(Store):
         -> StoreError. Messages never carry the password."""
         r = self._redis
         msg = rk.redact(str(e), self._raw_uri)
+        if GONE in msg:
+            return self._lose(gone(self._where(), self._k("meta"), self._client))
         if isinstance(e, (r.ConnectionError, r.TimeoutError)):
             return StoreUnavailable(f"{self._where()}: {what} failed: {msg}")
         if isinstance(e, (r.exceptions.MovedError, r.exceptions.AskError)):

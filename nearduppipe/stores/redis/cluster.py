@@ -62,6 +62,7 @@ from .cluster_open import client_uri, open_meta, reset_keys, shard_keys, shard_t
 from .cluster_wire import ClusterWire
 from .codec import decode_decision, decode_entry, encode_decision, entry_head
 from .log import compact
+from .loss import Watch, parse_flag
 from .program import CLUSTER
 
 __all__ = ["RedisClusterStore"]
@@ -87,6 +88,7 @@ class RedisClusterStore(ClusterBase):
         pending_timeout: float = 30.0,
         timeout: float = 5.0,
         params: dict[str, Any] | None = None,
+        allow_eviction: bool = False,
     ) -> None:
         import redis
         from redis.cluster import RedisCluster
@@ -102,6 +104,10 @@ class RedisClusterStore(ClusterBase):
         self.clock = clock
         self.pending_timeout = float(pending_timeout)
         self._closed = True
+        self._lost: str | None = None
+        if "allow_eviction" in ours:
+            allow_eviction = parse_flag(ours["allow_eviction"], "allow_eviction", self.uri)
+        self._watch = Watch(self._where(), self.ttl, bool(allow_eviction))
         if reset and self.read_only:
             raise StoreError(f"{self.uri}: reset=True and read_only=True contradict each other")
         shard_tags(self.prefix, 1)  # a prefix with braces: refused before connecting
@@ -125,6 +131,7 @@ class RedisClusterStore(ClusterBase):
             raise StoreError(f"{self.uri}: {rk.redact(str(e), uri)}") from e
         self._closed = False
         with self._errors("open"):
+            self._watch.start(self._client, self.read_only)  # (every master; before writing)
             if reset:
                 reset_keys(self._client, self.prefix)
             self.rule, self.layout, self.shards, exists = open_meta(

@@ -30,6 +30,7 @@ from . import keys as rk
 from .cluster_log import ShardLogs, reader
 from .cluster_wire import ClusterWire
 from .codec import decode_match, encode_decision, encode_entry, encode_job, entry_head
+from .loss import GONE, Watch, gone
 
 __all__ = ["ClusterBase", "ticket_of"]
 
@@ -80,6 +81,8 @@ class ClusterBase(Store):
     _logs: ShardLogs
     _read_script: Any
     _wire: ClusterWire
+    _watch: Watch
+    _lost: str | None  # why the store is lost (a meta gone, evictions): every later call fails
 
     # -- plumbing ----------------------------------------------------------------------------
     def _where(self) -> str:
@@ -120,16 +123,34 @@ class ClusterBase(Store):
             raise StoreError(f"store {self.uri} is closed")
         if write and self.read_only:
             raise StoreError(f"store {self.uri} was opened read-only")
+        if self._lost is not None:
+            raise StoreUnavailable(self._lost)
         r = self._redis
         try:
+            if self._watch.due <= time.monotonic():
+                self._look_for_evictions()
             yield
         except (r.ConnectionError, r.TimeoutError, r.exceptions.ClusterError) as e:
             msg = rk.redact(str(e), self._raw_uri)
             raise StoreUnavailable(f"{self._where()}: {what} failed: {msg}") from None
         except r.RedisError as e:
             msg = rk.redact(str(e), self._raw_uri)
+            if GONE in msg:  # a shard's meta or the store's: the store is lost
+                meta = f"{rk.key(self.prefix, 'meta')} or a shard's"
+                self._lost = str(gone(self._where(), meta, self._client))
+                raise StoreUnavailable(self._lost) from None
             cls = StoreUnavailable if rk.unavailable(e) else StoreError
             raise cls(f"{self._where()}: {what} failed: {msg}") from None
+
+    def _look_for_evictions(self) -> None:
+        """The eviction watch's look, when due (:class:`.loss.Watch`, over every master)."""
+        try:
+            self._watch.look(self._client)
+        except StoreUnavailable as e:
+            self._lost = str(e)
+            raise
+        except self._redis.RedisError:
+            pass  # (unreachable: the call itself says so)
 
     # -- the search over every shard ---------------------------------------------------------
     def _look(

@@ -20,12 +20,17 @@ from ...index.layout import Layout
 from ..base import StoreError
 from . import keys as rk
 from .log import new_epoch
+from .loss import lost_at_open
 
 __all__ = ["DEFAULT_SHARDS", "client_uri", "open_meta", "reset_keys", "shard_keys", "shard_tags"]
 
 DEFAULT_SHARDS = 12
+# A meta is created only where none of its keys is left (else the server lost part of the
+# store: loss.py), and a shard's only until the store recorded all of them (``shards_ready``
+# in ARGV[1]): after that a missing shard meta is a lost shard (a master restarted empty).
 _INIT_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], unpack(ARGV))
+  if ARGV[1] == '1' or redis.call('EXISTS', unpack(KEYS, 2)) > 0 then return 0 end
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 end
 return redis.call('HGETALL', KEYS[1])"""
 
@@ -63,10 +68,28 @@ def shard_keys(tag: str) -> list[str]:
     return [*rk.store_keys(tag), rk.key(tag, "p"), rk.key(tag, "q")]
 
 
-def _init(client: Any, key: str, fields: dict[str, str]) -> dict[str, str]:
+def _init(
+    client: Any, where: str, tag: str, fields: dict[str, str], ready: bool = False
+) -> dict[str, str]:
+    """The meta of ``tag`` (the store's prefix, or a shard's tag), created with ``fields`` if
+    it is new; a :class:`StoreError` if it was lost."""
     init = client.register_script(_INIT_LUA)
-    flat = init(keys=[key], args=[x for kv in fields.items() for x in kv])
+    keys = shard_keys(tag)
+    flat = init(keys=keys, args=["1" if ready else "0", *(x for kv in fields.items() for x in kv)])
+    if flat == 0:
+        lost = "is missing although the store has all its shards (a master lost its keys)"
+        raise lost_at_open(where, keys[0], [rk.key(tag, "*")], lost if ready else None)
     return {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+
+
+def _lost_shards(client: Any, where: str, prefix: str, shards: int | None) -> None:
+    """With no ``{P}:meta``: refuse if keys of the store's own or of its shards remain."""
+    tags = [prefix]
+    for n in {DEFAULT_SHARDS, shards or DEFAULT_SHARDS}:
+        tags += shard_tags(prefix, n)
+    left = [rk.key(tag, "*") for tag in dict.fromkeys(tags) if client.exists(*shard_keys(tag))]
+    if left:
+        raise lost_at_open(where, rk.key(prefix, "meta"), left)
 
 
 def open_meta(
@@ -83,11 +106,14 @@ def open_meta(
     key = rk.key(prefix, "meta")
     raw = client.hgetall(key)
     meta = {k.decode(): v.decode() for k, v in raw.items()}
-    if meta and meta.get("cluster") != "1":
+    if meta and meta.get("cluster") != "1" and "format" in meta:
         raise StoreError(
             f"{where}: a single-node Redis store is at this prefix: open it with redis://"
         )
+    if meta and "format" not in meta:
+        raise lost_at_open(where, key, [])
     if not meta:
+        _lost_shards(client, where, prefix, shards)
         rule = rule or Rule()
         layout = _layout(where, rule, blocks)
         n = DEFAULT_SHARDS if shards is None else shards
@@ -102,7 +128,7 @@ def open_meta(
         }
         if blocks is None:
             fields["blocks_auto"] = "1"
-        meta = _init(client, key, fields)
+        meta = _init(client, where, prefix, fields)
     stored = Rule(**json.loads(meta["rule"]))
     stored_blocks, n = int(meta["blocks"]), int(meta["shards"])
     asked = rule or stored
@@ -119,9 +145,12 @@ def open_meta(
     if rule is not None and rule != stored and not read_only:
         client.hset(key, "rule", json.dumps(rule.as_dict()))
     if not read_only:
+        ready = meta.get("shards_ready") == "1"
         for tag in shard_tags(prefix, n):
             fields = {"format": "2", "shard_of": prefix, "epoch": new_epoch(), "new_total": "0"}
-            _init(client, rk.key(tag, "meta"), fields)
+            _init(client, where, tag, fields, ready)
+        if not ready:  # (a store from before this field gets it here)
+            client.hset(key, "shards_ready", "1")
     return rule or stored, _layout(where, stored, rk.index_blocks(meta)), n, True
 
 

@@ -105,12 +105,13 @@ def format1_key_pattern(prefix: str) -> tuple[str, re.Pattern[bytes]]:
 
 
 def split_uri(uri: str) -> tuple[str, dict[str, str]]:
-    """Take nearduppipe's own query parameters (prefix, ttl) out of a redis URI."""
+    """Take nearduppipe's own query parameters (prefix, ttl, allow_eviction) out of a redis
+    URI."""
     base, _, query = uri.partition("?")
     ours: dict[str, str] = {}
     rest = []
     for name, value in parse_qsl(query, keep_blank_values=True):
-        if name in ("prefix", "ttl"):
+        if name in ("prefix", "ttl", "allow_eviction"):
             ours[name] = value
         else:
             rest.append((name, value))
@@ -211,7 +212,7 @@ def unavailable(error: Exception) -> bool:
 # options both Redis stores take (the cluster store adds its own)
 OPTIONS = frozenset(
     {"prefix", "name", "reset", "ttl", "max_decisions", "read_only", "clock", "blocks"}
-    | {"timeout", "params"}
+    | {"timeout", "params", "allow_eviction"}
 )
 _S = TypeVar("_S")
 

@@ -22,6 +22,11 @@ end
 
 -- The modes: one call runs one.
 local function modes()
+  -- (a check or near call sees a missing meta in behind(), which reads its epoch anyway; a
+  -- get of a lost store finds nothing and writes nothing)
+  if mode ~= 'check' and mode ~= 'near' and mode ~= 'get' and meta_gone() then
+    return redis.error_reply(GONE)
+  end
   if mode == 'check' then
     local late = behind()
     if late then return {late, POS, ''} end

@@ -58,6 +58,8 @@ end
 -- The shard's own modes; nil for the others (the single-node modes that follow).
 local function cluster_modes()
   PEND, PKEY = KEYS[8], KEYS[9]
+  -- (a shard's meta, or {P}:meta; a look would otherwise find nothing: behind() says 'G')
+  if mode ~= 'get' and meta_gone() then return redis.error_reply(GONE) end
   if mode == 'reserve' then
     local key, tnow = ARGV[12], server_time()
     local q = redis.call('HGET', PKEY, key)

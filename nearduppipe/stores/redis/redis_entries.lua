@@ -41,6 +41,12 @@ local LEN, LOGGED
 local band, bxor, rshift, unpack_, pack, WFMT
 local MAXGAP = 4096 -- members a call scans itself; a client further behind reads the log first
 local NO_WIDE = 65535
+-- The error reply of a call on a store whose meta is gone (nearduppipe/stores/redis/loss.py):
+-- refused, so that no write re-creates, under the lost store's name, a store without its meta.
+local GONE = 'NEARDUP_GONE the store meta key is missing'
+local function meta_gone()
+  return redis.call('EXISTS', META) == 0
+end
 
 local function setup()
   mode, now = ARGV[1], tonumber(ARGV[2])

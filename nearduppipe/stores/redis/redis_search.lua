@@ -34,13 +34,16 @@ end
 
 local function log_state()
   LEN = redis.call('LLEN', NEW)
-  return redis.call('HGET', META, 'epoch') or '', LEN
+  return redis.call('HGET', META, 'epoch'), LEN
 end
 
--- Why the client's index cannot serve this call: 'E' if the log it read is not this one (the
--- store was compacted or reset since), 'R' if it is more than MAXGAP members behind.
+-- Why the client's index cannot serve this call: 'G' if the store is gone (its meta, which
+-- always holds an epoch, is missing: flushed, deleted, evicted, a restart without
+-- persistence), 'E' if the log it read is not this one (the store was compacted or reset
+-- since), 'R' if it is more than MAXGAP members behind.
 local function behind()
   local epoch, len = log_state()
+  if not epoch then return 'G' end
   if epoch ~= EPOCH or POS > len then return 'E' end
   if len - POS > MAXGAP then return 'R' end
   return nil

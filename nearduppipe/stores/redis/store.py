@@ -49,6 +49,11 @@ write, so an abandoned store leaves Redis by itself (its meta and decisions stay
 :class:`StoreUnavailable`. A retried check finds its first reply (keyed by a per-call token);
 a retried ``add`` replaces the entry with itself; a retried import batch of decisions could
 append them twice.
+
+**A lost store** (:mod:`.loss`): a call on a store whose ``{P}:meta`` is gone (flushed,
+deleted, evicted, a restart without persistence) raises :class:`StoreUnavailable` and so does
+every later one; evictions are watched once a second; opening what is left says so. An
+evicting ``maxmemory-policy`` is refused at open unless ``allow_eviction`` (``?allow_eviction=1``).
 """
 
 from __future__ import annotations
@@ -91,6 +96,7 @@ from .codec import (
     entry_head,
 )
 from .log import compact
+from .loss import Watch, parse_flag
 from .program import SINGLE
 
 __all__ = ["RedisStore", "StoreUnavailable"]
@@ -115,6 +121,7 @@ class RedisStore(RedisBase):
         blocks: int | None = None,
         timeout: float = 5.0,
         params: dict[str, Any] | None = None,
+        allow_eviction: bool = False,
     ) -> None:
         import redis
         from redis.backoff import ExponentialBackoff
@@ -134,6 +141,11 @@ class RedisStore(RedisBase):
         self._instance = os.urandom(8).hex()
         self._reply_fields: set[str] = set()
         self._fixed_args: dict[tuple[int, bool], bytes] = {}
+        self._lost: str | None = None
+        self._absent = False
+        if "allow_eviction" in ours:
+            allow_eviction = parse_flag(ours["allow_eviction"], "allow_eviction", self.uri)
+        self._watch = Watch(self._where(), self.ttl, bool(allow_eviction))
         if reset and self.read_only:
             raise StoreError(f"{self.uri}: reset=True and read_only=True contradict each other")
         options: dict[str, Any] = {
@@ -150,6 +162,7 @@ class RedisStore(RedisBase):
             raise StoreError(f"{self.uri}: {rk.redact(str(e), uri)}") from e
         self._script = self._client.register_script(SINGLE.script)
         with rk.bad_params(self.uri, uri), self._errors("open"):
+            self._watch.start(self._client, self.read_only)  # (before anything is written)
             if reset:
                 self._reset(blocks, rule)
             self._open_meta(rule, blocks)
