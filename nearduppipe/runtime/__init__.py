@@ -24,6 +24,7 @@ from ..settings import Action, NearDupConfig
 from ..stores import Match, Store
 from ..stores.base import StoreUnavailable
 from ..stores.decide import Deduplicator, Outcome
+from .breaker import Breaker
 from .commands import debug_command
 from .executor import Executor, PageTimeout, WorkerDied
 from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri
@@ -73,6 +74,7 @@ class NearDupRuntime:
         self.crawler = crawler
         self.config = config
         self.middleware_active = False
+        self.breaker = Breaker()
         self._field_errors: set[str] = set()
         self._closed = False
         self.log = StatsLog(crawler, debug=config.debug)
@@ -152,13 +154,68 @@ class NearDupRuntime:
         made from the content itself). Failures reach the caller, which keeps the page
         and hands them to :meth:`error`."""
         dedup = self.dedup if job else self.dedup_no_job
+        self._unless_store_down()  # (not even fingerprinted for a store that is down)
         result = await self.executor.compute(fn, *args)
         if result.fingerprint is None:  # nothing to check: no store call, no thread hop
             return dedup.decide(result, key)
+        self._unless_store_down()  # (it may have gone down meanwhile)
         try:
-            return await self.executor.run(dedup.decide, result, key, source)
+            outcome = await self.executor.run(dedup.decide, result, key, source)
+        except StoreUnavailable as e:
+            self._store_failed()
+            raise StoreCallError(e) from e
         except Exception as e:
             raise StoreCallError(e) from e
+        if self.breaker.failures:
+            self._store_answered()
+        return outcome
+
+    def _unless_store_down(self) -> None:
+        """Raise at once, without asking the store, while the breaker is open."""
+        breaker = self.breaker
+        if breaker.skip():
+            self.stats.inc_value("neardup/store_down/skipped")
+            if breaker.probe_due():
+                start_coroutine(self._probe())
+            raise StoreCallError(
+                StoreUnavailable(
+                    f"not asked: the store failed {breaker.failures} times in a row (it is "
+                    "tried again in the background)"
+                )
+            )
+
+    async def _probe(self) -> None:
+        """Whether the store answers again: one cheap call, in the thread pool (never a page's)."""
+        try:
+            await self.executor.run(len, self.store)
+        except Exception:
+            self._store_failed()
+        else:
+            self._store_answered()
+
+    def _store_answered(self) -> None:
+        down = self.breaker.success()
+        if down is not None:
+            self.stats.inc_value("neardup/store_down/recovered")
+            logger.warning(
+                "nearduppipe: the store answers again after %(down).0f s; %(n)d pages were let "
+                "through without asking it (counted in neardup/store_error)",
+                {"down": down, "n": self.breaker.skipped},
+                extra={"crawler": self.crawler},
+            )
+
+    def _store_failed(self) -> None:
+        backoff = self.breaker.failure()
+        if backoff is None:
+            return
+        self.stats.inc_value("neardup/store_down/backoff")
+        logger.warning(
+            "nearduppipe: the store failed %(n)d times in a row: not asking it for %(s).0f s; "
+            "pages are let through unchecked meanwhile (NEARDUP_ON_STORE_ERROR = %(policy)r) "
+            "while it is tried again in the background",
+            {"n": self.breaker.failures, "s": backoff, "policy": self.config.on_store_error},
+            extra={"crawler": self.crawler},
+        )
 
     # -- stats, logs, failures, the hook -----------------------------------------------------
     def action(self, outcome: Outcome) -> Action | None:
@@ -252,7 +309,7 @@ class NearDupRuntime:
         if self._progress is not None and self._progress.running:
             self._progress.stop()
         try:
-            return self.lifecycle.close()
+            return self.lifecycle.close(count=not self.breaker.open)
         except StoreUnavailable as e:
             # The last commit failed (a full disk, say): the writes it names are lost. The crawl
             # itself ends normally; the error is logged and counted, like any store failure.

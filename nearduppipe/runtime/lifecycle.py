@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.utils.project import data_path
 
 from ..settings import NearDupConfig, NearDupConfigError
-from ..stores import Store, StoreError, open_store
+from ..stores import Store, StoreError, StoreUnavailable, open_store
 from ..stores.base import _scheme
 from ..stores.sqlite.store import sqlite_path
 from .loop import periodic, start_coroutine
@@ -99,6 +99,12 @@ class StoreLifecycle:
                 commit_interval=config.commit_interval,
                 **options,
             )
+        except StoreUnavailable as e:  # (said first: the failure policy is for later)
+            raise StoreError(
+                f"NEARDUP_STORE {uri!r}: unreachable when the crawl starts, which stops it "
+                f"whatever NEARDUP_ON_STORE_ERROR says (that policy applies once the store has "
+                f"opened): {e}"
+            ) from e
         except StoreError as e:
             raise StoreError(f"NEARDUP_STORE {uri!r}: {e}") from e
         self.size_at_open = len(self.store)
@@ -133,17 +139,20 @@ class StoreLifecycle:
         self._flusher = periodic(tick)
         self._flusher.start(self.config.commit_interval, now=False)
 
-    def close(self) -> int | None:
+    def close(self, count: bool = True) -> int | None:
         """Stop committing, count, commit and close; the size, or ``None`` if it could not be
-        counted. Idempotent (returns ``None`` after the first call)."""
+        counted (or ``count`` is false: a store known to be down is not waited for twice).
+        Idempotent (returns ``None`` after the first call)."""
         if self.closed:
             return None
         self.closed = True
         if self._flusher is not None and self._flusher.running:
             self._flusher.stop()
-        try:
-            size: int | None = len(self.store)
-        except Exception:
-            size = None
+        size: int | None = None
+        if count:
+            try:
+                size = len(self.store)
+            except Exception:
+                size = None
         self.store.close()
         return size
