@@ -375,7 +375,9 @@ def open_store(uri: str, *, rule: Rule | None = None, **options: Any) -> Store:
     ``rule=None`` takes the rule the store was created with (a new store gets the default
     :class:`~nearduppipe.fingerprint.rule.Rule`). Common options: ``read_only=True`` (never writes),
     ``reset=True`` (empty it first), ``ttl`` (seconds), ``max_decisions``, ``clock`` (a
-    ``time.time`` stand-in). Others go to the backend."""
+    ``time.time`` stand-in for tests and replays; a Redis store without one uses the Redis
+    server's ``TIME``, so that every client of a store shares one clock). Others go to the
+    backend."""
     if not isinstance(uri, str) or not uri.strip():
         raise StoreError(f"a store URI is a non-empty string, not {uri!r}")
     if rule is not None and not isinstance(rule, Rule):

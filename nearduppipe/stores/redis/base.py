@@ -45,7 +45,7 @@ class RedisBase(Store):
 
     prefix: str
     layout: Layout
-    clock: Callable[[], float]
+    clock: Callable[[], float] | None  # None: the server's TIME (keys.call_time)
     _client: Any
     _redis: Any
     _raw_uri: str
@@ -66,7 +66,7 @@ class RedisBase(Store):
         raise NotImplementedError
 
     # -- script arguments --------------------------------------------------------------------
-    def _head_args(self, mode: str, now: float, epoch: str = "") -> list[Any]:
+    def _head_args(self, mode: str, now: float | str, epoch: str = "") -> list[Any]:
         """ARGV[1] to ARGV[11] of a call that keeps no reply and sends no log position (a
         search call packs its own: :meth:`_fixed`, :meth:`_search_call`)."""
         return rk.call_head(self.rule, self.ttl, self.max_decisions, mode, now, 0, epoch)
@@ -99,11 +99,14 @@ class RedisBase(Store):
         if not self._log.loaded:  # on the first search: copy, info and get never need it
             with self._errors("load"):
                 self._log.load(self._client, self._k("meta"), self._k("n"))
-        head = bulk((what.encode(), repr(float(args[0])).encode())) + self._fixed(bool(token))
+        now = args[0]
+        t = now.encode() if isinstance(now, str) else repr(float(now)).encode()
+        head = bulk((what.encode(), t)) + self._fixed(bool(token))
         rest = [_bytes(a) for a in args[1:]]
         for _ in range(8):
-            pos, epoch, cand = self._log.candidates(fp, self.rule.radius)
-            body = head + bulk((token, b"%d" % pos, epoch.encode(), *rest, cand))
+            pos, epoch, cand, last = self._log.candidates(fp, self.rule.radius)
+            tag = epoch.encode() + b"/" + last if last else epoch.encode()
+            body = head + bulk((token, b"%d" % pos, tag, *rest, cand))
             try:
                 reply = self._wire.call(Packed(len(rest) + 12, body), write=write)
             except self._redis.RedisError as e:
@@ -246,7 +249,7 @@ class RedisBase(Store):
         if self.read_only:
             self.format_version = 1
             self._f1 = MemoryStore(
-                self.uri, self.rule, ttl=self.ttl, max_decisions=None, clock=self.clock
+                self.uri, self.rule, ttl=self.ttl, max_decisions=None, clock=self.clock or time.time
             )
             self._f1.import_records(entries, [])
             return

@@ -28,14 +28,15 @@ shard's clock; then it is gone for everyone and its owner's settle fails (the ch
 again). A connection error in a step is :class:`StoreUnavailable` after the wire's retries;
 a retried reserve finds its pending entry by the check's token, the other steps are not
 replayed from a stored reply as on one node (an abandoned pending entry expires).
-TTL, ``max_decisions`` (one decisions list), counters (summed over shards) and the record
-format are the single-node store's; a record carries its ticket in the table-field slot
-(:func:`.cluster_check.ticket_of`).
+TTL (by the server's time: each shard's ``TIME`` stamps its entries and cuts off its own,
+unless a ``clock`` is given), ``max_decisions`` (one decisions list), counters (summed over
+shards), the record format and the log checks (a master restored from an older snapshot makes
+its shards' logs reload) are the single-node store's; a record carries its ticket in the
+table-field slot (:func:`.cluster_check.ticket_of`).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
@@ -82,7 +83,7 @@ class RedisClusterStore(ClusterBase):
         ttl: float | None = None,
         max_decisions: int | None = DEFAULT_MAX_DECISIONS,
         read_only: bool = False,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         blocks: int | None = None,
         shards: int | None = None,
         pending_timeout: float = 30.0,
@@ -170,8 +171,9 @@ class RedisClusterStore(ClusterBase):
     ) -> None:
         fps = check_fingerprints(fps)
         check_key(key)
-        t = float(self.clock()) if stored_at is None else check_time(stored_at)
-        self.import_records([Entry(key, fps.fp, t, text, fps.wide, job)], [])
+        now = rk.call_time(self.clock, stamp=stored_at is None)
+        t = rk.record_time(now) if stored_at is None else check_time(stored_at)
+        self._import([Entry(key, fps.fp, t, text, fps.wide, job)], [], now)
 
     def get(self, key: str) -> Entry | None:
         check_key(key)
@@ -227,7 +229,11 @@ class RedisClusterStore(ClusterBase):
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         """Batches of 500 entries per shard, 20 batches per round trip; each entry gets a
         ticket in the order given (tickets are reserved 500 at a time)."""
-        now = float(self.clock())
+        return self._import(entries, decisions, rk.call_time(self.clock, stamp=False))
+
+    def _import(
+        self, entries: Iterable[Entry], decisions: Iterable[Decision], now: float | str
+    ) -> int:
         batches: dict[int, list[Any]] = {}
         calls: list[tuple[list[str], list[Any]]] = []
         tickets = range(0)
@@ -278,13 +284,14 @@ class RedisClusterStore(ClusterBase):
         """Delete every entry older than the TTL now, shard by shard, then compact the logs."""
         if self.ttl is None:
             return 0
-        now, removed = float(self.clock()), 0
+        now, removed = rk.call_time(self.clock, stamp=False), 0
         for s, keys in enumerate(self._keys):
             with self._errors("prune", write=True):
+                t = rk.server_time(self._client) if isinstance(now, str) else now
                 old = [
                     eid
                     for eid, raw in self._client.hscan_iter(keys[2], count=1000)
-                    if entry_head(raw)[1] < now - self.ttl
+                    if entry_head(raw)[1] < t - self.ttl
                 ]
             for i in range(0, len(old), _BATCH):
                 removed += int(
@@ -321,7 +328,7 @@ class _ShardView:
     def _k(self, name: str) -> str:
         return rk.key(self._store._tags[self._shard], name)
 
-    def _head_args(self, mode: str, now: float, epoch: str = "") -> list[Any]:
+    def _head_args(self, mode: str, now: float | str, epoch: str = "") -> list[Any]:
         return self._store._head(mode, now, 0, epoch)
 
     def _run(self, what: str, args: list[Any]) -> Any:

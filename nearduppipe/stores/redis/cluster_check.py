@@ -68,7 +68,7 @@ class ClusterBase(Store):
 
     prefix: str
     layout: Layout
-    clock: Callable[[], float]
+    clock: Callable[[], float] | None  # None: the server's TIME (keys.call_time)
     pending_timeout: float
     shards: int
     _redis: Any
@@ -88,7 +88,9 @@ class ClusterBase(Store):
     def _where(self) -> str:
         return f"{self.uri} prefix {self.prefix!r}"
 
-    def _head(self, mode: str, now: float, pos: int = 0, epoch: str = "") -> list[Any]:
+    def _head(
+        self, mode: str, now: float | str, pos: int = 0, epoch: str | bytes = ""
+    ) -> list[Any]:
         return rk.call_head(self.rule, self.ttl, self.max_decisions, mode, now, pos, epoch)
 
     def shard(self, key: str) -> int:
@@ -161,18 +163,18 @@ class ClusterBase(Store):
         if not self._logs.loaded:
             with self._errors("load"):
                 self._logs.load(self._reader())
-        now = float(self.clock())
+        now = rk.call_time(self.clock)
         todo = list(range(self.shards))
         hits: list[_Hit] = []
         for _ in range(8):
             cands = self._logs.candidates(fp, self.rule.radius)
             calls = []
             for s in todo:
-                pos, epoch, cand = cands[s]
+                pos, epoch, cand, last = cands[s]
                 mine = own is not None and own[0] == s
                 tail = [own[1], own[2]] if mine and own else ["", ""]
                 args = [
-                    *self._head("look", now, pos, epoch),
+                    *self._head("look", now, pos, epoch.encode() + b"/" + last if last else epoch),
                     qrec,
                     cand,
                     skip_key,
@@ -267,8 +269,8 @@ class ClusterBase(Store):
         for _ in range(1_000_000):
             if time.monotonic() > give_up:
                 raise StoreUnavailable(f"{self._where()}: check of {key!r}: gave up waiting")
-            now = float(self.clock())
-            rec = self._record(fps, key, now, job, text)
+            now = rk.call_time(self.clock)
+            rec = self._record(fps, key, rk.record_time(now), job, text)
             args = [
                 *self._head("reserve", now),
                 key,
@@ -291,7 +293,7 @@ class ClusterBase(Store):
                 return Verdict(_STATUS[kind])  # type: ignore[arg-type]
             pid = reply[1]
             ticket = int(self._call("check", -1, self._head("ticket", now)))
-            query = self._record(fps, "", now, None, None)  # the fingerprints, not the text
+            query = self._record(fps, "", 0.0, None, None)  # the fingerprints, not the text
             try:
                 hits = self._look(fps.fp, query, key, (s, pid, ticket.to_bytes(8, "big")), True)
                 best = self._wait(hits, ticket)
@@ -304,7 +306,8 @@ class ClusterBase(Store):
             if best is None:
                 return Verdict(_STATUS[status[:1]])  # type: ignore[arg-type]
             m = best.match
-            d = Decision(key, fps.fp, m.key, m.fingerprint, m.distance, now, text, m.wide_distance)
+            at = rk.record_time(now)  # (the server's time replaces it: stamped below)
+            d = Decision(key, fps.fp, m.key, m.fingerprint, m.distance, at, text, m.wide_distance)
             self._call("check", -1, [*self._head("decide", now), encode_decision(d)])
             return Verdict("duplicate", m)
         raise AssertionError("unreachable")
@@ -315,8 +318,7 @@ class ClusterBase(Store):
             check_key(exclude)
         if self._empty:
             return []
-        now = float(self.clock())
         hits = self._look(
-            fps.fp, self._record(fps, "", now, None, None), exclude or "", None, False
+            fps.fp, self._record(fps, "", 0.0, None, None), exclude or "", None, False
         )
         return [h.match for h in sorted((h for h in hits if h.state == b"K"), key=_Hit.order)]

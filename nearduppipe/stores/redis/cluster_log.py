@@ -48,6 +48,7 @@ class ShardLogs:
     def _reset(self) -> None:
         self.pos = [0] * self.shards
         self.epoch = [""] * self.shards
+        self.last = [b""] * self.shards  # per shard, the member at pos - 1 (see log.py)
         self._index = BlockIndex(self.layout)
         self._ids = Column(_U64)  # local id -> shard << 56 | entry id
 
@@ -65,6 +66,8 @@ class ShardLogs:
         self.pos[shard] += append_members(
             self._index, self._ids, blob, tag=shard << _SHIFT, bulk=bulk
         )
+        if blob:
+            self.last[shard] = blob[-16:]
 
     def apply(self, shard: int, start: int, blob: bytes, epoch: str) -> None:
         """Members of ``shard`` logged from ``start`` of ``epoch`` on (a reply's): append the
@@ -88,16 +91,17 @@ class ShardLogs:
             if len(part) < _CHUNK:
                 return True
 
-    def candidates(self, fp: int, radius: int) -> list[tuple[int, str, bytes]]:
-        """Per shard: the log position and epoch read, and the entry ids (8 bytes each) of the
-        members within ``radius`` of ``fp`` logged before that position."""
+    def candidates(self, fp: int, radius: int) -> list[tuple[int, str, bytes, bytes]]:
+        """Per shard: the log position and epoch read, the entry ids (8 bytes each) of the
+        members within ``radius`` of ``fp`` logged before that position, and the last member
+        read (a master restored from an older snapshot has another one there)."""
         with self._lock:
             count = self._index.search_into(fp, radius)
             tagged = self._ids.array[self._index.hit_ids[:count]]
             shard_of = (tagged >> _U64(_SHIFT)).astype(np.int64)
             ids = (tagged & _U64(_LOW)).astype(">u8")
             return [
-                (self.pos[s], self.epoch[s], ids[shard_of == s].tobytes())
+                (self.pos[s], self.epoch[s], ids[shard_of == s].tobytes(), self.last[s])
                 for s in range(self.shards)
             ]
 

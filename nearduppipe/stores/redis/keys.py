@@ -23,12 +23,15 @@ __all__ = [
     "FIXED_NAMES",
     "bad_params",
     "call_head",
+    "call_time",
     "format1_key_pattern",
     "glob_escape",
     "index_blocks",
     "open_checked",
+    "record_time",
     "redact",
     "rule_args",
+    "server_time",
     "split_uri",
     "store_keys",
     "unavailable",
@@ -59,13 +62,42 @@ def rule_args(rule: Rule, ttl: float | None, max_decisions: int | None) -> tuple
 
 
 def call_head(
-    rule: Rule, ttl: float | None, max_decisions: int | None, mode: str, now: float, pos: int = 0,
-    epoch: str = "",
+    rule: Rule, ttl: float | None, max_decisions: int | None, mode: str, now: float | str,
+    pos: int = 0, epoch: str | bytes = "",
 ) -> list[Any]:  # fmt: skip
     """``ARGV[1]`` to ``ARGV[11]`` of a call that keeps no reply and sends no token: mode, time,
     the rule and limits, then an empty reply field and token, the log position and epoch (one
-    place for both backends; a search call packs its own head, see ``RedisBase._fixed``)."""
-    return [mode, repr(now), *rule_args(rule, ttl, max_decisions), "", "", pos, epoch]
+    place for both backends; a search call packs its own head, see ``RedisBase._fixed``).
+    The time: a number (a ``clock`` given to the store), or ``SERVER_TIME`` / ``SERVER_KEEP``
+    (:func:`call_time`)."""
+    t = now if isinstance(now, str) else repr(float(now))
+    return [mode, t, *rule_args(rule, ttl, max_decisions), "", "", pos, epoch]
+
+
+# The time a call's script uses, as ARGV[2]: the server's TIME, which also stamps the records
+# the call writes ("S"), or the server's TIME with the records keeping the times the client
+# put in them ("T": an explicit stored_at, an import).
+SERVER_TIME, SERVER_KEEP = "S", "T"
+
+
+def call_time(clock: Callable[[], float] | None, stamp: bool = True) -> float | str:
+    """ARGV[2] of a call: the server's time (no ``clock`` given: every client of a store then
+    shares one clock, whatever its machine's says), else the given clock's."""
+    if clock is None:
+        return SERVER_TIME if stamp else SERVER_KEEP
+    return float(clock())
+
+
+def server_time(client: Any) -> float:
+    """The server's clock (``TIME``; on a cluster, the node redis-py picks)."""
+    sec, usec = client.time()
+    return int(sec) + int(usec) / 1_000_000
+
+
+def record_time(now: float | str) -> float:
+    """The time to put into a record or decision the call writes: a placeholder (0.0) that
+    the script replaces when the server's time stamps it."""
+    return 0.0 if isinstance(now, str) else now
 
 
 def index_blocks(meta: dict[str, str]) -> int | None:

@@ -81,6 +81,7 @@ class LogIndex:
     def _reset(self, epoch: str, pos: int) -> None:
         self.epoch = epoch
         self.pos = pos
+        self.last = b""  # the member at pos - 1: a restored older log differs there
         self._index = BlockIndex(self.layout)
         self._ids = Column(_U64)  # local id -> entry id
 
@@ -107,6 +108,8 @@ class LogIndex:
     def _append(self, blob: bytes, bulk: bool = False) -> None:
         self._ids = self._ids.owned(self._index.id_count)  # (a forked child's own copy)
         self.pos += append_members(self._index, self._ids, blob, bulk=bulk)
+        if blob:
+            self.last = blob[-16:]
 
     def apply(self, start: int, blob: bytes, epoch: str) -> None:
         """Members logged from position ``start`` of ``epoch`` on (a reply's): append what
@@ -134,15 +137,17 @@ class LogIndex:
             if len(members) < _CHUNK:
                 return
 
-    def candidates(self, fp: int, radius: int) -> tuple[int, str, bytes]:
-        """The position and epoch the index is at, and the entry ids (8 bytes each) of every
-        member within ``radius`` of ``fp`` logged before that position."""
+    def candidates(self, fp: int, radius: int) -> tuple[int, str, bytes, bytes]:
+        """The position and epoch the index is at, the entry ids (8 bytes each) of every
+        member within ``radius`` of ``fp`` logged before that position, and the last member
+        read (the script checks that the log still has it there: a server restored from an
+        older snapshot has the same epoch, and its log may have grown past the position)."""
         with self._lock:
             count = self._index.search_into(fp, radius)
             if not count:  # (most pages of a crawl: no numpy calls)
-                return self.pos, self.epoch, b""
+                return self.pos, self.epoch, b"", self.last
             ids = self._ids.array[self._index.hit_ids[:count]]
-            return self.pos, self.epoch, ids.astype(">u8").tobytes()
+            return self.pos, self.epoch, ids.astype(">u8").tobytes(), self.last
 
     @property
     def nbytes(self) -> int:

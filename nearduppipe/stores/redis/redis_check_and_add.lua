@@ -9,10 +9,10 @@ local function check(key, job_given, job, rec, dhead)
     local h = hits[1]
     local mkey = key_of(h[4])
     record_decisions({'\2' .. pack('>I2I2', h[2], h[5] or NO_WIDE) .. string.sub(h[4], 2, 9)
-      .. pack('>I4', #mkey) .. mkey .. dhead}, 1, 1)
+      .. pack('>I4', #mkey) .. mkey .. stamped(dhead, 9)}, 1, 1)
     return 'D' .. match_reply(h[2], h[5], h[4])
   end
-  store(key, rec, own_id, own_rec)
+  store(key, stamped(rec, 10), own_id, own_rec)
   if live_own then
     redis.call('HINCRBY', META, 'revisits_changed', 1)
     return 'C'
@@ -75,7 +75,7 @@ local function modes()
           local _, t = head(rec)
           if t < now - ttl then fresh = fresh + 1 end
         end
-        store(ARGV[i], ARGV[i + 1], id, rec)
+        store(ARGV[i], stamped(ARGV[i + 1], 10), id, rec)
       end
       redis.call('HINCRBY', META, 'new_total', fresh)
     end
@@ -90,7 +90,13 @@ local function modes()
     local _, rec = own(ARGV[12])
     return rec or false
   elseif mode == 'decide' then
-    record_decisions(ARGV, 12, #ARGV)
+    if STAMP then -- (a Cluster check's decision: decided_at, after the matched key, is this call's)
+      local list = {}
+      for i = 12, #ARGV do list[#list + 1] = stamped(ARGV[i], 26 + unpack_('>I4', ARGV[i], 14)) end
+      record_decisions(list, 1, #list)
+    else
+      record_decisions(ARGV, 12, #ARGV)
+    end
     return #ARGV - 11
   elseif mode == 'prune' then
     local n = 0

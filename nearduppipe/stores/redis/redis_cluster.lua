@@ -78,7 +78,7 @@ local function cluster_modes()
       if status ~= 'A' then sweep() end
       return {early}
     end
-    local rec = ARGV[15]
+    local rec = stamped(ARGV[15], 10)
     local id = new_id(redis.call('HINCRBY', META, 'seq', 1))
     redis.call('HSET', ENT, id, rec)
     redis.call('RPUSH', NEW, string.sub(rec, 2, 9) .. id)

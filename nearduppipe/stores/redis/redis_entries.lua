@@ -17,9 +17,12 @@
 -- KEYS: meta, k (page key -> entry id), e (entry id -> record), d (decisions), r (replies),
 --       n (the log: members of 16 bytes, fingerprint and entry id, in insertion order),
 --       c (the log being compacted)
--- ARGV: mode, now, ttl ("" = none), max_decisions ("" = none), radius, wide threshold
+-- ARGV: mode, time ('S': the server's TIME, which also stamps the records this call writes;
+--       'T': the server's TIME, records keep theirs; a number: that time, from a clock given
+--       to the client), ttl ("" = none), max_decisions ("" = none), radius, wide threshold
 --       (-1 = the paper's rule), legacy distance, reply field ("" = none), call token,
---       the client's log position, the client's log epoch, then per mode:
+--       the client's log position, the client's log epoch (then, in a search call, '/' and the
+--       last member its index read: see behind()), then per mode:
 --   check:  key, job given ("1"/"0"), job part, new record, decision head, source ("pages"/
 --           "items"), candidate ids
 --   near:   exclude key ("" = none), query record, candidate ids
@@ -32,7 +35,7 @@
 -- composed program, nearduppipe/stores/redis/program.py, declares KEYS and ARGV first, then
 -- ends with setup() and the modes): as a Redis function library the helpers are defined once,
 -- when the library loads, and only the call's own state is set per call.
-local mode, now, ttl, maxd, radius, wthr, legacy, POS, EPOCH
+local mode, now, ttl, maxd, radius, wthr, legacy, POS, EPOCH, LAST, STAMP
 local META, KIDX, ENT, DEC, REPLY, NEW
 -- The log's length when this call checked the client's position, and the members logged
 -- since that position as far as this call knows them (what a check's reply carries).
@@ -49,10 +52,22 @@ local function meta_gone()
 end
 
 local function setup()
-  mode, now = ARGV[1], tonumber(ARGV[2])
+  mode = ARGV[1]
+  -- The time of TTL cutoffs, sweeps and stamps: the server's, one clock for every client
+  -- whatever its machine's says (scripts replicate by effects: Redis 5 and later).
+  local t = ARGV[2]
+  STAMP = t == 'S'
+  if STAMP or t == 'T' then
+    local st = redis.call('TIME')
+    now = tonumber(st[1]) + tonumber(st[2]) / 1000000
+  else
+    now = tonumber(t)
+  end
   ttl, maxd = tonumber(ARGV[3]), tonumber(ARGV[4])
   radius, wthr, legacy = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-  POS, EPOCH = tonumber(ARGV[10]), ARGV[11]
+  POS, EPOCH, LAST = tonumber(ARGV[10]), ARGV[11], nil
+  local bar = string.find(EPOCH, '/', 1, true)
+  if bar then EPOCH, LAST = string.sub(EPOCH, 1, bar - 1), string.sub(EPOCH, bar + 1) end
   META, KIDX, ENT, DEC, REPLY, NEW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
   LEN, LOGGED = nil, nil
   band, bxor, rshift = bit.band, bit.bxor, bit.rshift
@@ -81,6 +96,13 @@ local function wide_distance(qw, s)
   local d = 0
   for i = 1, 16 do d = d + popcount(bxor(qw[i], w[i])) end
   return d
+end
+
+-- A record (at = 10) or a decision head (at = 9) this call writes, with the call's time when
+-- the server's time stamps it (the client sent a placeholder).
+local function stamped(rec, at)
+  if not STAMP then return rec end
+  return string.sub(rec, 1, at - 1) .. pack('<d', now) .. string.sub(rec, at + 8)
 end
 
 -- fp (8 bytes), stored_at, wide (64 bytes or nil), position of the table-field count
@@ -160,7 +182,7 @@ local function add_new(keys)
   local ent, kid, new = {}, {}, {}
   for j, k in ipairs(keys) do
     local id = new_id(first + j)
-    local rec = ARGV[11 + 2 * j]
+    local rec = stamped(ARGV[11 + 2 * j], 10)
     ent[2 * j - 1] = id
     ent[2 * j] = rec
     kid[2 * j - 1] = k

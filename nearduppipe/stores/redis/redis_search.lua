@@ -40,11 +40,15 @@ end
 -- Why the client's index cannot serve this call: 'G' if the store is gone (its meta, which
 -- always holds an epoch, is missing: flushed, deleted, evicted, a restart without
 -- persistence), 'E' if the log it read is not this one (the store was compacted or reset
--- since), 'R' if it is more than MAXGAP members behind.
+-- since; or the server was restored from an older snapshot, which brings back the epoch of
+-- then: the log is shorter than the client's position, or, once others wrote again, the
+-- member at that position is not the last one the client read), 'R' if it is more than
+-- MAXGAP members behind.
 local function behind()
   local epoch, len = log_state()
   if not epoch then return 'G' end
   if epoch ~= EPOCH or POS > len then return 'E' end
+  if LAST and POS > 0 and redis.call('LINDEX', NEW, POS - 1) ~= LAST then return 'E' end
   if len - POS > MAXGAP then return 'R' end
   return nil
 end

@@ -12,7 +12,9 @@ and returns the members logged since, which the client's index takes in. So the 
 exactly what a search of the whole store at that moment would give, and two workers can
 never both keep two near-duplicates sent at the same moment (tests/test_redis_store.py races
 eight processes). A client more than 4,096 members behind (idle while others wrote) first
-reads the log; one whose log was compacted or reset meanwhile reloads it.
+reads the log; one whose log was compacted or reset meanwhile reloads it, and so does one
+whose server was restored from an older snapshot (the same epoch comes back with it: the log
+is shorter than the client's position, or the member there is not the last one it read).
 
 Keys (``P`` is the prefix, default ``neardup:<name>``; in braces, so all keys share a Redis
 Cluster slot; the names are fixed, so resetting a store never needs a pattern):
@@ -45,6 +47,13 @@ write looks at 16 records (a cursor over ``{P}:e``) and deletes those older than
 :meth:`prune` deletes all older than ``ttl``; the data keys expire ``2 * ttl`` after the last
 write, so an abandoned store leaves Redis by itself (its meta and decisions stay).
 
+**Time** is the server's: the script reads ``TIME`` for the TTL cutoffs and sweeps and stamps
+the entries (``stored_at``) and decisions it writes with it, so a crawler on a machine whose
+clock is off neither expires nor deletes the others' entries, nor stamps its own in the future
+or past (issue #31). ``clock``: leave it ``None``; a callable given instead is trusted as the
+time of every call of this client (tests and replays; every client of the store must then
+use the same one). An explicit ``stored_at`` (``add``, imports, ``copy``) is kept as given.
+
 **Retries.** The client retries connection errors twice (50-100 ms backoff) before
 :class:`StoreUnavailable`. A retried check finds its first reply (keyed by a per-call token);
 a retried ``add`` replaces the entry with itself; a retried import batch of decisions could
@@ -59,7 +68,6 @@ evicting ``maxmemory-policy`` is refused at open unless ``allow_eviction`` (``?a
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
@@ -117,7 +125,7 @@ class RedisStore(RedisBase):
         ttl: float | None = None,
         max_decisions: int | None = DEFAULT_MAX_DECISIONS,
         read_only: bool = False,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         blocks: int | None = None,
         timeout: float = 5.0,
         params: dict[str, Any] | None = None,
@@ -185,14 +193,15 @@ class RedisStore(RedisBase):
         text = clean_text(text)
         if self._f1 is not None or self.read_only:
             raise StoreError(f"store {self.uri} was opened read-only")
-        now = float(self.clock())
+        now = rk.call_time(self.clock)
+        t = rk.record_time(now)  # (the server's time replaces it: see TIME above)
         args = [
             now,
             key,
             b"0" if job is None else b"1",
             encode_job(job),
-            self._record(fps, key, now, job, text),
-            decision_head(fps.fp, now, key, text),
+            self._record(fps, key, t, job, text),
+            decision_head(fps.fp, t, key, text),
             b"items" if source == "items" else b"pages",
         ]
         reply: bytes = self._search_call("check", fps.fp, args, os.urandom(8))
@@ -207,8 +216,8 @@ class RedisStore(RedisBase):
             check_key(exclude)
         if self._f1 is not None:
             return self._f1.near(fps, exclude=exclude)
-        now = float(self.clock())
-        args = [now, exclude or "", self._record(fps, "", now, None, None)]
+        now = rk.call_time(self.clock)
+        args = [now, exclude or "", self._record(fps, "", rk.record_time(now), None, None)]
         reply: bytes = self._search_call("near", fps.fp, args)
         out, pos = [], 0
         while pos < len(reply):
@@ -227,8 +236,8 @@ class RedisStore(RedisBase):
     ) -> None:
         fps = check_fingerprints(fps)
         check_key(key)
-        now = float(self.clock())
-        t = now if stored_at is None else check_time(stored_at)
+        now = rk.call_time(self.clock, stamp=stored_at is None)
+        t = rk.record_time(now) if stored_at is None else check_time(stored_at)
         args = [*self._head_args("add", now), key, self._record(fps, key, t, job, clean_text(text))]
         self._run("add", args)
 
@@ -286,7 +295,7 @@ class RedisStore(RedisBase):
 
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         """Pipelined: script calls of 500 entries or decisions, 20 calls per round trip."""
-        now = float(self.clock())
+        now = rk.call_time(self.clock, stamp=False)  # (the entries keep their times)
         n = 0
         with self._errors("import", write=True):
             pipe = self._client.pipeline(transaction=False)
@@ -336,14 +345,15 @@ class RedisStore(RedisBase):
         """Delete every entry older than the TTL now (the sweep only reaches 2 * ttl)."""
         if self.ttl is None:
             return 0
-        now = float(self.clock())
+        now = rk.call_time(self.clock, stamp=False)
         with self._errors("prune", write=True):
+            cutoff = (rk.server_time(self._client) if isinstance(now, str) else now) - self.ttl
             old = [
                 eid
                 for eid, raw in self._client.hscan_iter(self._k("e"), count=1000)
-                if entry_head(raw)[1] < now - self.ttl
+                if entry_head(raw)[1] < cutoff
             ]
-        removed = 0
+        removed = 0  # (the script judges each again by its own time)
         for i in range(0, len(old), _BATCH):
             removed += int(self._run("prune", self._head_args("prune", now) + old[i : i + _BATCH]))
         self.compact(min_dead=1)
