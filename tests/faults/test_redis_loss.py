@@ -12,8 +12,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -25,13 +23,6 @@ from nearduppipe.stores.redis.store import RedisStore
 from ..support.redis_server import RedisServer
 
 PREFIX = "test:loss"
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RedisServer]:
-    srv = RedisServer(tmp_path / "redis").start()
-    yield srv
-    srv.stop()
 
 
 def _fps(rng: random.Random) -> Fingerprints:

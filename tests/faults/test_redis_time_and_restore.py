@@ -18,10 +18,8 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import redis
 
 from nearduppipe.fingerprint.rule import Fingerprints
@@ -31,13 +29,6 @@ from nearduppipe.stores.redis.store import RedisStore
 from ..support.redis_server import RedisServer
 
 DAY = 86400.0
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RedisServer]:
-    srv = RedisServer(tmp_path / "redis").start()
-    yield srv
-    srv.stop()
 
 
 def _fps(rng: random.Random) -> Fingerprints:
