@@ -62,4 +62,8 @@ def __getattr__(name: str) -> object:
         from .addon import Addon
 
         return Addon
+    if name == "lookup":
+        from .runtime import lookup
+
+        return lookup
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -174,7 +174,8 @@ class NearDupCommand(ScrapyCommand):
             last = max((d.decided_at for d in store.decisions()), default=None)
         # counts summed over every crawl of the store, as the crawls' neardup/ stats are
         dropped, total = info.dropped, info.pages_seen
-        rate = f"{dropped / total:.1%}" if total else "n/a"
+        judged = info.unique + dropped  # (the one base of duplicate rates: stores/report.py)
+        rate = f"{dropped / judged:.1%} of {judged} pages judged" if judged else "n/a"
         trimmed = f", {info.decisions_trimmed} oldest trimmed" if info.decisions_trimmed else ""
         lines = [
             header,

@@ -29,6 +29,7 @@ from scrapy.http import HtmlResponse
 
 from .fingerprint.page import fingerprint_html
 from .runtime import NearDupRuntime
+from .runtime.items import remember_page
 from .runtime.verdict import skipped_verdict, verdict
 from .stores import Match
 
@@ -132,6 +133,7 @@ class NearDupMiddleware:
             raise NearDuplicatePage(response.url, outcome.match)
         if outcome.fingerprint is not None:
             request.meta["neardup_fingerprint"] = outcome.fingerprint
+            request.meta["neardup_wide"] = outcome.wide
         return response
 
     def __repr__(self) -> str:
@@ -148,12 +150,15 @@ class NearDupSpiderMiddleware:
     """Drops the items a spider makes of a page whose verdict drops its items
     (``NEARDUP_ON_DUPLICATE`` / ``NEARDUP_ON_UNCHANGED`` = ``"items"``): the page reaches the
     spider, so the links it yields are followed, but nothing it yields as an item is kept.
-    Writes the page's verdict into its items when ``NEARDUP_VERDICT_FIELD`` is set. The add-on
-    installs it (``SPIDER_MIDDLEWARES``, 543); requests always pass."""
+    Writes the page's verdict into its items when ``NEARDUP_VERDICT_FIELD`` is set, and tells
+    the pipeline which items carry their page's URL as their key, so that each gets a key of
+    its own (:mod:`nearduppipe.runtime.items`). The add-on installs it (``SPIDER_MIDDLEWARES``,
+    543); requests always pass."""
 
     def __init__(self, runtime: NearDupRuntime) -> None:
         self.runtime = runtime
         self.field = runtime.config.verdict_field
+        self.key_field = runtime.config.key_field
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupSpiderMiddleware:
@@ -163,9 +168,10 @@ class NearDupSpiderMiddleware:
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterable[Any]:
         verdict_ = _verdict_of(response)
+        page = _page_of(response)
         dropped = 0
         for o in result:
-            kept = self._pass(o, verdict_)
+            kept = self._pass(o, verdict_, page)
             if kept is None:
                 dropped += 1
             else:
@@ -176,28 +182,48 @@ class NearDupSpiderMiddleware:
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
         verdict_ = _verdict_of(response)
+        page = _page_of(response)
         dropped = 0
         async for o in result:
-            kept = self._pass(o, verdict_)
+            kept = self._pass(o, verdict_, page)
             if kept is None:
                 dropped += 1
             else:
                 yield kept
         self._count(verdict_, dropped)
 
-    def _pass(self, o: Any, verdict_: dict[str, Any] | None) -> Any:
+    def _pass(
+        self, o: Any, verdict_: dict[str, Any] | None, page: tuple[str, int, int | None] | None
+    ) -> Any:
         if verdict_ is None or isinstance(o, Request):
             return o
         if verdict_["dropped"] == "items":
             return None
-        if self.field is not None:
-            self.runtime.set_field(ItemAdapter(o), self.field, dict(verdict_), "verdict")
+        if page is not None or self.field is not None:
+            adapter = ItemAdapter(o)
+            if page is not None and adapter.get(self.key_field) == page[0]:
+                remember_page(self.runtime.pages_of_items, *page)
+            if self.field is not None:
+                self.runtime.set_field(adapter, self.field, dict(verdict_), "verdict")
         return o
 
     def _count(self, verdict_: dict[str, Any] | None, dropped: int) -> None:
         if dropped:
             assert verdict_ is not None
             self.runtime.log.items_dropped_with_page(verdict_, dropped)
+
+
+def _page_of(response: Response | None) -> tuple[str, int, int | None] | None:
+    """The URL and fingerprints of a page the downloader middleware judged, or ``None``."""
+    try:
+        meta = response.meta if response is not None else None
+    except AttributeError:
+        return None
+    fp = None if meta is None else meta.get("neardup_fingerprint")
+    if not isinstance(fp, int) or response is None:
+        return None
+    wide = meta.get("neardup_wide") if meta is not None else None
+    return response.url, fp, wide if isinstance(wide, int) else None
 
 
 def _verdict_of(response: Response | None) -> dict[str, Any] | None:

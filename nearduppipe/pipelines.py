@@ -15,8 +15,9 @@ import xxhash
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from .fingerprint.page import fingerprint_html, fingerprint_text
+from .fingerprint.page import Fingerprinted, fingerprint_html, fingerprint_text
 from .runtime import NearDupRuntime
+from .runtime.items import item_key
 from .runtime.verdict import verdict
 from .stores import Match
 
@@ -86,10 +87,27 @@ class NearDupPipeline:
         # A key made from the text itself names the content: the same text again is the same
         # page, whichever crawl job sees it (no job, so it is an unchanged revisit, not "again").
         same_job = raw_key is key
+        # An item carrying its page's URL gets a key of its own unless it is the page itself
+        # (runtime/items.py); the key is chosen once its fingerprints are known.
+        page = runtime.pages_of_items.get(key) if same_job else None
+        key_for = None
+        if page is not None:
+
+            def key_for(result: Fingerprinted) -> str:
+                nonlocal key
+                key = item_key(page, key, content, result, runtime.store.rule)
+                return key
+
         try:
             if text is not None:
                 outcome = await runtime.check(
-                    fingerprint_text, text, runtime.params, key=key, source="items", job=same_job
+                    fingerprint_text,
+                    text,
+                    runtime.params,
+                    key=key,
+                    source="items",
+                    job=same_job,
+                    key_for=key_for,
                 )
             else:
                 outcome = await runtime.check(
@@ -100,6 +118,7 @@ class NearDupPipeline:
                     key=key,
                     source="items",
                     job=same_job,
+                    key_for=key_for,
                 )
         except Exception as e:
             runtime.error("items", key, e)

@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_STORE": None,  # None: .scrapy/neardup/<spider>.sqlite; "redis": scrapy-redis's
     "NEARDUP_SIMILARITY": 0.93,  # cosine; None: the paper's 64-bit rule (docs/quality.md)
     "NEARDUP_DISTANCE": None,  # 64-bit radius; None: 8 with a similarity, 3 (the paper's k) without
+    "NEARDUP_SCOPE": "global",  # compare a page with every page, or its "domain"'s or "host"'s
     # what a near-copy of another page, and an unchanged revisit of a page's own entry, drop:
     # "page" (the response: its links are not followed), "items" (the spider runs, its items
     # are dropped), "mark" (nothing: the verdict is in response.meta["neardup"])
@@ -239,7 +240,12 @@ class NearDupConfig:
         )
         if distance is None:
             distance = 8 if similarity is not None else 3
-        rule = Rule(similarity=similarity, radius=distance)
+        scope = get("NEARDUP_SCOPE")
+        if scope not in ("global", "domain", "host"):
+            raise NearDupConfigError(
+                f'NEARDUP_SCOPE must be "global", "domain" or "host", not {scope!r}'
+            )
+        rule = Rule(similarity=similarity, radius=distance, scope=scope)
         blocks = _int("NEARDUP_BLOCKS", get("NEARDUP_BLOCKS"), 1, 64, optional=True)
         if blocks is not None:
             from .index.layout import Layout

@@ -56,6 +56,7 @@ def test_default_crawl_store_round_trip_through_sqlite(
         "pages_seen": unique + dropped,
         "unique": unique,
         "dropped": dropped,
+        "judged": unique + dropped,
         "duplicate_rate": round(dropped / (unique + dropped), 6),
         "revisits_unchanged": 0,
         "revisits_changed": 0,

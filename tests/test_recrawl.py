@@ -111,7 +111,7 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
     assert unchanged == (CRAWLS - 1) * unique and changed == 0
     assert again > 0  # the pipeline's items of pages the middleware just stored
     assert seen == unique + dropped + unchanged + changed + again
-    rate = dropped / seen
+    rate = dropped / (unique + dropped)  # one base for every rate: pages judged
 
     with open_store(store_uri, read_only=True) as s:
         keys = [e.key for e in s.entries()]
@@ -131,6 +131,7 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
         "revisits_unchanged": unchanged,
         "revisits_changed": changed,
         "again": again,
+        "judged": unique + dropped,
     }
     assert (info["pages"], info["items"]) == (pages, items)
     counts = {k: v for k, v in info.items() if isinstance(v, int)}
@@ -144,7 +145,7 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
     assert numbers(text, "entries:") == [unique]
     assert numbers(text, "decisions:") == [dropped]
     assert numbers(text, "revisits:") == [unchanged, changed]
-    assert numbers(text, "dup rate:") == [round(100 * rate, 1)]
+    assert numbers(text, "dup rate:") == [round(100 * rate, 1), unique + dropped]
     assert numbers(text, "pages:") == list(pages.values())
     assert numbers(text, "items:") == list(items.values())
 
@@ -154,6 +155,7 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
         "pages_seen": seen,
         "unique": unique,
         "dropped": dropped,
+        "judged": unique + dropped,
         "duplicate_rate": round(rate, 6),
         "revisits_unchanged": unchanged,
         "revisits_changed": changed,
@@ -165,7 +167,12 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
     assert report["distance_histogram"] == histogram
     [domain] = report["domains"]  # one host: the loopback server
     assert (domain["pages_seen"], domain["dropped"]) == (unique + dropped, dropped)
-    assert domain["duplicate_rate"] == round(dropped / (unique + dropped), 6)
+    assert (
+        domain["duplicate_rate"]
+        == round(dropped / (unique + dropped), 6)
+        == report["summary"]["duplicate_rate"]
+    )
+    assert domain["judged"] == report["summary"]["judged"]
     # clusters are pages: each dropped URL once, in the cluster of its latest logged drop, with
     # the distance of that drop and the number of drops the logs show for it
     latest = {key: (match, d) for key, d, match in logged}
@@ -183,7 +190,13 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
 
     # nearduppipe report, text and HTML headlines
     text = run("nearduppipe.cli", "report", store_uri)
-    assert numbers(text, "pages seen") == [seen, unique, dropped, round(100 * rate, 1)]
+    assert numbers(text, "pages seen") == [
+        seen,
+        unique,
+        dropped,
+        round(100 * rate, 1),
+        unique + dropped,
+    ]
     assert numbers(text, "revisits by later crawls:") == [unchanged, changed]
     assert numbers(text, "pages:") == list(pages.values())
     assert numbers(text, "items:") == list(items.values())
@@ -193,7 +206,7 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
         "pages seen, all crawls": str(seen),
         "unique": str(unique),
         "dropped": str(dropped),
-        "duplicate rate": f"{rate:.1%}",
+        f"duplicate rate (of {unique + dropped} judged)": f"{rate:.1%}",
         "clusters": str(len(report["clusters"])),
         "revisits unchanged": str(unchanged),
         "revisits changed": str(changed),
@@ -212,7 +225,11 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
     text = run("scrapy", "neardup", "sample", "-s", f"NEARDUP_STORE={store_uri}")
     assert numbers(text, "pages seen by every crawl:") == [seen]
     assert numbers(text, "pages stored (one per key):") == [unique]
-    assert numbers(text, "near-duplicates dropped:") == [dropped, round(100 * rate, 1)]
+    assert numbers(text, "near-duplicates dropped:") == [
+        dropped,
+        round(100 * rate, 1),
+        unique + dropped,
+    ]
     assert numbers(text, "revisits of stored pages:") == [unchanged, changed]
     assert numbers(text, "by the middleware (pages):") == list(pages.values())
     assert numbers(text, "by the pipeline (items):") == list(items.values())

@@ -20,14 +20,17 @@ from .support.server import serve_directory
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def crawl(tmp: Path, name: str, start: str, settings: dict[str, Any]) -> dict[str, Any]:
+def crawl(
+    tmp: Path, name: str, start: str | list[str], settings: dict[str, Any], item: str = "text"
+) -> dict[str, Any]:
     config, output = tmp / f"{name}.json", tmp / f"{name}.out.json"
     config.write_text(
         json.dumps(
             {
-                "start_urls": [start],
+                "start_urls": [start] if isinstance(start, str) else start,
                 "settings": {"ADDONS": {"nearduppipe.Addon": 0}, **settings},
                 "follow": True,
+                "item": item,
                 "output": str(output),
             }
         )

@@ -43,6 +43,7 @@ def check_numbers(report_json: dict[str, object]) -> None:
         "pages_seen": 7,
         "unique": 3,
         "dropped": 4,
+        "judged": 7,
         "duplicate_rate": round(4 / 7, 6),
         "revisits_unchanged": 0,
         "revisits_changed": 0,
@@ -110,7 +111,8 @@ def test_counts_sum_every_crawl_and_clusters_list_each_key_once(
         "pages_seen": 10,  # 2 stored + 6 drops + 2 unchanged revisits: one per check
         "unique": 2,
         "dropped": 6,  # three crawls each dropped two pages
-        "duplicate_rate": 0.6,
+        "judged": 8,  # the base of every rate: stored as new, or dropped (not the revisits)
+        "duplicate_rate": 0.75,
         "revisits_unchanged": 2,
         "revisits_changed": 0,
         "again": 0,
@@ -137,7 +139,9 @@ def test_text_csv_and_html_renderings(tmp_path: Path) -> None:
     with open_store(str(tmp_path / "s.sqlite"), read_only=True) as s:
         report = report_from_store(s)
     text = render(report, "text")
-    assert "pages seen 7 (all crawls): unique 3, dropped 4 (duplicate rate 57.1%)" in text
+    assert (
+        "pages seen 7 (all crawls): unique 3, dropped 4 (duplicate rate 57.1% of 7 judged)" in text
+    )
     assert "d=2  https://b.example/9" in text
     rows = list(csv.DictReader(io.StringIO(render(report, "csv"))))
     assert rows[0] == {

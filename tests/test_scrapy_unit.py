@@ -593,7 +593,7 @@ def test_a_progress_line_every_logstats_interval(
     lines = [r.getMessage() for r in caplog.records if "pages/min" in r.getMessage()]
     assert lines, caplog.text
     assert lines[-1].startswith("nearduppipe: checked 2 pages (at ")
-    assert "1 new, 1 near-duplicates (50.0% of pages checked)" in lines[-1]
+    assert "1 new, 1 near-duplicates (50.0% of pages judged)" in lines[-1]
     assert lines[-1].endswith("store: 1 pages")
     mw.runtime.spider_closed()
     n = len(lines)

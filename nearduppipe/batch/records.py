@@ -30,6 +30,7 @@ from ..fingerprint.page import Fingerprinted, FingerprintParams, fingerprint_htm
 from ..fingerprint.rule import Rule
 from ..index.words import wide_words
 from ..stores.report import Report, build_report, host_of
+from ..stores.scope import mask_of, scope_of
 from .feeds import FeedReader, FeedWriter, feed_format
 from .pairs import components, near_pairs
 
@@ -162,6 +163,9 @@ def dedup_records(
     fmt = feed_format(path, input_format)
     hosts: dict[str, int] = {}
     host_ids = array("i")
+    rule = rule or Rule()
+    scopes: dict[str, int] = {}  # (under a scope narrower than global: stores/scope.py)
+    scope_ids = array("i")
     fps = array("Q")
     wides = bytearray()
     ok = bytearray()
@@ -179,7 +183,11 @@ def dedup_records(
                     names.update(dict.fromkeys(record))
                 if text_field in record or html_field in record:
                     with_text += 1
-                host_ids.append(hosts.setdefault(host_of(fields.key_of(record, i)), len(hosts)))
+                key = fields.key_of(record, i)
+                host_ids.append(hosts.setdefault(host_of(key), len(hosts)))
+                if rule.scope != "global":
+                    name = scope_of(key, rule.scope)
+                    scope_ids.append(scopes.setdefault(name, len(scopes)))
                 yield fields.job(record, params)
 
         with ProcessPoolExecutor(max_workers=workers) as pool:
@@ -204,12 +212,18 @@ def dedup_records(
     fp = np.frombuffer(fps, dtype=np.uint64) if n else np.zeros(0, dtype=np.uint64)
     index = np.flatnonzero(np.frombuffer(bytes(ok), dtype=np.uint8))
     wide_fps = np.frombuffer(bytes(wides), dtype="<u8").reshape(n, 8).astype(np.uint64)
+    query, query_wide = fp[index], wide_fps[index]
+    if scopes:  # each record's fingerprints XORed with its scope's masks: distances kept
+        masks = [mask_of(name) for name in scopes]
+        sid = np.frombuffer(scope_ids, dtype=np.int32)[index]
+        query = query ^ np.array([m.fp for m in masks], dtype=np.uint64)[sid]
+        query_wide = query_wide ^ np.stack([wide_words(m.wide) for m in masks])[sid]
     matching = bar_of(total=len(index), desc="matching", unit="rec")
     pairs = near_pairs(
-        fp[index],
-        wide_fps[index],
+        query,
+        query_wide,
         np.ones(len(index), dtype=bool),
-        rule or Rule(),
+        rule,
         progress=matching.update,
     )
     matching.close()

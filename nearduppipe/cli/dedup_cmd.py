@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                 args.text_field,
                 args.html_field,
                 args.key_field,
-                rule_from_args(args) or Rule(),
+                dataclasses.replace(rule_from_args(args) or Rule(), scope=args.scope),
                 output=out,
                 workers=args.workers,
                 progress=_progress_bars(not args.quiet),
@@ -110,6 +111,13 @@ def add_parsers(sub: Any) -> None:
         help="write the kept records here (format from its extension or --output-format)",
     )
     p.add_argument("--report", help="write the report to this file instead of standard output")
+    p.add_argument(
+        "--scope",
+        choices=("global", "domain", "host"),
+        default="global",
+        help="compare a record with every record (global, the default), or only with records "
+        "of the same registrable domain or host name of its key (the URL)",
+    )
     p.add_argument(
         "--format", choices=REPORT_FORMATS, default="text", help="report format (default text)"
     )

@@ -54,6 +54,7 @@ def _summary(store: Store) -> dict[str, Any]:
     sums of the crawls' ``neardup/`` stats, pages and items together."""
     info = store.info()
     dropped, total = info.dropped, info.pages_seen
+    judged = info.unique + dropped  # (the one base of duplicate rates: stores/report.py)
     summary: dict[str, Any] = {
         "store": redact(info.uri),
         "format": info.format,
@@ -67,7 +68,8 @@ def _summary(store: Store) -> dict[str, Any]:
         "again": info.again,
         "pages": info.pages.as_dict(),
         "items": info.items.as_dict(),
-        "duplicate_rate": round(dropped / total, 6) if total else None,
+        "judged": judged,
+        "duplicate_rate": round(dropped / judged, 6) if judged else None,
         "rule": info.rule.as_dict(),
         "rule_text": info.rule.describe(),
         "ttl": info.ttl,
@@ -91,7 +93,9 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
         f"revisits:   {s['revisits_unchanged']} unchanged, {s['revisits_changed']} changed",
         f"pages:      {tally_text(s['pages'])} (the middleware's)",
         f"items:      {tally_text(s['items'])} (the pipeline's)",
-        f"dup rate:   {rate:.1%}" if rate is not None else "dup rate:   n/a",
+        f"dup rate:   {rate:.1%} of {s['judged']} pages judged (stored as new, or dropped)"
+        if rate is not None
+        else "dup rate:   n/a",
         f"rule:       {s['rule_text']}",
     ]
     if "file_bytes" in s:

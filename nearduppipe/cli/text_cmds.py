@@ -10,6 +10,7 @@ from typing import Any
 
 from ..fingerprint.rule import WIDE_BITS, Fingerprints, Rule, implied_similarity
 from ..stores import Store
+from ..stores.scope import scope_of, unmask
 from ._io import CliError, bounded_int, clean, emit, say
 from ._stores import add_rule_args, open_cli_store, rule_from_args
 
@@ -85,15 +86,18 @@ def _text_of(label: str, value: str, store: Store | None, as_text: bool) -> str 
     if as_text:
         return value
     if store is not None:
+        scope = store.rule.scope  # (fingerprints are kept masked by their scope: stores/scope.py)
         entry = store.get(value) if value else None
         if entry is not None:
-            return entry.text if entry.text is not None else entry.fingerprints
+            return (
+                entry.text if entry.text is not None else unmask(entry.fingerprints, value, scope)
+            )
         for decision in store.decisions():
             if decision.key == value:
                 return (
                     decision.text
                     if decision.text is not None
-                    else Fingerprints(decision.fingerprint)
+                    else unmask(Fingerprints(decision.fingerprint), value, scope)
                 )
     path = Path(value)
     if _looks_like_path(value) and path.is_file():
@@ -111,6 +115,19 @@ def _text_of(label: str, value: str, store: Store | None, as_text: bool) -> str 
     return value
 
 
+def _scopes_apart(a: str, b: str, rule: Rule) -> str | None:
+    """Why two keys are never compared under a scope narrower than global, or ``None``."""
+    if rule.scope == "global" or "://" not in a or "://" not in b:
+        return None
+    sa, sb = scope_of(a, rule.scope), scope_of(b, rule.scope)
+    if sa == sb:
+        return None
+    return (
+        f"verdict: distinct: never compared, the store's scope is {rule.scope} and A is of "
+        f"{sa or '(no host)'}, B of {sb or '(no host)'}"
+    )
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from ..explain import explain
 
@@ -122,6 +139,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
+    apart = _scopes_apart(args.a, args.b, rule)
+    if apart:
+        emit(apart + "\n")
+        return 0
     if isinstance(a, Fingerprints) or isinstance(b, Fingerprints):
         lines = ["the store keeps fingerprints, not texts: pass the pages' files for the features"]
         fa = a if isinstance(a, Fingerprints) else None

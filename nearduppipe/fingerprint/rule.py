@@ -60,8 +60,11 @@ class Rule:
     radius: int = 8
     wide_bits: int = WIDE_BITS
     legacy_distance: int = 3
+    scope: str = "global"  # which pages are compared: global, domain, host (stores/scope.py)
 
     def __post_init__(self) -> None:
+        if self.scope not in ("global", "domain", "host"):
+            raise ValueError(f"scope must be global, domain or host, not {self.scope!r}")
         if self.similarity is not None and not (
             isinstance(self.similarity, (int, float)) and 0.0 < self.similarity <= 1.0
         ):
@@ -103,20 +106,24 @@ class Rule:
         return wide_distance <= threshold
 
     def describe(self) -> str:
+        within = "" if self.scope == "global" else f", within one {self.scope}"
         if self.similarity is None:
-            return f"64-bit distance <= {self.radius} (the paper's rule)"
+            return f"64-bit distance <= {self.radius} (the paper's rule){within}"
         return (
             f"cosine >= {self.similarity:g}: {self.wide_bits}-bit distance <= "
-            f"{self.wide_threshold} among 64-bit candidates within {self.radius}"
+            f"{self.wide_threshold} among 64-bit candidates within {self.radius}{within}"
         )
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        d: dict[str, object] = {
             "similarity": self.similarity,
             "radius": self.radius,
             "wide_bits": self.wide_bits,
             "legacy_distance": self.legacy_distance,
         }
+        if self.scope != "global":  # (what earlier releases wrote for the one scope they had)
+            d["scope"] = self.scope
+        return d
 
 
 PAPER_RULE = Rule.paper(3)

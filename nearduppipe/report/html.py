@@ -165,7 +165,7 @@ def render_html(report: Report) -> str:
 <script type="application/json" id="summary-data">{data}</script>
 <div class="cards" id="summary">
 <div class="card">pages seen, all crawls<b>{report.seen}</b></div><div class="card">unique<b>{report.unique}</b></div>
-<div class="card">dropped<b>{report.dropped}</b></div><div class="card">duplicate rate<b>{report.rate:.1%}</b></div>
+<div class="card">dropped<b>{report.dropped}</b></div><div class="card">duplicate rate (of {report.judged} judged)<b>{report.rate:.1%}</b></div>
 <div class="card">clusters<b>{len(report.clusters)}</b></div>
 <div class="card">revisits unchanged<b>{report.revisits_unchanged}</b></div><div class="card">revisits changed<b>{report.revisits_changed}</b></div></div>
 {_sources_table(report)}

@@ -35,7 +35,7 @@ def _render_text(report: Report, max_clusters: int) -> str:
     lines = [
         f"nearduppipe report: {report.source}",
         f"pages seen {report.seen} (all crawls): unique {report.unique}, dropped "
-        f"{report.dropped} (duplicate rate {report.rate:.1%})",
+        f"{report.dropped} (duplicate rate {report.rate:.1%} of {report.judged} judged)",
         f"revisits by later crawls: {report.revisits_unchanged} unchanged, "
         f"{report.revisits_changed} changed"
         + (
@@ -57,7 +57,7 @@ def _render_text(report: Report, max_clusters: int) -> str:
     for d, n in sorted(report.distances.items()):
         bar = "#" * max(1, round(40 * n / peak)) if peak else ""
         lines.append(f"  {d:2d} {n:8d} {bar}")
-    lines += ["", "near-duplicates dropped per domain, of its stored pages plus drops:"]
+    lines += ["", "near-duplicates dropped per domain, of its pages judged (stored plus drops):"]
     for s in report.domains[:30]:
         lines.append(f"  {s.host:40s} {s.dropped:7d} of {s.seen:7d}  {s.rate:6.1%}")
     lines += [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,10 +28,12 @@ from ..stores.decide import Deduplicator, Outcome
 from .breaker import Breaker
 from .commands import debug_command
 from .executor import Executor, PageTimeout, WorkerDied
+from .items import PageOfItems
 from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri
 from .loop import on_shutdown, periodic, start_coroutine
 from .policy import FailurePolicy, StoreCallError
 from .stats import Source, StatsLog, logger
+from .verdict import skipped_verdict, verdict
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -42,6 +45,7 @@ __all__ = [
     "Source",
     "WorkerDied",
     "default_store_uri",
+    "lookup",
     "resolve_store_uri",
 ]
 
@@ -77,6 +81,9 @@ class NearDupRuntime:
         self.breaker = Breaker()
         self._field_errors: set[str] = set()
         self._closed = False
+        # pages whose items carry the page's own URL as their key (the spider middleware adds
+        # them as their items pass; the pipeline reads them): see :mod:`.items`
+        self.pages_of_items: OrderedDict[str, PageOfItems] = OrderedDict()
         self.log = StatsLog(crawler, debug=config.debug)
         self.stats: StatsCollector = self.log.stats
         self.policy = FailurePolicy(crawler, self.log, on_store_error=config.on_store_error)
@@ -148,14 +155,18 @@ class NearDupRuntime:
         key: str,
         source: Source,
         job: bool = True,
+        key_for: Callable[[Fingerprinted], str] | None = None,
     ) -> Outcome:
         """Fingerprint (``fn(*args)`` in a worker, within ``NEARDUP_PAGE_TIMEOUT``), then
         check ``key`` in the thread pool (``job=False``: without this crawl's job id, for keys
-        made from the content itself). Failures reach the caller, which keeps the page
-        and hands them to :meth:`error`."""
+        made from the content itself; ``key_for``: the key, chosen once the fingerprints are
+        known). Failures reach the caller, which keeps the page and hands them to
+        :meth:`error`."""
         dedup = self.dedup if job else self.dedup_no_job
         self._unless_store_down()  # (not even fingerprinted for a store that is down)
         result = await self.executor.compute(fn, *args)
+        if key_for is not None:
+            key = key_for(result)
         if result.fingerprint is None:  # nothing to check: no store call, no thread hop
             return dedup.decide(result, key)
         self._unless_store_down()  # (it may have gone down meanwhile)
@@ -169,6 +180,34 @@ class NearDupRuntime:
         if self.breaker.failures:
             self._store_answered()
         return outcome
+
+    async def lookup(
+        self, text: str, key: str | None = None, url: str | None = None
+    ) -> dict[str, Any]:
+        """The verdict ``text`` (under ``key``, if given) would get, without storing anything:
+        the same dict as ``response.meta["neardup"]`` (``dropped`` is always ``None``). For a
+        callback that must decide before it yields, e.g. stop paginating a listing whose items
+        are all ``duplicate`` or ``unchanged``. A failure gives ``status == "skipped"``,
+        ``skipped == "error"`` (counted like any store failure; never raised). Under
+        ``NEARDUP_SCOPE`` ``domain`` or ``host``, the scope is ``key``'s, else ``url``'s (pass
+        ``response.url``)."""
+        from ..fingerprint.page import fingerprint_text
+
+        name = key if key is not None else "(lookup)"
+        self.stats.inc_value("neardup/lookups")
+        try:
+            self._unless_store_down()
+            result = await self.executor.compute(fingerprint_text, text, self.params)
+            try:
+                outcome = await self.executor.run(self.dedup.lookup, result, key, url)
+            except Exception as e:
+                if isinstance(e, StoreUnavailable):
+                    self._store_failed()
+                raise StoreCallError(e) from e
+        except Exception as e:
+            self.error("items", name, e)
+            return skipped_verdict(name, "error")
+        return verdict(outcome, name, None)
 
     def _unless_store_down(self) -> None:
         """Raise at once, without asking the store, while the breaker is open."""
@@ -324,3 +363,13 @@ class NearDupRuntime:
             return
         size = self.close()
         self.log.summary(self.store.uri, self.lifecycle.size_at_open, size)
+
+
+async def lookup(
+    crawler: Crawler, text: str, key: str | None = None, url: str | None = None
+) -> dict[str, Any]:
+    """The verdict ``text`` (under ``key``) would get from the crawler's store, storing nothing
+    (:meth:`NearDupRuntime.lookup`): ``await nearduppipe.lookup(self.crawler, text,
+    url=response.url)`` in a callback, e.g. to stop paginating a listing whose items are all
+    ``duplicate`` or ``unchanged``."""
+    return await NearDupRuntime.for_crawler(crawler).lookup(text, key, url)

@@ -121,14 +121,16 @@ class StatsLog:
 
     def progress(self, size: int | None, minutes: float) -> None:
         """The periodic line (every ``LOGSTATS_INTERVAL``, as Scrapy's own "Crawled N pages"):
-        what was checked since the start and per minute since the last line, every share of
-        it on one named base (pages checked), and the store's size."""
+        what was checked since the start and per minute since the last line, the duplicate
+        share on the reports' base (pages judged: stored as new, or dropped), and the store's
+        size."""
         get = self.stats.get_value
         checked = get("neardup/checked", 0)
         before, self._progress_checked = self._progress_checked, checked
         rate = (checked - before) / minutes if minutes > 0 else 0.0
         dropped = get("neardup/dropped", 0) + get("neardup/marked/duplicate", 0)
-        share = f" ({dropped / checked:.1%} of pages checked)" if checked else ""
+        judged = get("neardup/unique", 0) + dropped  # (the reports' base: stores/report.py)
+        share = f" ({dropped / judged:.1%} of pages judged)" if judged else ""
         logger.info(
             "nearduppipe: checked %(checked)d pages (at %(rate).0f pages/min): %(unique)d new, "
             "%(dropped)d near-duplicates%(share)s, %(unchanged)d unchanged and %(changed)d "

@@ -65,8 +65,13 @@ class Cluster:
 @dataclass(frozen=True)
 class DomainStats:
     host: str
-    seen: int  # unique pages of the host plus its drops
+    seen: int  # unique pages of the host plus its drops: the pages it had judged
     dropped: int
+
+    @property
+    def judged(self) -> int:
+        """The base of :attr:`rate`, as in the summary (:attr:`Report.judged`)."""
+        return self.seen
 
     @property
     def rate(self) -> float:
@@ -106,9 +111,16 @@ class Report:
         )
 
     @property
+    def judged(self) -> int:
+        """Pages judged against other keys' pages: stored as new, or dropped. The one base of
+        every duplicate rate (summary, domains, ``info``, the crawl's progress line): revisits
+        of a page's own key are not candidates for being a near-duplicate of another."""
+        return self.unique + self.dropped
+
+    @property
     def rate(self) -> float:
-        """The share of checks that dropped a page as a near-duplicate of another key."""
-        return self.dropped / self.seen if self.seen else 0.0
+        """``dropped / judged``: the share of judged pages dropped as near-duplicates."""
+        return self.dropped / self.judged if self.judged else 0.0
 
     def to_dict(self, max_clusters: int | None = None) -> dict[str, object]:
         """The JSON schema (``nearduppipe.report/1``); see docs/reports.md."""
@@ -120,6 +132,7 @@ class Report:
                 "pages_seen": self.seen,
                 "unique": self.unique,
                 "dropped": self.dropped,
+                "judged": self.judged,
                 "duplicate_rate": round(self.rate, 6),
                 "revisits_unchanged": self.revisits_unchanged,
                 "revisits_changed": self.revisits_changed,
@@ -137,6 +150,7 @@ class Report:
                     "host": d.host,
                     "pages_seen": d.seen,
                     "dropped": d.dropped,
+                    "judged": d.judged,
                     "duplicate_rate": round(d.rate, 6),
                 }
                 for d in self.domains

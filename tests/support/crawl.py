@@ -47,7 +47,9 @@ class ProbeSpider(scrapy.Spider):
     async def start(self) -> Any:
         # like start_urls (dont_filter=True), plus an errback that sees dropped pages
         for url in self.start_urls:
-            yield scrapy.Request(url, errback=self.on_error, dont_filter=True)
+            listing = self.item in ("listing", "stop_on_seen")
+            callback = self.listing if listing else self.parse
+            yield scrapy.Request(url, callback, errback=self.on_error, dont_filter=True)
 
     def on_error(self, failure: Any) -> None:
         from nearduppipe.middlewares import NearDuplicatePage
@@ -70,6 +72,27 @@ class ProbeSpider(scrapy.Spider):
         if self.follow:
             for href in response.css("a::attr(href)").getall():
                 yield response.follow(href, callback=self.parse)
+
+    async def listing(self, response: Any) -> Any:
+        """A listing: one item per ``div.item``, each keyed by the page's URL; follows "next".
+        ``stop_on_seen``: the recipe of docs, pagination stops at the first page whose items
+        the store has all seen (nearduppipe.lookup, before the next page is asked for)."""
+        from nearduppipe import lookup
+
+        self.reached.append(response.url)
+        items = [
+            {"url": response.url, "text": " ".join(div.css("p::text").getall())}
+            for div in response.css("div.item")
+        ]
+        follow = True
+        if self.item == "stop_on_seen":
+            verdicts = [await lookup(self.crawler, i["text"], url=response.url) for i in items]
+            follow = any(v["status"] not in ("duplicate", "unchanged") for v in verdicts)
+        for item in items:
+            yield item
+        nxt = response.css("a.next::attr(href)").get()
+        if nxt and follow:
+            yield response.follow(nxt, callback=self.listing)
 
 
 def main(config_path: str) -> None:

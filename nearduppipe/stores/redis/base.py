@@ -20,6 +20,7 @@ from ...fingerprint.rule import Fingerprints, Rule
 from ...index.layout import Layout
 from ..base import Decision, Entry, Store, StoreError, StoreUnavailable
 from ..memory import MemoryStore
+from ..scope import check_scope
 from . import keys as rk
 from .codec import encode_entry
 from .format1 import format1_keys, read_format1
@@ -212,6 +213,7 @@ class RedisBase(Store):
             )
         stored = Rule(**json.loads(meta["rule"]))
         stored_blocks = int(meta["blocks"])
+        check_scope(self._where(), stored, rule)
         asked = rule or stored
         if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
             blocks is not None and blocks != stored_blocks

@@ -18,6 +18,7 @@ from typing import Any
 from ...fingerprint.rule import Rule
 from ...index.layout import Layout
 from ..base import StoreError
+from ..scope import check_scope
 from . import keys as rk
 from .log import new_epoch
 from .loss import lost_at_open
@@ -131,6 +132,7 @@ def open_meta(
         meta = _init(client, where, prefix, fields)
     stored = Rule(**json.loads(meta["rule"]))
     stored_blocks, n = int(meta["blocks"]), int(meta["shards"])
+    check_scope(where, stored, rule)
     asked = rule or stored
     if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
         blocks is not None and blocks != stored_blocks

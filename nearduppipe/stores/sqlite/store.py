@@ -25,6 +25,7 @@ from ...fingerprint.rule import Fingerprints, Rule
 from ...index.columns import Column
 from ..base import DEFAULT_MAX_DECISIONS, Decision, Entry, Store, StoreError, register_store
 from ..indexed import COUNTERS, IndexedStore
+from ..scope import check_scope
 from .files import (
     FORMAT_VERSION,
     TABLE,
@@ -128,6 +129,7 @@ class SqliteStore(IndexedStore):
         prepare_file(self.path, self._lock_file, self.read_only, reset, rule)
         self._reader = read_connection(self.path) if self.path.exists() else None
         stored_rule = rule_of(self._reader) if self._reader is not None and not reset else None
+        check_scope(where, stored_rule, rule)
         super().__init__(
             where,
             rule or stored_rule or Rule(),

@@ -1,0 +1,72 @@
+"""One item, one key: the identity of items that carry their page's URL as their key.
+
+A listing page yields several items, and a spider often puts the page's URL in each one's key
+field. Under that one key they would hide behind each other (the second is ``again``: "this
+crawl job already checked this key"). The rule, applied by the pipeline to items the spider
+middleware saw come out of a page the downloader middleware judged:
+
+* an item whose key is its page's URL and whose text is near the page's own text (under the
+  store's rule) *is* that page (one article, one item): it keeps the URL as its key, and is
+  ``again`` behind the page's verdict, as before;
+* otherwise it is one of the page's items: its key is ``<URL>#item-<16 hex digits of the xxh3
+  digest of its text>``, so it does not shift when the listing puts new items on top, and an
+  unchanged item is an unchanged revisit of its own entry on the next crawl. The n-th identical
+  text on one page gets ``~n`` (n ≥ 2), so an exact copy on the same page is checked (and
+  dropped) like any other.
+
+Items whose key is anything else are judged by that key, as given.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+
+import xxhash
+
+from ..fingerprint.page import Fingerprinted
+from ..fingerprint.rule import Rule
+
+__all__ = ["PageOfItems", "item_key", "remember_page"]
+
+# Pages remembered between the spider middleware (as items leave the callback) and the
+# pipeline (which sees them moments later): a bound, not a cache that must hold a crawl.
+MAX_PAGES = 4096
+
+
+@dataclass
+class PageOfItems:
+    """A judged page whose items carry its URL: its fingerprints and the item texts seen."""
+
+    fingerprint: int
+    wide: int | None
+    texts: Counter[str] = field(default_factory=Counter)
+
+
+def remember_page(
+    pages: OrderedDict[str, PageOfItems], url: str, fingerprint: int, wide: int | None
+) -> None:
+    """Note that page ``url`` (with these fingerprints) yields items keyed by its URL."""
+    page = pages.get(url)
+    if page is None or page.fingerprint != fingerprint or page.wide != wide:
+        pages[url] = PageOfItems(fingerprint, wide)  # (a later visit's content replaces it)
+    pages.move_to_end(url)
+    while len(pages) > MAX_PAGES:
+        pages.popitem(last=False)
+
+
+def item_key(
+    page: PageOfItems, url: str, content: str | bytes, result: Fingerprinted, rule: Rule
+) -> str:
+    """The key of an item of ``page`` whose key field is ``url`` (module docstring)."""
+    fps = result.fingerprints
+    if fps is not None:
+        d = (fps.fp ^ page.fingerprint).bit_count()
+        dw = None if fps.wide is None or page.wide is None else (fps.wide ^ page.wide).bit_count()
+        if rule.is_near(d, dw):
+            return url  # the item is the page itself
+    data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
+    digest = xxhash.xxh3_64_hexdigest(data)
+    page.texts[digest] += 1
+    n = page.texts[digest]
+    return f"{url}#item-{digest}" + (f"~{n}" if n > 1 else "")
