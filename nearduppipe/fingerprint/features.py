@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .stopwords import STOP_WORDS
-from .tokenize import Segmenter, normalise, tokenize
+from .tokenize import Segmenter, normalise, token_counts, tokenize
 
 __all__ = ["FeatureConfig", "features", "idf_table"]
 
@@ -88,16 +88,42 @@ def _shingles(tokens: list[str], n: int) -> list[str]:
     return [" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
 
+# 1 + log(tf) for the term frequencies of almost every feature, computed by the same expression
+# as for any other tf (so the same float), looked up instead of a Python call per feature.
+_SUBLINEAR = [0.0, *(1.0 + math.log(c) for c in range(1, 4096))]
+
+
+def _counts(text: str, config: FeatureConfig) -> Counter[str]:
+    """Term frequencies of the selected features, in the order of their first occurrence."""
+    if config.shingle == 1 and config.min_token_chars == 1:
+        # Count first, then drop the stop words: the same counts in the same order as counting
+        # the filtered tokens, with a set operation over the distinct words instead of a
+        # membership test per token.
+        counts = token_counts(normalise(text), config.segmenter, normalised=True)
+        if config.drop_stop_words:
+            for word in counts.keys() & config.stop_words:
+                dict.__delitem__(counts, word)  # not Counter.__delitem__, a Python method
+        return counts
+    tokens = tokenize(normalise(text), config.segmenter, normalised=True)
+    return Counter(_shingles(_select_tokens(tokens, config), config.shingle))
+
+
 def features(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> dict[str, float]:
     """Weighted features of ``text``; empty when it has no usable token."""
-    tokens = _select_tokens(tokenize(normalise(text), config.segmenter, normalised=True), config)
-    counts = Counter(_shingles(tokens, config.shingle))
+    return _weigh(_counts(text, config), config)
+
+
+def _weigh(counts: Counter[str], config: FeatureConfig) -> dict[str, float]:
     if not counts:
         return {}
-    if config.sublinear_tf:
-        weights = {f: 1.0 + math.log(c) for f, c in counts.items()}
+    weights: dict[str, float]
+    if not config.sublinear_tf:
+        weights = dict(zip(counts, map(float, counts.values()), strict=True))
     else:
-        weights = {f: float(c) for f, c in counts.items()}
+        try:
+            weights = dict(zip(counts, map(_SUBLINEAR.__getitem__, counts.values()), strict=True))
+        except IndexError:  # a term frequency beyond the table
+            weights = {f: 1.0 + math.log(c) for f, c in counts.items()}
     if config.weighting == "tfidf":
         table, median = idf_table()
         if config.shingle == 1:

@@ -12,7 +12,10 @@ vector written most-significant bit first reads like the fingerprint in binary.
 
 from __future__ import annotations
 
+import contextlib
+import operator
 from collections.abc import Callable, Iterable, Mapping
+from itertools import compress, repeat
 from typing import Any
 
 import numpy as np
@@ -46,6 +49,7 @@ _U64 = np.uint64
 _GOLDEN = 0x9E3779B97F4A7C15
 _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB
+_MASK64 = (1 << 64) - 1
 
 
 class EmptyFeaturesError(ValueError):
@@ -86,16 +90,44 @@ def _hash_pairs(
     return hashes, weights
 
 
+# Rows of frequent features: a feature's xxh3_64 and its eight splitmix64 words (the wide
+# fingerprint's, see _wide_words) as 72 little-endian bytes, so that a page's matrix is one join
+# of cached rows and only features not seen lately are hashed. Bounded: emptied when full (~6 MB
+# at 2**15 rows). Shared by threads: a row, once computed, never changes.
+_ROW_WORDS = 1 + WIDE_BITS // 64
+_ROW_CACHE_SIZE = 1 << 15
+_row_cache: dict[str, bytes] = {}
+
+
+def _feature_rows(features: Mapping[Any, float]) -> np.ndarray:
+    """(n, 9) little-endian uint64 matrix: per feature the xxh3_64 of its UTF-8 text, then its
+    wide words. Raises AttributeError for a feature without ``encode`` (not a ``str``)."""
+    rows: list[Any] = list(map(_row_cache.get, features))
+    try:
+        data = b"".join(rows)
+    except TypeError:  # a None: features not cached
+        missing = list(compress(features, map(operator.is_, rows, repeat(None))))
+        digest = xxhash.xxh3_64_digest  # the canonical form: the hash, big-endian
+        hashes = b"".join([digest(f.encode("utf-8")) for f in missing])
+        hv = np.frombuffer(hashes, dtype=">u8").astype("<u8")
+        block = np.empty((len(hv), _ROW_WORDS), dtype="<u8")
+        block[:, 0] = hv
+        block[:, 1:] = _wide_words(hv, _ROW_WORDS - 1)
+        chunks = block.view(f"V{8 * _ROW_WORDS}").ravel().tolist()  # a bytes object per row
+        fresh = dict(zip(missing, chunks, strict=True))
+        rows = list(map(fresh.get, features, rows))  # a missing row from fresh, others kept
+        data = b"".join(rows)
+        if len(fresh) <= _ROW_CACHE_SIZE:
+            if len(_row_cache) + len(fresh) > _ROW_CACHE_SIZE:
+                _row_cache.clear()
+            _row_cache.update(fresh)
+    matrix: np.ndarray = np.frombuffer(data, dtype="<u8").reshape(-1, _ROW_WORDS)
+    return matrix
+
+
 def _hashes_and_weights(
     features: Features, bits: int, hashfunc: HashFunc | None
 ) -> tuple[list[int], list[float]]:
-    if hashfunc is None and isinstance(features, Mapping) and bits == 64:
-        # Fast path of the default pipeline: no per-feature wrapper call, no masking.
-        try:
-            digest = xxhash.xxh3_64_intdigest
-            return [digest(f.encode("utf-8")) for f in features], list(features.values())
-        except AttributeError:  # a non-str feature: take the general path
-            return _hash_pairs(features.items(), xxh3_64, bits)
     pairs = features.items() if isinstance(features, Mapping) else features
     return _hash_pairs(pairs, hashfunc or xxh3_64, bits)
 
@@ -103,13 +135,41 @@ def _hashes_and_weights(
 def _sign_bits(words: np.ndarray, w: np.ndarray, bits: int) -> int:
     """SimHash reduction: ``words`` is an (n, m) little-endian uint64 matrix of feature hash
     words; returns the ``bits``-bit integer whose bit j is set when the weighted sum of the
-    features' bit j is positive."""
+    features' bit j is positive.
+
+    ``sum_j = sum_i w_i * (2*b_ij - 1) = 2 * sum_g W_g * c_gj - sum(w)`` where ``g`` runs over
+    blocks of features of equal weight ``W_g`` and ``c_gj`` counts the features of block ``g``
+    with bit j set. The bits are unpacked one byte each and a block's bytes are added as uint64
+    words, eight byte-wide counters at a time (a block has at most 255 features, so no counter
+    carries into the next). Weights are integers (see :func:`_fixed_point`) and every sum is
+    below 2**53: exact, so the same as any other exact order of summation.
+    """
     n = words.shape[0]
-    hbits = np.unpackbits(words.view(np.uint8).reshape(n, -1), axis=1, bitorder="little")
-    # sum_j = sum_i w_i * (2*b_ij - 1) = 2 * (w @ b)_j - sum(w); exact in float64 (see above)
-    sums = 2.0 * (w @ hbits[:, :bits].astype(np.float64)) - float(w.sum())
+    wi = w.astype(np.int64)
+    order = np.argsort(wi, kind="stable")
+    ws = wi[order]
+    starts = _block_starts(np.flatnonzero(ws[1:] != ws[:-1]).tolist(), n)
+    hbits = np.unpackbits(words[order].view(np.uint8), axis=1, bitorder="little")
+    blocks = np.add.reduceat(hbits.view(np.uint64), starts, axis=0)
+    counts = blocks.view(np.uint8)[:, :bits].astype(np.int64)
+    sums = 2 * (ws[starts] @ counts) - int(wi.sum())
     packed = np.packbits(sums > 0, bitorder="little")
     return int.from_bytes(packed.tobytes(), "little")
+
+
+def _block_starts(changes: list[int], n: int) -> list[int]:
+    """First row of each block: a new block where the weight changes (after row ``changes[k]``)
+    and every 255 rows within a run of one weight."""
+    starts = [0]
+    for end in [*changes, n - 1]:
+        end += 1
+        start = starts[-1]
+        while end - start > 255:
+            start += 255
+            starts.append(start)
+        if end < n:
+            starts.append(end)
+    return starts
 
 
 def _wide_words(hashes: np.ndarray, words: int) -> np.ndarray:
@@ -130,6 +190,13 @@ def simhash(features: Features, bits: int = 64, hashfunc: HashFunc | None = None
     """
     if not 1 <= bits <= 64:
         raise ValueError(f"bits must be between 1 and 64, not {bits!r}")
+    if hashfunc is None and isinstance(features, Mapping) and bits == 64 and features:
+        try:  # the default pipeline: cached rows, of which the first word is the hash
+            hv = np.ascontiguousarray(_feature_rows(features)[:, :1])
+        except AttributeError:  # a non-str feature: take the general path
+            pass
+        else:
+            return _sign_bits(hv, _fixed_point(list(features.values())), 64)
     hashes, weights = _hashes_and_weights(features, bits, hashfunc)
     if not hashes:
         raise EmptyFeaturesError("no features to fingerprint")
@@ -143,14 +210,20 @@ def simhash_pair(features: Features, wide_bits: int = WIDE_BITS) -> Fingerprints
     so it costs one more matrix product, not ``wide_bits / 64`` more string hashes."""
     if wide_bits % 64 or not 64 <= wide_bits <= 1024:
         raise ValueError(f"wide_bits must be a multiple of 64 up to 1024, not {wide_bits!r}")
-    hashes, weights = _hashes_and_weights(features, 64, None)
-    if not hashes:
-        raise EmptyFeaturesError("no features to fingerprint")
-    hv = np.array(hashes, dtype="<u8")
-    w = _fixed_point(weights)
-    fp = _sign_bits(hv.reshape(-1, 1), w, 64)
-    wide = _sign_bits(np.ascontiguousarray(_wide_words(hv, wide_bits // 64)), w, wide_bits)
-    return Fingerprints(fp, wide)
+    words: np.ndarray | None = None
+    if isinstance(features, Mapping) and features and wide_bits == 64 * (_ROW_WORDS - 1):
+        with contextlib.suppress(AttributeError):  # a non-str feature: the general path
+            words, weights = _feature_rows(features), list(features.values())
+    if words is None:
+        hashes, weights = _hashes_and_weights(features, 64, None)
+        if not hashes:
+            raise EmptyFeaturesError("no features to fingerprint")
+        hv = np.array(hashes, dtype="<u8")
+        words = np.empty((len(hv), 1 + wide_bits // 64), dtype="<u8")
+        words[:, 0] = hv
+        words[:, 1:] = _wide_words(hv, wide_bits // 64)
+    both = _sign_bits(words, _fixed_point(weights), 64 + wide_bits)  # one reduction for both
+    return Fingerprints(both & _MASK64, both >> 64)
 
 
 def fingerprints(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> Fingerprints:

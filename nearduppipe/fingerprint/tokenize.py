@@ -11,6 +11,9 @@ and lower case give the same features. It is then split into runs by script:
 * Everything else becomes word tokens (letters and digits, with inner apostrophes).
 
 Punctuation and white space never become tokens.
+
+:func:`token_counts` gives ``Counter(tokenize(text))`` (the same counts, in the same order)
+without a Python step per token; the default pipeline uses it (see ``features._counts``).
 """
 
 from __future__ import annotations
@@ -19,20 +22,28 @@ import functools
 import logging
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Literal
 
-__all__ = ["Segmenter", "get_segmenter", "normalise", "tokenize"]
+__all__ = ["Segmenter", "get_segmenter", "normalise", "token_counts", "tokenize"]
 
 Segmenter = Literal["rjieba", "jieba", "chars", "bigrams"]
 
 _HAN = "\u4e00-\u9fd5"  # jieba's re_han_default Han range: keep identical to jieba
 _NOSPACE = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff"
-_TOKEN_RE = re.compile(
-    rf"(?P<han>[{_HAN}]+)"
-    rf"|(?P<nospace>[{_NOSPACE}]+)"
-    rf"|(?P<word>[^\W_{_HAN}{_NOSPACE}]+(?:['’][^\W_{_HAN}{_NOSPACE}]+)*)"
-)
+_WORD = rf"[^\W_{_HAN}{_NOSPACE}]+(?:['’][^\W_{_HAN}{_NOSPACE}]+)*"
+_TOKEN_RE = re.compile(rf"(?P<han>[{_HAN}]+)|(?P<nospace>[{_NOSPACE}]+)|(?P<word>{_WORD})")
+# The same tokens, except that Han runs with no token between them (only punctuation or space:
+# characters no token contains) are matched as one group: a Chinese page has a handful of
+# groups where it has hundreds of runs, and each group is segmented with one call.
+_NOT_TOKEN = rf"(?:[^\w{_NOSPACE}]|_)"
+_HAN_GROUP = rf"[{_HAN}]+(?:{_NOT_TOKEN}+[{_HAN}]+)*"
+_MATCH_RE = re.compile(rf"{_WORD}|{_HAN_GROUP}|[{_NOSPACE}]+")  # first characters are disjoint
+_SPECIAL_RE = re.compile(rf"[{_HAN}{_NOSPACE}]")
+_NOSPACE_RE = re.compile(rf"[{_NOSPACE}]")
+_HAN_RE = re.compile(rf"[{_HAN}]+")
 
 
 def normalise(text: str) -> str:
@@ -114,3 +125,40 @@ def tokenize(text: str, segmenter: Segmenter = "rjieba", *, normalised: bool = F
                 break
             tokens.append(token)
     return tokens
+
+
+def token_counts(
+    text: str, segmenter: Segmenter = "rjieba", *, normalised: bool = False
+) -> Counter[str]:
+    """``Counter(tokenize(text, segmenter))``, the same counts in the same order (of first
+    occurrence), built without a Python step per token: the tokens are fed to the counter
+    straight from the regex and the segmenter's lists, and the segmenter's run separators
+    (``"\\n"``, which no token is) are taken out of the counts at the end."""
+    if not normalised:
+        text = normalise(text)
+    found = _MATCH_RE.findall(text)
+    if not _SPECIAL_RE.search(text):  # no Han, no no-space script: every match is a word
+        return Counter(found)
+    # the words between Han groups and no-space runs as slices of the matches, each group as
+    # the segmenter's tokens of its runs, each run as its bigrams: one stream to the counter
+    parts: list[Iterable[str]] = []
+    cut: Callable[[str], list[str]] | None = None
+    start = 0
+    for i, match in enumerate(found):  # a Chinese page has a handful of matches but words
+        first = match[0]
+        if first < "\u0e00":  # a word in a Latin, Greek, Cyrillic, Arabic... script
+            continue
+        if "\u4e00" <= first <= "\u9fd5":
+            cut = cut or get_segmenter(segmenter)
+            parts.append(found[start:i])
+            parts.append(cut("\n".join(_HAN_RE.findall(match))))
+        elif _NOSPACE_RE.match(first):
+            parts.append(found[start:i])
+            parts.append(_bigrams(match))
+        else:
+            continue
+        start = i + 1
+    parts.append(found[start:])
+    counts = Counter(chain.from_iterable(parts))
+    counts.pop("\n", None)
+    return counts
