@@ -364,3 +364,24 @@ def test_out_of_memory_masters_refuse_checks_but_serve_searches_and_removals(
             admin.config_set("maxmemory", 0)
             admin.close()
         store.close()
+
+
+def test_scope_on_a_cluster(cluster: LocalCluster, request: pytest.FixtureRequest) -> None:
+    """NEARDUP_SCOPE on Redis Cluster: the same page on two hosts kept twice under host, found
+    again on its own host; the scope is recorded and another is refused."""
+    from nearduppipe.fingerprint.page import Fingerprinted
+    from nearduppipe.fingerprint.rule import Fingerprints, Rule
+    from nearduppipe.stores.decide import Deduplicator
+
+    prefix = _prefix(request)
+    page = Fingerprinted(Fingerprints(0x0123_4567_89AB_CDEF, (1 << 511) | 0xBEEF), None, 500)
+    with open_store(cluster.url, prefix=prefix, reset=True, rule=Rule(scope="host")) as s:
+        dedup = Deduplicator(s)
+        assert dedup.decide(page, "https://a.example/1").status == "new"
+        assert dedup.decide(page, "https://b.example/1").status == "new"
+        again = dedup.decide(page, "https://a.example/2")
+        assert again.status == "duplicate" and again.match is not None
+        assert again.match.key == "https://a.example/1"
+        assert again.match.fingerprint == page.fingerprint  # its own, unmasked
+    with pytest.raises(StoreError, match="scope 'host'"):
+        open_store(cluster.url, prefix=prefix, rule=Rule())
