@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from itemadapter import ItemAdapter
 from scrapy import Request
@@ -29,7 +29,7 @@ from scrapy.http import HtmlResponse
 
 from .fingerprint.page import fingerprint_html
 from .runtime import NearDupRuntime
-from .runtime.items import remember_page
+from .runtime.items import html_digest, remember_page
 from .runtime.verdict import skipped_verdict, verdict
 from .stores import Match
 
@@ -134,6 +134,7 @@ class NearDupMiddleware:
         if outcome.fingerprint is not None:
             request.meta["neardup_fingerprint"] = outcome.fingerprint
             request.meta["neardup_wide"] = outcome.wide
+            request.meta["neardup_text_length"] = outcome.text_length
         return response
 
     def __repr__(self) -> str:
@@ -159,6 +160,7 @@ class NearDupSpiderMiddleware:
         self.runtime = runtime
         self.field = runtime.config.verdict_field
         self.key_field = runtime.config.key_field
+        self.html_field = runtime.config.html_field
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupSpiderMiddleware:
@@ -192,17 +194,20 @@ class NearDupSpiderMiddleware:
                 yield kept
         self._count(verdict_, dropped)
 
-    def _pass(
-        self, o: Any, verdict_: dict[str, Any] | None, page: tuple[str, int, int | None] | None
-    ) -> Any:
+    def _pass(self, o: Any, verdict_: dict[str, Any] | None, page: _Page | None) -> Any:
         if verdict_ is None or isinstance(o, Request):
             return o
         if verdict_["dropped"] == "items":
             return None
         if page is not None or self.field is not None:
             adapter = ItemAdapter(o)
-            if page is not None and adapter.get(self.key_field) == page[0]:
-                remember_page(self.runtime.pages_of_items, *page)
+            if page is not None and adapter.get(self.key_field) == page.url:
+                noted = remember_page(
+                    self.runtime.pages_of_items, page.url, page.fp, page.wide, page.text_length
+                )
+                html = adapter.get(self.html_field)
+                if noted.html is None and isinstance(html, str) and html == page.text:
+                    noted.html = html_digest(html)  # the pipeline will not extract it again
             if self.field is not None:
                 self.runtime.set_field(adapter, self.field, dict(verdict_), "verdict")
         return o
@@ -213,17 +218,32 @@ class NearDupSpiderMiddleware:
             self.runtime.log.items_dropped_with_page(verdict_, dropped)
 
 
-def _page_of(response: Response | None) -> tuple[str, int, int | None] | None:
-    """The URL and fingerprints of a page the downloader middleware judged, or ``None``."""
+class _Page(NamedTuple):
+    url: str
+    fp: int
+    wide: int | None
+    text_length: int
+    text: str | None
+
+
+def _page_of(response: Response | None) -> _Page | None:
+    """The URL, fingerprints and HTML of a page the downloader middleware judged, or ``None``."""
     try:
         meta = response.meta if response is not None else None
     except AttributeError:
         return None
     fp = None if meta is None else meta.get("neardup_fingerprint")
-    if not isinstance(fp, int) or response is None:
+    if not isinstance(fp, int) or response is None or meta is None:
         return None
-    wide = meta.get("neardup_wide") if meta is not None else None
-    return response.url, fp, wide if isinstance(wide, int) else None
+    wide, n = meta.get("neardup_wide"), meta.get("neardup_text_length")
+    text = response.text if isinstance(response, HtmlResponse) else None
+    return _Page(
+        response.url,
+        fp,
+        wide if isinstance(wide, int) else None,
+        n if isinstance(n, int) else 0,
+        text,
+    )
 
 
 def _verdict_of(response: Response | None) -> dict[str, Any] | None:

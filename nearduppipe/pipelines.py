@@ -17,7 +17,7 @@ from scrapy.exceptions import DropItem
 
 from .fingerprint.page import Fingerprinted, fingerprint_html, fingerprint_text
 from .runtime import NearDupRuntime
-from .runtime.items import item_key
+from .runtime.items import item_key, same_html
 from .runtime.verdict import verdict
 from .stores import Match
 
@@ -90,8 +90,10 @@ class NearDupPipeline:
         # An item carrying its page's URL gets a key of its own unless it is the page itself
         # (runtime/items.py); the key is chosen once its fingerprints are known.
         page = runtime.pages_of_items.get(key) if same_job else None
-        key_for = None
-        if page is not None:
+        key_for, known = None, None
+        if page is not None and text is None and same_html(page, html):
+            known = page.fingerprinted()  # the page's own HTML: fingerprinted once, by the page
+        elif page is not None:
 
             def key_for(result: Fingerprinted) -> str:
                 nonlocal key
@@ -109,6 +111,9 @@ class NearDupPipeline:
                     job=same_job,
                     key_for=key_for,
                 )
+            elif known is not None:
+                runtime.stats.inc_value("neardup/items/from_page")
+                outcome = await runtime.check(None, key=key, source="items", known=known)
             else:
                 outcome = await runtime.check(
                     fingerprint_html,

@@ -61,3 +61,20 @@ def test_stop_on_seen_stops_at_the_first_page_of_seen_items(tmp_path: Path) -> N
     assert [u.removeprefix(base) for u in second["reached"]] == ["page1.html", "page2.html"]
     assert sorted(i["text"] for i in second["items"]) == sorted(texts[:3])
     assert second["stats"]["neardup/lookups"] == 10
+
+
+def test_an_item_carrying_its_pages_html_is_not_extracted_again(tmp_path: Path) -> None:
+    """The add-on's pipeline takes the page's fingerprints for an item whose HTML field is the
+    response's HTML (one extraction per page, not two); the verdicts stay those of the page."""
+    from .support.recrawl_site import OLD, build
+
+    site = tmp_path / "site"
+    site.mkdir()
+    build(site, 1)
+    settings = {"NEARDUP_STORE": str(tmp_path / "s.sqlite"), "NEARDUP_EXECUTOR": "thread"}
+    with serve_directory(site) as base:
+        result = crawl(tmp_path, "html", base + "index.html", settings, item="html")
+    stats = result["stats"]
+    assert len(result["items"]) == OLD  # every article's item kept: it is its page
+    assert stats["neardup/items/from_page"] == OLD == stats["neardup/items/again"]
+    assert stats["neardup/items/checked"] == OLD

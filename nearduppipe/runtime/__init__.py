@@ -150,21 +150,27 @@ class NearDupRuntime:
 
     async def check(
         self,
-        fn: Callable[..., Fingerprinted],
+        fn: Callable[..., Fingerprinted] | None,
         *args: Any,
         key: str,
         source: Source,
         job: bool = True,
         key_for: Callable[[Fingerprinted], str] | None = None,
+        known: Fingerprinted | None = None,
     ) -> Outcome:
         """Fingerprint (``fn(*args)`` in a worker, within ``NEARDUP_PAGE_TIMEOUT``), then
         check ``key`` in the thread pool (``job=False``: without this crawl's job id, for keys
         made from the content itself; ``key_for``: the key, chosen once the fingerprints are
-        known). Failures reach the caller, which keeps the page and hands them to
-        :meth:`error`."""
+        known; ``known``: fingerprints already computed, e.g. the page's own for an item that
+        carries its HTML, so ``fn`` is not run). Failures reach the caller, which keeps the
+        page and hands them to :meth:`error`."""
         dedup = self.dedup if job else self.dedup_no_job
         self._unless_store_down()  # (not even fingerprinted for a store that is down)
-        result = await self.executor.compute(fn, *args)
+        if known is not None:
+            result = known
+        else:
+            assert fn is not None
+            result = await self.executor.compute(fn, *args)
         if key_for is not None:
             key = key_for(result)
         if result.fingerprint is None:  # nothing to check: no store call, no thread hop

@@ -15,6 +15,10 @@ middleware saw come out of a page the downloader middleware judged:
   dropped) like any other.
 
 Items whose key is anything else are judged by that key, as given.
+
+An item that carries its page's whole HTML (``NEARDUP_HTML_FIELD`` holding ``response.text``,
+keyed by the page's URL) is the page itself: the pipeline takes the page's fingerprints instead
+of extracting the same HTML a second time (:func:`same_html`).
 """
 
 from __future__ import annotations
@@ -25,9 +29,9 @@ from dataclasses import dataclass, field
 import xxhash
 
 from ..fingerprint.page import Fingerprinted
-from ..fingerprint.rule import Rule
+from ..fingerprint.rule import Fingerprints, Rule
 
-__all__ = ["PageOfItems", "item_key", "remember_page"]
+__all__ = ["PageOfItems", "html_digest", "item_key", "remember_page", "same_html"]
 
 # Pages remembered between the spider middleware (as items leave the callback) and the
 # pipeline (which sees them moments later): a bound, not a cache that must hold a crawl.
@@ -40,19 +44,40 @@ class PageOfItems:
 
     fingerprint: int
     wide: int | None
+    text_length: int = 0
+    html: int | None = None  # xxh3_64 of the page's HTML, once an item is seen to carry it
     texts: Counter[str] = field(default_factory=Counter)
+
+    def fingerprinted(self) -> Fingerprinted:
+        """The page's own fingerprints, as the pipeline's worker would have computed them."""
+        return Fingerprinted(Fingerprints(self.fingerprint, self.wide), None, self.text_length)
 
 
 def remember_page(
-    pages: OrderedDict[str, PageOfItems], url: str, fingerprint: int, wide: int | None
-) -> None:
+    pages: OrderedDict[str, PageOfItems],
+    url: str,
+    fingerprint: int,
+    wide: int | None,
+    text_length: int = 0,
+) -> PageOfItems:
     """Note that page ``url`` (with these fingerprints) yields items keyed by its URL."""
     page = pages.get(url)
     if page is None or page.fingerprint != fingerprint or page.wide != wide:
-        pages[url] = PageOfItems(fingerprint, wide)  # (a later visit's content replaces it)
+        page = pages[url] = PageOfItems(fingerprint, wide, text_length)  # (a later visit's)
     pages.move_to_end(url)
     while len(pages) > MAX_PAGES:
         pages.popitem(last=False)
+    return page
+
+
+def html_digest(html: str | bytes) -> int:
+    data = html.encode("utf-8", "surrogatepass") if isinstance(html, str) else html
+    return xxhash.xxh3_64_intdigest(data)
+
+
+def same_html(page: PageOfItems, html: str | bytes | None) -> bool:
+    """Whether an item's HTML is its page's (then its fingerprints are the page's)."""
+    return html is not None and page.html is not None and html_digest(html) == page.html
 
 
 def item_key(
