@@ -48,8 +48,8 @@ def article_paragraphs(rng: random.Random, chars: int, lang: str = "zh") -> list
     return paras
 
 
-def _links(rng: random.Random, n: int, prefix: str) -> str:
-    words = [
+_WORDS = {
+    "zh": [
         "新闻",
         "财经",
         "体育",
@@ -62,15 +62,69 @@ def _links(rng: random.Random, n: int, prefix: str) -> str:
         "健康",
         "Video",
         "App",
-    ]
+    ],
+    "en": [
+        "News",
+        "Business",
+        "Sport",
+        "Culture",
+        "Tech",
+        "Cars",
+        "Homes",
+        "Travel",
+        "Science",
+        "Health",
+        "Video",
+        "App",
+    ],
+}
+_LABELS = {  # the page's fixed chrome: (site, ad, info, figure, comment, hot, recommended, footer)
+    "zh": (
+        "城市门户网",
+        "广告:家电大促,全场五折起 · 限时抢购 · 立即下单",
+        "来源:城市门户网 编辑:张三",
+        "图{i} 资料图片",
+        "网友{n}:说得好!{i}",
+        "热门排行",
+        "推荐阅读",
+        "版权所有 © 2026 城市门户网 · 京ICP备00000000号",
+    ),
+    "en": (
+        "City Portal",
+        "Advertisement: Black Friday deals, up to 50% off · Shop now",
+        "By Jane Smith, City Portal staff",
+        "Figure {i}: file photo",
+        "reader{n}: well said! {i}",
+        "Most read",
+        "Recommended for you",
+        "Copyright © 2026 City Portal Media Ltd. All rights reserved.",
+    ),
+}
+
+
+def _links(rng: random.Random, n: int, prefix: str, lang: str = "zh") -> str:
+    words = _WORDS[lang]
+    channel = "频道" if lang == "zh" else "channel"
     return "".join(
         f'<li class="c{i % 120}"><a href="/{prefix}/{rng.randrange(10**6)}.html?from=nav&amp;pos={i}">'
-        f"{rng.choice(words)}{rng.choice(words)}频道 {i}</a></li>"
+        f"{rng.choice(words)}{rng.choice(words)}{channel} {i}</a></li>"
         for i in range(n)
     )
 
 
-def portal_page(title: str, paragraphs: list[str], rng: random.Random, links: str = "") -> str:
+def portal_page(
+    title: str,
+    paragraphs: list[str],
+    rng: random.Random,
+    links: str = "",
+    lang: str = "zh",
+    site_seed: int | None = None,
+) -> str:
+    """One article on a portal page. ``lang`` is the language of the chrome; with ``site_seed``
+    the top navigation and the footer are the same on every page (a site's fixed chrome), the
+    ranking and recommendation lists and the comments still change from page to page."""
+    site, ad, info, figure, comment, hot, rec, footer = _LABELS[lang]
+    site_rng = rng if site_seed is None else random.Random(site_seed)
     body = []
     for i, p in enumerate(paragraphs):
         cut = len(p) // 3
@@ -81,22 +135,29 @@ def portal_page(title: str, paragraphs: list[str], rng: random.Random, links: st
         if i % 4 == 1:
             body.append(
                 f'<figure><img src="/img/{rng.randrange(10**6)}.jpg" alt="">'
-                f"<figcaption>图{i} 资料图片</figcaption></figure>"
+                f"<figcaption>{figure.format(i=i)}</figcaption></figure>"
             )
-    return f"""<!DOCTYPE html><html lang="zh-CN"><head><meta charset="utf-8">
-<title>{html.escape(title)} - 城市门户网</title><style>{_CSS}</style>
+    topbar = _links(site_rng, 60, "nav", lang)
+    comments = "".join(
+        f'<div class="cm">{comment.format(n=rng.randrange(10**4), i=i)}</div>' for i in range(15)
+    )
+    hot_links = _links(rng, 40, "hot", lang)
+    rec_links = _links(rng, 40, "rec", lang)
+    footer_links = _links(site_rng, 100, "site", lang)
+    return f"""<!DOCTYPE html><html lang="{"zh-CN" if lang == "zh" else "en"}"><head><meta charset="utf-8">
+<title>{html.escape(title)} - {site}</title><style>{_CSS}</style>
 <script>{_JS}</script></head><body>
-<div id="topbar"><ul>{_links(rng, 60, "nav")}</ul></div>
-<div class="ad">广告:家电大促,全场五折起 · 限时抢购 · 立即下单</div>
+<div id="topbar"><ul>{topbar}</ul></div>
+<div class="ad">{ad}</div>
 <div class="main"><div class="left"><article>
-<h1>{html.escape(title)}</h1><div class="info">2026-11-22 08:00 来源:城市门户网 编辑:张三</div>
+<h1>{html.escape(title)}</h1><div class="info">2026-11-22 08:00 {info}</div>
 {"".join(body)}
 {links}
 </article>
-<div class="comments">{"".join(f'<div class="cm">网友{rng.randrange(10**4)}:说得好!{i}</div>' for i in range(15))}</div>
-</div><div class="right"><h3>热门排行</h3><ol>{_links(rng, 40, "hot")}</ol>
-<h3>推荐阅读</h3><ul>{_links(rng, 40, "rec")}</ul></div></div>
-<div id="footer"><ul>{_links(rng, 100, "site")}</ul><p>版权所有 © 2026 城市门户网 · 京ICP备00000000号</p></div>
+<div class="comments">{comments}</div>
+</div><div class="right"><h3>{hot}</h3><ol>{hot_links}</ol>
+<h3>{rec}</h3><ul>{rec_links}</ul></div></div>
+<div id="footer"><ul>{footer_links}</ul><p>{footer}</p></div>
 </body></html>
 """
 

@@ -7,7 +7,9 @@ Sources (read at run time from installed packages, never copied into this reposi
 * English: the Python documentation topics shipped with CPython (``pydoc_data.topics``, PSF).
 
 Near-duplicate kinds (must be dropped as duplicates of their group's base page):
-``template`` other site chrome (navigation, cookie banner, share bar, comments); ``counters``
+``template`` other site chrome (navigation, cookie banner, share bar, comments); ``portal`` the
+article on a realistic ~50 KB portal page (benchmarks/pages.py: a site's fixed navigation and
+footer link farms, ranking and recommendation lists, comments, captions); ``counters``
 other date, view counter and tracking links; ``edit_1pct`` / ``edit_3pct`` that share of words
 replaced; ``sentence_added`` / ``sentence_removed``; ``typos`` three characters changed;
 ``truncated`` the last 5% of the text missing.
@@ -32,8 +34,12 @@ sys.path.insert(0, str(ROOT))
 from nearduppipe.fingerprint.tokenize import get_segmenter  # noqa: E402
 from sample_spider.site_builder import template_a, template_b  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pages import portal_page  # noqa: E402
+
 POSITIVE = [
     "template",
+    "portal",
     "counters",
     "edit_1pct",
     "edit_3pct",
@@ -172,6 +178,10 @@ def list_page(items: list[tuple[str, str]], n: int) -> str:
 
 def build(n_zh: int = 100, n_en: int = 60, seed: int = 7) -> list[Page]:
     rng = random.Random(seed)
+    # The portal copies draw from their own generator and are placed after the shuffle below,
+    # so every other page, and the crawl order among them, is what it was before they existed.
+    host_rng = random.Random(seed + 1_000_003)
+    portals: list[Page] = []
     pages: list[Page] = []
     for lang, source in (("zh", zh_articles(2 * n_zh)), ("en", en_articles(2 * n_en))):
         n = n_zh if lang == "zh" else n_en
@@ -199,6 +209,15 @@ def build(n_zh: int = 100, n_en: int = 60, seed: int = 7) -> list[Page]:
 
             add("base", template_a(t, "2026-01-05 08:00", paras, 1024))
             add("template", template_b(t, "2026-01-05 09:30", paras, 88))
+            portals.append(
+                Page(
+                    f"https://portal.example/{g}/{len(portals)}",
+                    lang,
+                    g,
+                    "portal",
+                    portal_page(t, paras, host_rng, lang=lang, site_seed=seed),
+                )
+            )
             add("counters", template_a(t, "2026-01-06 17:45", paras, 98765))
             add("edit_1pct", template_a(t, "2026-01-05 08:00", ed.replace_words(paras, 0.01)))
             add("edit_3pct", template_a(t, "2026-01-05 08:00", ed.replace_words(paras, 0.03)))
@@ -233,4 +252,6 @@ def build(n_zh: int = 100, n_en: int = 60, seed: int = 7) -> list[Page]:
     first = [p for p in pages if p.kind in ("base", "list_page")]
     rest = [p for p in pages if p.kind not in ("base", "list_page")]
     rng.shuffle(rest)
+    for page in portals:
+        rest.insert(host_rng.randrange(len(rest) + 1), page)
     return first + rest

@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol
 
 from .fingerprint.features import FeatureConfig
 from .fingerprint.rule import Rule
-from .fingerprint.text import TextLimits
+from .fingerprint.text import ExtractorUnavailable, TextLimits, require_extractor
 from .settings_redis import read_redis_settings
 
 __all__ = [
@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_SIMILARITY": 0.93,  # cosine; None: the paper's 64-bit rule (docs/quality.md)
     "NEARDUP_DISTANCE": None,  # 64-bit radius; None: 8 with a similarity, 3 (the paper's k) without
     "NEARDUP_SCOPE": "global",  # compare a page with every page, or its "domain"'s or "host"'s
+    "NEARDUP_EXTRACTOR": "trafilatura",  # or "resiliparse": pip install 'nearduppipe[resiliparse]'
     # what a near-copy of another page, and an unchanged revisit of a page's own entry, drop:
     # "page" (the response: its links are not followed), "items" (the spider runs, its items
     # are dropped), "mark" (nothing: the verdict is in response.meta["neardup"])
@@ -245,7 +246,16 @@ class NearDupConfig:
             raise NearDupConfigError(
                 f'NEARDUP_SCOPE must be "global", "domain" or "host", not {scope!r}'
             )
-        rule = Rule(similarity=similarity, radius=distance, scope=scope)
+        extractor = get("NEARDUP_EXTRACTOR")
+        if extractor not in ("trafilatura", "resiliparse"):
+            raise NearDupConfigError(
+                f'NEARDUP_EXTRACTOR must be "trafilatura" or "resiliparse", not {extractor!r}'
+            )
+        try:  # (the extra missing: stop at start-up, naming it)
+            require_extractor(extractor)
+        except ExtractorUnavailable as e:
+            raise NearDupConfigError(str(e)) from None
+        rule = Rule(similarity=similarity, radius=distance, scope=scope, extractor=extractor)
         blocks = _int("NEARDUP_BLOCKS", get("NEARDUP_BLOCKS"), 1, 64, optional=True)
         if blocks is not None:
             from .index.layout import Layout

@@ -36,7 +36,7 @@ ALLOWED = {
 }
 CORE_FORBIDDEN = {"scrapy", "twisted"}  # at any depth of a core module, even TYPE_CHECKING
 # third-party libraries the fingerprint layer may use (besides the standard library)
-FINGERPRINT_LIBS = {"trafilatura", "jieba", "rjieba", "xxhash", "numpy", "lxml"}
+FINGERPRINT_LIBS = {"trafilatura", "jieba", "rjieba", "xxhash", "numpy", "lxml", "resiliparse"}
 # the store registry loads its backends lazily (a function-level import: see stores/__init__)
 REGISTRY = {
     ("nearduppipe.stores.base", "nearduppipe.stores"),

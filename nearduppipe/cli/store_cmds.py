@@ -70,6 +70,7 @@ def _summary(store: Store) -> dict[str, Any]:
         "items": info.items.as_dict(),
         "judged": judged,
         "duplicate_rate": round(dropped / judged, 6) if judged else None,
+        "extractor": info.rule.extractor,  # (fingerprints of two extractors do not compare)
         "rule": info.rule.as_dict(),
         "rule_text": info.rule.describe(),
         "ttl": info.ttl,
@@ -97,6 +98,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
         if rate is not None
         else "dup rate:   n/a",
         f"rule:       {s['rule_text']}",
+        f"extractor:  {s['extractor']} (the text its fingerprints were made from)",
     ]
     if "file_bytes" in s:
         lines.append(f"file size:  {s['file_bytes'] / 1e6:.1f} MB")

@@ -16,7 +16,15 @@ from typing import NamedTuple
 from .features import DEFAULT_FEATURES, FeatureConfig, features
 from .rule import Fingerprints
 from .simhash import simhash_pair
-from .text import DEFAULT_LIMITS, TextLimits, extract, normalise_whitespace
+from .text import (
+    DEFAULT_EXTRACTOR,
+    DEFAULT_LIMITS,
+    Extractor,
+    TextLimits,
+    extract,
+    normalise_whitespace,
+    require_extractor,
+)
 
 __all__ = ["FingerprintParams", "Fingerprinted", "fingerprint_html", "fingerprint_text"]
 
@@ -29,6 +37,12 @@ class FingerprintParams:
     limits: TextLimits = field(default=DEFAULT_LIMITS)
     min_text_length: int = 200
     keep_text: int = 0  # characters of text kept as a sample with each decision (0: none)
+    # the HTML → text extractor (see .text); fingerprints of two extractors are not comparable
+    extractor: Extractor = DEFAULT_EXTRACTOR
+
+    def __post_init__(self) -> None:
+        # an unknown name or a missing extra fails here, when a crawl builds its parameters
+        require_extractor(self.extractor)
 
 
 class Fingerprinted(NamedTuple):
@@ -67,7 +81,7 @@ def fingerprint_html(
     html: str | bytes, url: str | None, params: FingerprintParams
 ) -> Fingerprinted:
     """Extract the main text of a page and fingerprint it."""
-    extraction = extract(html, url, params.limits)
+    extraction = extract(html, url, params.limits, params.extractor)
     if extraction.text is None:
         return Fingerprinted(None, extraction.reason, 0)
     return fingerprint_text(extraction.text, params)

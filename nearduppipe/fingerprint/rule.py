@@ -61,8 +61,15 @@ class Rule:
     wide_bits: int = WIDE_BITS
     legacy_distance: int = 3
     scope: str = "global"  # which pages are compared: global, domain, host (stores/scope.py)
+    # the HTML → text extractor the fingerprints come from (text.py): two extractors' texts
+    # differ, so their fingerprints are not comparable and a store holds one extractor's
+    extractor: str = "trafilatura"
 
     def __post_init__(self) -> None:
+        if self.extractor not in ("trafilatura", "trafilatura-fast", "resiliparse"):
+            raise ValueError(
+                f"extractor must be trafilatura or resiliparse, not {self.extractor!r}"
+            )
         if self.scope not in ("global", "domain", "host"):
             raise ValueError(f"scope must be global, domain or host, not {self.scope!r}")
         if self.similarity is not None and not (
@@ -107,6 +114,8 @@ class Rule:
 
     def describe(self) -> str:
         within = "" if self.scope == "global" else f", within one {self.scope}"
+        if self.extractor != "trafilatura":
+            within += f", text by {self.extractor}"
         if self.similarity is None:
             return f"64-bit distance <= {self.radius} (the paper's rule){within}"
         return (
@@ -123,6 +132,8 @@ class Rule:
         }
         if self.scope != "global":  # (what earlier releases wrote for the one scope they had)
             d["scope"] = self.scope
+        if self.extractor != "trafilatura":  # (likewise: the one extractor they had)
+            d["extractor"] = self.extractor
         return d
 
 

@@ -1,9 +1,14 @@
-"""HTML → main text with trafilatura, with hard bounds on what one page may cost.
+"""HTML → main text, with hard bounds on what one page may cost.
 
 Boilerplate (navigation, ads, related links, cookie banners) is what makes two copies of one
-article look different to an exact hash, so it must be gone before fingerprinting. trafilatura
-does that; this module only adds the limits a crawler of untrusted pages needs and a reason for
-every page that yields no text, so callers can count skips instead of guessing.
+article look different to an exact hash, so it must be gone before fingerprinting. An extractor
+does that: trafilatura (the default), trafilatura without its fallback extractors
+(``"trafilatura-fast"``, its ``fast=True``), or resiliparse with nearduppipe's cleaning
+(``"resiliparse"``, the ``nearduppipe[resiliparse]`` extra: :mod:`.fast_text`). This module adds
+what every extractor shares: the limits a crawler of untrusted pages needs, a reason for every
+page that yields no text (so callers can count skips instead of guessing), and the white space
+normalisation. Fingerprints of texts from two extractors are not comparable: one store, one
+extractor.
 """
 
 from __future__ import annotations
@@ -12,12 +17,29 @@ import functools
 import re
 from configparser import ConfigParser
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import trafilatura
 from trafilatura.settings import use_config
 
-__all__ = ["Extraction", "TextLimits", "extract", "extract_text", "normalise_whitespace"]
+from . import fast_text
+from .fast_text import ExtractorUnavailable
+
+__all__ = [
+    "EXTRACTORS",
+    "Extraction",
+    "Extractor",
+    "ExtractorUnavailable",
+    "TextLimits",
+    "extract",
+    "extract_text",
+    "normalise_whitespace",
+    "require_extractor",
+]
+
+Extractor = Literal["trafilatura", "trafilatura-fast", "resiliparse"]
+EXTRACTORS: tuple[Extractor, ...] = get_args(Extractor)
+DEFAULT_EXTRACTOR: Extractor = "trafilatura"
 
 _WS_RE = re.compile(r"\s+")
 
@@ -67,10 +89,30 @@ def _trafilatura_config(limits: TextLimits) -> ConfigParser:
     return config
 
 
+def require_extractor(name: str) -> Extractor:
+    """``name`` as an :data:`Extractor`, checked at start-up: :class:`ValueError` for an unknown
+    name, :class:`ExtractorUnavailable` (an ``ImportError`` naming the extra to install) when
+    its package is missing."""
+    if name not in EXTRACTORS:
+        raise ValueError(
+            f"unknown extractor {name!r}: use one of " + ", ".join(repr(e) for e in EXTRACTORS)
+        )
+    if name == "resiliparse":
+        fast_text.require()
+    return name
+
+
 def extract(
-    html: str | bytes, url: str | None = None, limits: TextLimits = DEFAULT_LIMITS
+    html: str | bytes,
+    url: str | None = None,
+    limits: TextLimits = DEFAULT_LIMITS,
+    extractor: Extractor = DEFAULT_EXTRACTOR,
 ) -> Extraction:
-    """Extract the main text of ``html``; never raises for bad input, returns a reason instead."""
+    """Extract the main text of ``html``; never raises for bad input, returns a reason instead.
+
+    Raises only for a bad ``extractor`` (see :func:`require_extractor`): that is configuration.
+    """
+    require_extractor(extractor)
     if not isinstance(html, (str, bytes)):
         return Extraction(None, "not_text")
     if len(html) > limits.max_html_bytes:  # bytes, or characters for an already decoded page
@@ -83,16 +125,22 @@ def extract(
     if tags > 4 * limits.max_tree_size:
         return Extraction(None, "too_many_elements")
     try:
-        text = trafilatura.extract(
-            html,
-            url=url,
-            include_comments=False,
-            include_tables=True,
-            deduplicate=False,  # trafilatura's own process-global LRU would hide re-seen pages
-            output_format="txt",
-            config=_trafilatura_config(limits),
-        )
-    except Exception:  # lxml and trafilatura raise many types on hostile input
+        if extractor == "resiliparse":
+            text = fast_text.main_text(html, limits.max_tree_size)
+        else:
+            text = trafilatura.extract(
+                html,
+                url=url,
+                fast=extractor == "trafilatura-fast",  # no fallback extractors
+                include_comments=False,
+                include_tables=True,
+                deduplicate=False,  # trafilatura's own process-global LRU would hide re-seen pages
+                output_format="txt",
+                config=_trafilatura_config(limits),
+            )
+    except ExtractorUnavailable:
+        raise
+    except Exception:  # lxml, trafilatura and resiliparse raise many types on hostile input
         return Extraction(None, "extract_error")
     if not text:
         return Extraction(None, "no_text")
@@ -105,7 +153,10 @@ def extract(
 
 
 def extract_text(
-    html: str | bytes, url: str | None = None, limits: TextLimits = DEFAULT_LIMITS
+    html: str | bytes,
+    url: str | None = None,
+    limits: TextLimits = DEFAULT_LIMITS,
+    extractor: Extractor = DEFAULT_EXTRACTOR,
 ) -> str | None:
     """Main text of a page with boilerplate removed, or ``None`` when there is none to use."""
-    return extract(html, url, limits).text
+    return extract(html, url, limits, extractor).text

@@ -21,6 +21,7 @@ from scrapy.exceptions import NotConfigured, ScrapyDeprecationWarning
 
 from .. import signals as neardup_signals
 from ..fingerprint.page import Fingerprinted, FingerprintParams
+from ..fingerprint.text import require_extractor
 from ..settings import Action, NearDupConfig
 from ..stores import Match, Store
 from ..stores.base import StoreUnavailable
@@ -92,7 +93,11 @@ class NearDupRuntime:
         self.lifecycle = StoreLifecycle(config, name)
         self.store: Store = self.lifecycle.store
         self.params = FingerprintParams(
-            config.features, config.limits, config.min_text_length, config.keep_text
+            config.features,
+            config.limits,
+            config.min_text_length,
+            config.keep_text,
+            require_extractor(config.rule.extractor),  # (validated by the settings already)
         )
         self.job = job_id(crawler.settings.get("JOBDIR"))
         self.dedup = Deduplicator(self.store, self.job)

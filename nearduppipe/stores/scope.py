@@ -122,13 +122,18 @@ unmask = scoped  # (XOR is its own inverse)
 
 
 def check_scope(where: str, stored: Rule | None, asked: Rule | None) -> None:
-    """Refuse to open a store for a scope other than the one it was built with: its
-    fingerprints are masked by their scope, so they cannot answer another."""
-    if stored is None or asked is None or stored.scope == asked.scope:
+    """Refuse to open a store for another scope or extractor than it was built with: its
+    fingerprints are masked by their scope and made from one extractor's text, so they cannot
+    answer another."""
+    if stored is None or asked is None:
         return
-    raise StoreError(
-        f"{where}: the store was built with scope {stored.scope!r} and this crawl asks for "
-        f"{asked.scope!r} (NEARDUP_SCOPE): its fingerprints are kept per {stored.scope} "
-        "scope and cannot answer another. Set NEARDUP_SCOPE to its scope, use another store, "
-        "or start it again with --reset (NEARDUP_RESET)"
-    )
+    for what, setting, a, b in (
+        ("scope", "NEARDUP_SCOPE", stored.scope, asked.scope),
+        ("extractor", "NEARDUP_EXTRACTOR", stored.extractor, asked.extractor),
+    ):
+        if a != b:
+            raise StoreError(
+                f"{where}: the store was built with {what} {a!r} and this crawl asks for {b!r} "
+                f"({setting}): its fingerprints cannot answer another {what}. Set {setting} to "
+                f"{a!r}, use another store, or start it again with --reset (NEARDUP_RESET)"
+            )

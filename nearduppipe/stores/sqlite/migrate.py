@@ -52,6 +52,7 @@ def rule_of(conn: sqlite3.Connection) -> Rule | None:
             wide_bits=int(raw["wide_bits"]),
             legacy_distance=int(raw.get("legacy_distance", 3)),
             scope=str(raw.get("scope", "global")),
+            extractor=str(raw.get("extractor", "trafilatura")),
         )
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise StoreError(f"record m:rule is damaged ({e})") from None

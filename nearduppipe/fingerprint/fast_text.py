@@ -1,0 +1,263 @@
+"""HTML → main text with resiliparse (the optional ``nearduppipe[resiliparse]`` extra).
+
+resiliparse's ``extract_plain_text(main_content=True)`` is an order of magnitude faster than
+trafilatura, but as it comes it leaves in what trafilatura prunes: link lists of sidebars and
+footers, navigation bars outside ``<nav>``, date and byline lines, captions, copyright lines. Two
+copies of one article under different chrome then look different, which costs recall. So the
+text is taken as reduced HTML (``preserve_formatting="minimal_html"`` with links), where every
+block still shows its links, and cleaned block by block:
+
+* lists whose items are mostly links (menus, rankings, link farms), and blocks whose text is
+  mostly link text (navigation bars, "related" rows), with the headings that named them;
+* short blocks with a date or time (publication lines, counters) and short boilerplate lines
+  (copyright, cookie, advertisement, share and sign-in bars);
+* short fragments that do not end like a sentence, unless they stand between two blocks of
+  prose (a caption or a one-line paragraph of the article stays; menu fragments, keyboard
+  help and teasers around the article go);
+* blocks repeated within the page, and blocks that are the site's name as the page's
+  ``<title>`` gives it ("Article - Site").
+
+Only this module imports resiliparse, and only when the extractor is used: without the extra,
+:func:`require` raises :class:`ExtractorUnavailable` naming the install command.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import re
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["INSTALL_HINT", "ExtractorUnavailable", "main_text", "require"]
+
+INSTALL_HINT = "pip install 'nearduppipe[resiliparse]'"
+
+
+class ExtractorUnavailable(ImportError):
+    """The extractor chosen needs a package that is not installed (the message says which)."""
+
+
+# Elements removed before extraction, on top of resiliparse's own main-content rules.
+_SKIP = [
+    "nav",
+    "aside",
+    "footer",
+    "body > header",
+    "[role=navigation]",
+    "[role=banner]",
+    "[role=contentinfo]",
+    "[role=complementary]",
+    "[aria-hidden=true]",
+    "select",
+    "button",
+]
+
+_BLOCK_RE = re.compile(r"\n\s*\n")
+_TAG_RE = re.compile(r"<[^>]*>")
+_PRE_RE = re.compile(r"<pre\b.*?</pre>", re.S)
+_BLANK_RE = re.compile(r"\n\s*\n")
+_TITLE_SEP_RE = re.compile(r"\s+[-|–—·:»/_]+\s+|\s*[|｜–—»]\s*")
+_LIST_START_RE = re.compile(r"<[uo]l[\s>]", re.I)
+_HEADING_START_RE = re.compile(r"<h[1-6][\s>]", re.I)
+_LINK_RE = re.compile(r"<a\b[^>]*>(.*?)</a>", re.S)
+_AWAY_LINK_RE = re.compile(r"<a\b(?![^>]*href=\"#)[^>]*>(.*?)</a>", re.S)  # not to an anchor
+_ITEM_RE = re.compile(r"<li\b[^>]*>(.*?)(?:</li>|$)", re.S | re.M)
+_WORD_RE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]|[^\W_]+")
+_SENTENCE_END_RE = re.compile(r"[.!?。！？…:;：；\"'”’」』)）\]】]\s*$")
+_DATE_RE = re.compile(
+    r"\b\d{4}\s*[-/.年]\s*\d{1,2}\s*[-/.月]\s*\d{1,2}|"
+    r"\b\d{1,2}\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{4}|"
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2},?\s+\d{4}",
+    re.I,
+)
+_TIME_RE = re.compile(r"\b\d{1,2}:\d{2}\b")
+_BOILERPLATE_RE = re.compile(
+    r"©|\(c\)\s*\d{4}|copyright|all rights reserved|版权所有|版權所有|icp备|icp證|"
+    r"cookies? (?:policy|settings|consent)|(?:we|site) uses? cookies|使用\s*cookie|"
+    r"privacy policy|terms of (?:use|service)|隐私政策|用户协议|"
+    r"^\W*(?:advertisement|sponsored|ads?\b|广告)|"
+    r"share (?:this|on|to)\b|share:|分享到|sign (?:in|up)\b|log ?in\b|^\W*(?:登录|注册)|"
+    r"\d[\d,.]*\s*(?:views|reads)\b|阅读\s*\d|\d+\s*次浏览|评论\s*\(?\d|comments?\s*\(\d",
+    re.I,
+)
+
+# The thresholds, in "units": a CJK character or a Latin word each count one.
+SHORT_BLOCK = 12  # blocks shorter than this that do not end like a sentence are chrome
+META_BLOCK = 30  # blocks up to this long with a date or time are publication lines
+BOILERPLATE_BLOCK = 30  # blocks up to this long matching _BOILERPLATE_RE are chrome
+LINK_DENSITY = 0.5  # share of a block's characters inside links that makes it navigation
+LIST_ITEM = 12  # list items shorter than this (in units) are menu entries
+REPEATED_BLOCK = 100  # characters: a block this short seen before in the page is dropped
+
+
+def require() -> tuple[Callable[..., str], Callable[..., Any], Callable[..., Any], Any]:
+    """resiliparse's functions (``extract_plain_text``, ``detect_encoding``, ``bytes_to_str``,
+    ``HTMLTree``), or :class:`ExtractorUnavailable` naming the extra to install."""
+    try:
+        from resiliparse.extract.html2text import extract_plain_text
+        from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+        from resiliparse.parse.html import HTMLTree
+    except ImportError as e:
+        raise ExtractorUnavailable(
+            f'NEARDUP_EXTRACTOR = "resiliparse" needs the resiliparse package: {INSTALL_HINT}'
+        ) from e
+    return extract_plain_text, detect_encoding, bytes_to_str, HTMLTree
+
+
+def _units(text: str, cap: int = META_BLOCK + 1) -> int:
+    """CJK characters and Latin words in ``text``, counted up to ``cap`` (every threshold is
+    below it, and counting a long paragraph to its end would cost more than the rest)."""
+    n = 0
+    for _ in _WORD_RE.finditer(text):
+        n += 1
+        if n >= cap:
+            break
+    return n
+
+
+def _plain(fragment: str) -> str:
+    return _html.unescape(_TAG_RE.sub("", fragment)).strip()
+
+
+def _link_chars(fragment: str, links: re.Pattern[str] = _LINK_RE) -> int:
+    return sum(len(_plain(m)) for m in links.findall(fragment))
+
+
+def _list_kind(block: str) -> tuple[str, str]:
+    """A list's class and the text of its items that are not links: ``x`` (dropped: a menu,
+    a ranking, a link farm) when most items are links, ``s`` (short: decided by the blocks
+    around it) when the rest are short, else ``p`` (prose)."""
+    items = _ITEM_RE.findall(block)
+    kept = []
+    for item in items:
+        text = _plain(item)
+        if text and _link_chars(item) < LINK_DENSITY * len(text):
+            kept.append(text)
+    if 2 * len(kept) <= len(items):
+        return "x", ""
+    long = sum(_units(t) >= LIST_ITEM for t in kept)
+    return ("p" if 2 * long > len(kept) else "s"), "\n".join(kept)
+
+
+def _chrome(text: str) -> bool:
+    """Whether a block is page chrome whatever surrounds it: a byline, date, counter or
+    boilerplate line."""
+    units = _units(text)
+    if units <= BOILERPLATE_BLOCK and _BOILERPLATE_RE.search(text):
+        return True
+    if units <= META_BLOCK and _DATE_RE.search(text):
+        return True
+    return units <= META_BLOCK and not _SENTENCE_END_RE.search(text) and bool(_TIME_RE.search(text))
+
+
+def _short(text: str) -> bool:
+    return _units(text) < SHORT_BLOCK and not _SENTENCE_END_RE.search(text)
+
+
+def site_names(title: str | None) -> set[str]:
+    """The parts of a page title that name the site: all but the first in "Article - Site",
+    "Article | Section | Site" (the usual order; the first part is the page's own title)."""
+    if not title:
+        return set()
+    parts = [p.strip().casefold() for p in _TITLE_SEP_RE.split(title)]
+    parts = [p for p in parts if p]
+    return {p for p in parts[1:] if p != parts[0] and len(p) <= REPEATED_BLOCK}
+
+
+def _classify(minimal_html: str, names: set[str]) -> list[tuple[str, str]]:
+    """Each block of resiliparse's reduced-HTML output as (class, text): ``p`` prose, ``h``
+    heading, ``s`` short (a fragment: kept only between prose), ``x`` navigation (a link list
+    or link-dense block), ``c`` chrome (dropped, but transparent: a byline between a title and
+    its text leaves the title)."""
+    minimal_html = _PRE_RE.sub(lambda m: _BLANK_RE.sub("\n", m.group(0)), minimal_html)
+    blocks: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for block in _BLOCK_RE.split(minimal_html):
+        block = block.strip()
+        if not block:
+            continue
+        if _LIST_START_RE.match(block) and _ITEM_RE.search(block):
+            blocks.append(_list_kind(block))
+            continue
+        text = _plain(block)
+        if not text:
+            continue
+        if len(text) <= REPEATED_BLOCK:
+            key = text.casefold()
+            if key in seen or key in names:
+                blocks.append(("c", text))  # repeated in the page, or the site's name
+                continue
+            seen.add(key)
+        if _HEADING_START_RE.match(block):
+            # a heading that links to its own anchor is a heading, not navigation
+            away = _link_chars(block, _AWAY_LINK_RE) >= LINK_DENSITY * len(text)
+            blocks.append(("x" if away else "h", text))
+        elif _link_chars(block) >= LINK_DENSITY * len(text):
+            blocks.append(("x", text))
+        elif block.startswith("<pre"):
+            blocks.append(("p", text))
+        elif _chrome(text):
+            blocks.append(("c", text))
+        else:
+            blocks.append(("s" if _short(text) else "p", text))
+    return blocks
+
+
+def clean(minimal_html: str, title: str | None = None) -> list[str]:
+    """The blocks of prose in resiliparse's reduced-HTML output, in order (``title``: the
+    page's ``<title>``, whose site-name parts are dropped where they stand alone)."""
+    blocks = _classify(minimal_html, site_names(title))
+    kinds = [k for k, _ in blocks]
+    # A short block is kept between two prose blocks (a caption, a short list, a one-line
+    # paragraph of an article) and dropped elsewhere (menu fragments, keyboard help, teasers).
+    n = len(kinds)
+    prose_before = [False] * n  # whether the nearest prose-or-navigation block before is prose
+    last = False
+    for i, k in enumerate(kinds):
+        prose_before[i] = last
+        if k in ("p", "x"):
+            last = k == "p"
+    last = False
+    for i in range(n - 1, -1, -1):
+        k = kinds[i]
+        if k == "s":
+            kinds[i] = "p" if last and prose_before[i] else "d"
+        elif k in ("p", "x"):
+            last = k == "p"
+    # A heading is kept when prose follows it, through chrome and kept headings only (the
+    # title of a sidebar goes with the link list it named).
+    follows = False
+    for i in range(len(kinds) - 1, -1, -1):
+        k = kinds[i]
+        if k == "h":
+            kinds[i] = "p" if follows else "d"
+        elif k != "c":
+            follows = k == "p"
+    return [text for (_, text), k in zip(blocks, kinds, strict=True) if k == "p"]
+
+
+def main_text(html: str | bytes, max_blocks: int) -> str | None:
+    """The cleaned main text of ``html`` (white space not yet normalised), or ``None`` when
+    there is none or it has more than ``max_blocks`` blocks (as trafilatura refuses output
+    trees larger than its ``MAX_TREE_SIZE``). Raises on input resiliparse cannot parse."""
+    extract_plain_text, detect_encoding, bytes_to_str, html_tree = require()
+    if isinstance(html, bytes):
+        html = bytes_to_str(html, detect_encoding(html, from_html_meta=True))
+    tree = html_tree.parse(html)
+    if tree.body is None:
+        return None
+    reduced = extract_plain_text(
+        tree,
+        preserve_formatting="minimal_html",
+        main_content=True,
+        list_bullets=False,
+        alt_texts=False,
+        links=True,
+        comments=False,
+        post_meta=False,
+        skip_elements=_SKIP,
+    )
+    blocks = clean(reduced, tree.title)
+    if not blocks or len(blocks) > max_blocks:
+        return None
+    return "\n".join(blocks)
