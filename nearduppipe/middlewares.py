@@ -102,6 +102,9 @@ class NearDupMiddleware:
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Response:
         runtime = self.runtime
+        # every response judged, counted before anything can fail: the base the outcomes add
+        # up to (checked + skipped/* + let_through/store_error; benchmarks/soak.py checks it)
+        runtime.stats.inc_value("neardup/responses")
         reason = self._skip_reason(request, response)
         if reason is not None:
             runtime.skip("pages", reason)

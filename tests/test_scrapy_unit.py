@@ -43,6 +43,7 @@ def test_unique_then_duplicate(make_crawler: Any) -> None:
     mw.runtime.spider_closed()
     assert stats(mw) == {
         "neardup/store_size/open": 0,
+        "neardup/responses": 3,
         "neardup/checked": 3,
         "neardup/unique": 2,
         "neardup/dropped": 1,

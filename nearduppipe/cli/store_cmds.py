@@ -14,7 +14,7 @@ from typing import Any
 
 from ..fingerprint.rule import Rule
 from ..report.render import tally_text
-from ..stores import Decision, Entry, Store
+from ..stores import Decision, Entry, Store, StoreError
 from ._io import (
     CliError,
     emit,
@@ -24,6 +24,7 @@ from ._io import (
     say,
     write_output,
 )
+from ._records import copy_warnings, named_damage
 from ._stores import (
     add_rule_args,
     is_redis,
@@ -144,7 +145,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     refuse_directory(args.output, "-o")
     refuse_overwriting_inputs(args.output, [p for p in [sqlite_file(args.store)] if p])
-    with _open_read_only(args, args.store) as store:
+    with named_damage(args.store, args.prefix), _open_read_only(args, args.store) as store:
         report = report_from_store(store)
     report = dataclasses.replace(report, source=redact(report.source))
     write_output(render(report, args.format), args.output)
@@ -196,7 +197,10 @@ def cmd_copy(args: argparse.Namespace) -> int:
     if dst_file and args.prefix:
         raise CliError(f"--prefix {args.prefix}: only Redis stores have a key prefix")
     tally = _Tally()
-    with open_cli_store(args.src, read_only=True) as src:  # streamed, never held whole
+    with (
+        named_damage(args.src),
+        open_cli_store(args.src, read_only=True) as src,  # streamed, never held whole
+    ):
         rule = rule_from_args(args) or src.rule
         entries, decisions = tally.entries(src.entries()), tally.decisions(src.decisions())
         if dst_file:
@@ -212,8 +216,19 @@ def cmd_copy(args: argparse.Namespace) -> int:
                         f"DST {redact(dst.uri)} already holds {len(dst)} fingerprints; "
                         "pass --reset to replace them"
                     )
-                n = dst.import_records(entries, decisions)
+                try:
+                    n = dst.import_records(entries, decisions)
+                except StoreError as e:  # (a damaged source record, met half-way)
+                    partial = (
+                        f"DST {redact(dst.uri)} may hold part of the copy: copy again with --reset"
+                    )
+                    e.args = (f"{e}; {partial}",)
+                    e.partial_copy = partial  # type: ignore[attr-defined]  # (named_damage)
+                    raise
                 where = dst.uri
+        left = copy_warnings(args.src, None, src, n)
+    for line in left:
+        say(f"nearduppipe copy: warning: SRC {redact(args.src)}: {line}")
     texts = tally.texts
     emit(
         f"copied {n} fingerprints and {tally.n_decisions} decisions ({texts} text samples) "

@@ -57,12 +57,19 @@ class Breaker:
         return down
 
     def failure(self) -> float | None:
-        """The store failed; returns the back-off if this failure (re)opened the breaker."""
+        """The store failed; returns the back-off if this failure (re)opened the breaker.
+
+        Once it is open, only the probe's failure doubles the back-off: the failures of calls
+        that were already under way when it opened (every page in flight when the store went
+        down, 16 at once in a crawl) are the same outage, not longer ones. Before, they
+        doubled it each in turn, and a 5-second full disk opened it for 60 s at once."""
         self.failures += 1
-        self.probing = False
+        probed, self.probing = self.probing, False
         if self.failures < THRESHOLD:
             return None
         now = self.clock()
+        if self.open_until is not None and not probed:
+            return None  # (a call from before the opening: the back-off runs already)
         if self.opened_at is None:
             self.opened_at, self.skipped = now, 0
         backoff = self.backoff

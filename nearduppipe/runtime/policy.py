@@ -3,7 +3,11 @@ counted and logged depends on the failure.
 
 - ``StoreUnavailable`` from any backend (Redis unreachable, a sqlite commit that failed):
   ``NEARDUP_ON_STORE_ERROR`` decides; ``keep`` lets pages through (counted in
-  ``neardup/store_error``, logged at most once a minute), ``stop`` closes the spider.
+  ``neardup/store_error``, logged at most once a minute), ``stop`` closes the spider. Each
+  page (or item) let through is also counted in ``neardup/let_through/store_error``: unlike
+  ``store_error``, which counts a failed periodic commit and a failed last commit too, it
+  counts pages, so that ``checked + skipped/* + let_through/store_error`` is every page the
+  middleware judged.
 - A key the store refuses (``BadKey``, a ``ValueError``): ``skipped/bad_key``, logged once.
 - A page over ``NEARDUP_PAGE_TIMEOUT``: ``skipped/timeout``, a warning per page.
 - A worker that died, or a worker pool that broke twice while the page waited (it is retried
@@ -26,7 +30,10 @@ from .stats import Source, StatsLog, logger
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["BadKey", "FailurePolicy", "StoreCallError"]
+__all__ = ["NOT_A_PAGE", "BadKey", "FailurePolicy", "StoreCallError"]
+
+# the key the runtime reports a failed periodic commit under: a failure, but no page let through
+NOT_A_PAGE = "(periodic commit)"
 
 
 class StoreCallError(Exception):
@@ -52,6 +59,8 @@ class FailurePolicy:
         if isinstance(exc, StoreCallError):
             cause = exc.cause
             if isinstance(cause, StoreUnavailable):
+                if key != NOT_A_PAGE:
+                    self.log.inc(source, "let_through/store_error")
                 self._store_unavailable(cause)
                 return
             if isinstance(cause, BadKey):

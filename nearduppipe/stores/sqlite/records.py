@@ -19,6 +19,7 @@ rows per key) is read here too: the newest row per key wins, with no wide finger
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,11 +44,70 @@ __all__ = [
     "load_v2",
     "parse_decision",
     "parse_entry",
+    "parse_key",
     "read_state",
     "read_v1",
 ]
 
 WIDE_HEX = 128
+_FP_END, _WIDE_END = 1 << 64, 1 << 512
+_HEX = frozenset("0123456789abcdefABCDEF")
+# what a record damaged by hand (or by another program) is told with: where to go from there
+FIX_HINT = (
+    "fix or delete that row (with the sqlite3 shell: DELETE FROM neardup WHERE key = '{key}'),"
+    " or restore the store from a backup"
+)
+
+
+def hint(where: str) -> str:
+    """What to do about the damaged row ``where`` names (``…: record i:00000000002a``)."""
+    key = where.rpartition("record ")[2].strip("'") or "<its key>"
+    return FIX_HINT.format(key=key.replace("'", "''"))
+
+
+def _hex(value: Any, end: int, what: str) -> int:
+    """A fingerprint written as hex digits, below ``end``; anything else (a JSON number, a
+    sign, 100,000 digits) is a ``ValueError`` naming ``what``."""
+    if not isinstance(value, str) or not value or not _HEX.issuperset(value):
+        raise ValueError(f"{what} is not a string of hex digits: {value!r:.40}")
+    n = int(value, 16)
+    if n >= end:
+        raise ValueError(f"{what} is out of range ({len(value)} hex digits)")
+    return n
+
+
+def _text_or_none(value: Any, what: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"{what} is not a string: {value!r:.40}")
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} is not a number: {value!r:.40}")
+    t = float(value)
+    if not math.isfinite(t):
+        raise ValueError(f"{what} is not a finite number: {value!r:.40}")
+    return t
+
+
+def _count(value: Any, top: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+        raise ValueError(f"{what} is not a whole number from 0 to {top}: {value!r:.40}")
+    return value
+
+
+def damaged(where: str, kind: str, reason: object) -> StoreError:
+    """The error for a record that cannot be read: ``where`` names the file and row."""
+    return StoreError(f"{where}: malformed {kind} record ({reason}); {hint(where)}")
+
+
+def _decode(value: Any, where: str) -> Any:
+    """:func:`decode` with what to do about a row that is not JSON."""
+    try:
+        return decode(value, where)
+    except StoreError as e:
+        raise StoreError(f"{e}; {hint(where)}") from None
 
 
 def _string(s: str | None) -> str:
@@ -83,7 +143,8 @@ def key_hashes_v2(
         try:
             found.append(int(value[1 : value.index(",")]))
         except (TypeError, ValueError):
-            raise StoreError(f"{path}: record {row_key!r:.90} is damaged") from None
+            where = f"{path}: record {row_key!r:.90}"
+            raise damaged(where, "key", "not [entry id, job]") from None
         hashes.append(key_hash(row_key[2:]))
     out = np.zeros(len(rids), dtype=np.uint64)
     linked = np.zeros(len(rids), dtype=bool)
@@ -115,20 +176,49 @@ def live_rows(
     return found
 
 
-def parse_entry(value: Any, where: str) -> Entry:
-    r = decode(value, where)
-    try:
-        fp_hex, wide_hex, t, job, key, *text = r
-        return Entry(
-            str(key),
-            int(fp_hex, 16),
-            float(t),
-            str(text[0]) if text else None,
-            int(wide_hex, 16) if wide_hex else None,
-            None if job is None else str(job),
+def _entry(r: Any) -> Entry:
+    """The fields of a decoded ``i:`` row, every one checked (a row edited by hand must not
+    reach a copy or the index as a wrong value: a fingerprint beyond 64 bits, a number for a
+    key); ``ValueError`` says which is wrong."""
+    if not isinstance(r, list) or len(r) not in (5, 6):
+        raise ValueError(
+            f"{len(r)} fields where 5 or 6 belong"
+            if isinstance(r, list)
+            else f"not a list of fields: {r!r:.40}"
         )
+    fp_hex, wide_hex, t, job, key, *text = r
+    if not isinstance(key, str):
+        raise ValueError(f"the page key is not a string: {key!r:.40}")
+    return Entry(
+        key,
+        _hex(fp_hex, _FP_END, "the fingerprint"),
+        _number(t, "the time"),
+        _text_or_none(text[0], "the text sample") if text else None,
+        _hex(wide_hex, _WIDE_END, "the wide fingerprint") if wide_hex != "" else None,
+        _text_or_none(job, "the job"),
+    )
+
+
+def parse_entry(value: Any, where: str) -> Entry:
+    try:
+        return _entry(_decode(value, where))
     except (TypeError, ValueError) as e:
-        raise StoreError(f"{where}: malformed entry record ({e})") from None
+        raise damaged(where, "entry", e) from None
+
+
+def parse_key(value: Any, where: str) -> tuple[int, str | None]:
+    """A ``k:`` row: ``[rid, job]`` (for the store's key lookups: a row edited by hand is a
+    :class:`StoreError` naming it, not a ``ValueError`` in the middle of a crawl)."""
+    r = _decode(value, where)
+    if (
+        isinstance(r, list)
+        and len(r) == 2
+        and type(r[0]) is int
+        and r[0] >= 0
+        and (r[1] is None or isinstance(r[1], str))
+    ):
+        return r[0], r[1]
+    raise damaged(where, "key", f"not [entry id, job]: {r!r:.40}")
 
 
 def decision_record(d: Decision) -> str:
@@ -147,20 +237,28 @@ def decision_record(d: Decision) -> str:
 
 
 def parse_decision(value: Any, where: str) -> Decision:
-    r = decode(value, where)
+    r = _decode(value, where)
     try:
+        if not isinstance(r, dict):
+            raise ValueError("not a JSON object")
+        missing = [f for f in ("key", "fp", "match", "match_fp", "distance", "t") if f not in r]
+        if missing:
+            raise ValueError(f"no {', '.join(missing)}")
+        for field in ("key", "match"):
+            if not isinstance(r[field], str):
+                raise ValueError(f"{field} is not a string: {r[field]!r:.40}")
         return Decision(
-            str(r["key"]),
-            int(r["fp"], 16),
-            str(r["match"]),
-            int(r["match_fp"], 16),
-            int(r["distance"]),
-            float(r["t"]),
-            r.get("text"),
-            None if r.get("wide") is None else int(r["wide"]),
+            r["key"],
+            _hex(r["fp"], _FP_END, "fp"),
+            r["match"],
+            _hex(r["match_fp"], _FP_END, "match_fp"),
+            _count(r["distance"], 64, "distance"),
+            _number(r["t"], "t"),
+            _text_or_none(r.get("text"), "text"),
+            None if r.get("wide") is None else _count(r["wide"], 512, "wide"),
         )
-    except (TypeError, ValueError, KeyError) as e:
-        raise StoreError(f"{where}: malformed decision record ({e})") from None
+    except (TypeError, ValueError) as e:
+        raise damaged(where, "decision", e) from None
 
 
 @dataclass
@@ -192,7 +290,34 @@ def _fast_fields(value: str) -> tuple[int, str, float] | None:
     if value[end : end + 2] != '",':
         return None
     comma = value.find(",", end + 2)
-    return int(value[2:18], 16), value[21:end], float(value[end + 2 : comma])
+    fp, t = int(value[2:18], 16), float(value[end + 2 : comma])
+    if fp < 0 or not math.isfinite(t):  # ("-123…", NaN, 1e999: the full parse says what)
+        return None
+    return fp, value[21:end], t
+
+
+def _named_rows(
+    rows: sqlite3.Cursor, conn: sqlite3.Connection, path: Path
+) -> Iterator[tuple[str, Any]]:
+    """``rows`` (``i:`` rows in key order); a value sqlite cannot give as text (bytes that are
+    not UTF-8, written by hand) is a :class:`StoreError` naming its row, not the whole store."""
+    last = "i:"
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except sqlite3.OperationalError as e:
+            if "decode" not in str(e):
+                raise
+            found = conn.execute(
+                f"SELECT key FROM \"{TABLE}\" WHERE key > ? AND key < 'i;' ORDER BY key LIMIT 1",
+                (last,),
+            ).fetchone()
+            where = f"{path}: record {found[0] if found else '(an i: row)'!r}"
+            raise StoreError(f"{where} is damaged (not UTF-8 text); {hint(where)}") from None
+        last = row[0]
+        yield row
 
 
 def load_v2(conn: sqlite3.Connection, path: Path) -> Loaded:
@@ -204,26 +329,36 @@ def load_v2(conn: sqlite3.Connection, path: Path) -> Loaded:
     rows = conn.execute(
         f"SELECT key, value FROM \"{TABLE}\" WHERE key >= 'i:' AND key < 'i;' ORDER BY key"
     )
-    for row_key, value in rows:
+    for row_key, value in _named_rows(rows, conn, path):
         try:
             fast = _fast_fields(value) if isinstance(value, str) else None
             if fast is None:
-                e = parse_entry(value, f"{path}: record {row_key}")
+                e = _entry(decode(value, "it"))
                 fast = (
                     e.fingerprint,
                     "" if e.wide is None else f"{e.wide:0{WIDE_HEX}x}",
                     e.stored_at,
                 )
             rid = int(row_key[2:], 16)
-        except (StoreError, ValueError) as err:
-            raise StoreError(f"{path}: record {row_key!r} is damaged ({err})") from None
+        except (StoreError, TypeError, ValueError) as err:
+            where = f"{path}: record {row_key!r}"
+            raise StoreError(f"{where} is damaged ({err}); {hint(where)}") from None
         rids.append(rid)
         fps.append(fast[0])
         wide_hex.append(fast[1])
         times.append(fast[2])
     n = len(rids)
     has_wide = np.fromiter((bool(w) for w in wide_hex), dtype=bool, count=n)
-    blob = bytes.fromhex("".join(w or "0" * WIDE_HEX for w in wide_hex))
+    try:
+        blob = bytes.fromhex("".join(w or "0" * WIDE_HEX for w in wide_hex))
+    except ValueError:  # (the fast path slices the wide hex unread: find the row)
+        for rid, w in zip(rids, wide_hex, strict=True):
+            if w and not _HEX.issuperset(w):
+                where = f"{path}: record 'i:{rid:012x}'"
+                raise StoreError(
+                    f"{where} is damaged (the wide fingerprint is not hex digits); {hint(where)}"
+                ) from None
+        raise
     # hex is big-endian; the in-memory words are little-endian 64-bit words of the integer
     wide = np.frombuffer(blob, dtype=np.uint8).reshape(n, 64)[:, ::-1].copy()
     return Loaded(
@@ -266,7 +401,12 @@ def read_state(conn: sqlite3.Connection, path: Path) -> dict[str, Any]:
     row = conn.execute(f'SELECT value FROM "{TABLE}" WHERE key = ?', ("m:state",)).fetchone()
     if row is None:
         return {}
-    state = decode(row[0], f"{path}: record m:state")
+    where = f"{path}: record m:state"
+    state = _decode(row[0], where)
     if not isinstance(state, dict):
-        raise StoreError(f"{path}: record m:state is damaged")
+        raise StoreError(f"{where} is damaged; {hint(where)}")
+    for name, value in state.items():  # counters and sequences; the snapshot's token
+        if name == "snapshot" or (type(value) is int and value >= 0):
+            continue
+        raise damaged(f"{path}: record m:state", "state", f"{name} is {value!r:.40}")
     return state

@@ -31,7 +31,6 @@ from .files import (
     TABLE,
     FileLock,
     check_links,
-    decode,
     encode,
     open_db,
     read_connection,
@@ -48,6 +47,7 @@ from .records import (
     live_rows,
     parse_decision,
     parse_entry,
+    parse_key,
 )
 from .snapshot import (
     SNAPSHOT_TABLE,
@@ -222,8 +222,8 @@ class SqliteStore(IndexedStore):
         value = self._row("k:" + key)
         if value is None:
             return None
-        rid, job = decode(value, f"{self.path}: record for key {key!r:.80}")
-        i = self._id_of_rid(int(rid))
+        rid, job = parse_key(value, f"{self.path}: record {'k:' + key!r:.90}")
+        i = self._id_of_rid(rid)
         return None if i is None else (i, job)
 
     def _entry_at(self, i: int) -> Entry:
