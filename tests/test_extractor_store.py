@@ -100,3 +100,28 @@ def test_a_crawl_with_resiliparse(tmp_path: Path) -> None:
     assert exported == {f"new{j}.html" for j in range(NEW)} | {f"art{i}.html" for i in EDITED}
     with open_store(store) as s:
         assert s.rule.extractor == "resiliparse"
+
+
+def test_dedup_with_either_extractor(tmp_path: Path) -> None:
+    """nearduppipe dedup --extractor: the same groups from HTML records under both extractors."""
+    pytest.importorskip("resiliparse", reason="the nearduppipe[resiliparse] extra")
+    from .support.recrawl_site import _article, _paragraphs
+
+    rows = []
+    for i in range(6):
+        paras = _paragraphs(f"dedup{i}")
+        rows.append({"url": f"https://a.example/{i}", "html": _article(f"A {i}", paras)})
+        copy = [*paras[:-1], paras[-1] + " With additional reporting."]
+        rows.append({"url": f"https://b.example/{i}", "html": _article(f"A {i}", copy)})
+    feed = tmp_path / "feed.jsonl"
+    feed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for extractor in ("trafilatura", "resiliparse"):
+        out = tmp_path / f"{extractor}.jsonl"
+        proc = subprocess.run(
+            [sys.executable, "-m", "nearduppipe.cli", "dedup", str(feed), "-o", str(out),
+             "--extractor", extractor, "--quiet", "--workers", "1"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        kept = [json.loads(line)["url"] for line in out.read_text().splitlines()]
+        assert kept == [f"https://a.example/{i}" for i in range(6)], extractor

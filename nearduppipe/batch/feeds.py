@@ -10,6 +10,10 @@ JSON arrays are decoded incrementally with :meth:`json.JSONDecoder.raw_decode` o
 the file (no third-party streaming parser needed); XML is read with
 :func:`xml.etree.ElementTree.iterparse` (expat: no external entities are fetched, and entity
 expansion is bounded), each item being dropped from the tree once read.
+
+A feed may be compressed: gzip (``.gz``, standard library) or zstd (``.zst``, the optional
+``zstandard`` package: ``nearduppipe[zstd]``), named by the last extension; the format is then
+named by the one before (``items.jsonl.gz``). Progress is counted in compressed bytes.
 """
 
 from __future__ import annotations
@@ -26,11 +30,23 @@ from pathlib import Path
 from typing import IO, Any, TextIO, cast
 from xml.sax.saxutils import XMLGenerator
 
+from .compression import (
+    COMPRESSIONS,
+    FeedError,
+    MissingExtraError,
+    compression_of,
+    decompressed,
+    need_zstandard,
+)
+
 __all__ = [
+    "COMPRESSIONS",
     "FEED_FORMATS",
     "FeedError",
     "FeedReader",
     "FeedWriter",
+    "MissingExtraError",
+    "compression_of",
     "feed_format",
     "neutralise_formula",
 ]
@@ -58,17 +74,17 @@ def _not_json(e: Exception) -> str:
     return f"JSON that cannot be read: {e}"  # e.g. a number of more than 4,300 digits
 
 
-class FeedError(ValueError):
-    """The input is not a feed of the expected format; the message names file and record."""
-
-
 def feed_format(path: str | Path, given: str | None = None) -> str:
-    """The format named by ``given`` (``--input-format``), else by the file's extension."""
+    """The format named by ``given`` (``--input-format``), else by the file's extension (the
+    one before a compression extension: ``items.jsonl.gz`` is JSON lines)."""
     if given:
         if given not in FEED_FORMATS:
             raise FeedError(f"unknown feed format {given!r}: use {', '.join(FEED_FORMATS)}")
         return given
-    suffix = Path(path).suffix.lower()
+    named = Path(path)
+    if compression_of(named):
+        named = named.with_suffix("")
+    suffix = named.suffix.lower()
     if suffix not in _EXTENSIONS:
         raise FeedError(
             f"{path}: cannot tell the feed format from the extension {suffix or '(none)'!r}; "
@@ -81,24 +97,43 @@ Record = tuple[str | None, dict[str, Any]]  # (raw JSON text or None, the record
 
 
 class FeedReader:
-    """One streaming pass over a feed file. Iterate once; use as a context manager."""
+    """One streaming pass over a feed file. Iterate once; use as a context manager.
+    ``compression``: ``gzip``, ``zstd`` or ``None`` (see :func:`compression_of`)."""
 
-    def __init__(self, path: str | Path, fmt: str) -> None:
+    def __init__(self, path: str | Path, fmt: str, compression: str | None = None) -> None:
         self.path = Path(path)
         self.format = fmt
-        self._file: IO[bytes] = self.path.open("rb")
+        self.compression = compression
+        if compression is not None and compression not in COMPRESSIONS.values():
+            raise FeedError(f"{path}: unknown compression {compression!r}")
+        if compression == "zstd":
+            need_zstandard(self.path)  # (before the file is opened)
+        self._raw: IO[bytes] = self.path.open("rb")
+        self._file = decompressed(self._raw, compression, self.path)
         self.size = self.path.stat().st_size
         self.fields: list[str] = []  # CSV: the header; others: filled as records are read
 
     def position(self) -> int:
-        """Bytes consumed so far (read-ahead included)."""
+        """Bytes of the file consumed so far (read-ahead included; compressed bytes)."""
         try:
-            return self._file.tell()
+            return self._raw.tell()
         except (OSError, ValueError):
             return 0
 
+    def _rewind(self) -> None:
+        """Back to the file's first byte (a decompressing stream cannot seek back: reopened)."""
+        if self.compression is None:
+            self._raw.seek(0)
+            return
+        if self._file is not self._raw:
+            self._file.close()
+        self._raw.seek(0)
+        self._file = decompressed(self._raw, self.compression, self.path)
+
     def close(self) -> None:
-        self._file.close()
+        if self._file is not self._raw:
+            self._file.close()
+        self._raw.close()
 
     def __enter__(self) -> FeedReader:
         return self
@@ -108,7 +143,22 @@ class FeedReader:
 
     def __iter__(self) -> Iterator[Record]:
         readers = {"jsonl": self._jsonl, "json": self._json, "csv": self._csv, "xml": self._xml}
-        return readers[self.format]()
+        if self.compression is None:
+            return readers[self.format]()
+        return self._decompressing(readers[self.format]())
+
+    def _decompressing(self, records: Iterator[Record]) -> Iterator[Record]:
+        """A corrupt or truncated compressed stream is a :class:`FeedError` naming the file."""
+        try:
+            yield from records
+        except FeedError:
+            raise
+        except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+            raise FeedError(f"{self.path}: cannot decompress ({self.compression}): {e}") from None
+        except Exception as e:
+            if type(e).__name__ != "ZstdError":
+                raise
+            raise FeedError(f"{self.path}: cannot decompress ({self.compression}): {e}") from None
 
     def _object(self, value: Any, where: str) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -164,7 +214,7 @@ class FeedReader:
 
         first = skip_ws()
         if first == "{":
-            self._file.seek(0)
+            self._rewind()
             yield from self._jsonl()
             return
         if first != "[":

@@ -1,23 +1,28 @@
-"""Batch near-duplicate detection over exported records (a Scrapy feed: JSON lines, JSON array,
-CSV or XML; see :mod:`nearduppipe.batch.feeds`).
+"""Batch near-duplicate detection over exported records: one or several inputs, each a Scrapy
+feed (JSON lines, JSON array, CSV or XML; plain, gzip or zstd: :mod:`nearduppipe.batch.feeds`)
+or a WARC file (its HTML responses: :mod:`nearduppipe.batch.warc`), in the order given.
 
 Every record is fingerprinted (in a process pool), every near-duplicate pair under the crawl's
 rule is found at once with :func:`nearduppipe.batch.near_pairs` (the same two stages as a store:
 64-bit candidates, wide verdict), and the near-duplicate graph's connected components are the
-clusters; a cluster's kept record is its first in input order. Records without usable text are
-kept and counted.
+clusters; a cluster's kept record is its first in input order (the inputs' order, then each
+input's record order). Records without usable text are kept and counted.
 
-Two streaming passes over the file keep memory independent of the texts' size: the first sends
+Two streaming passes over the inputs keep memory independent of the texts' size: the first sends
 texts to the workers as it reads and keeps 77 bytes per record (both fingerprints, host number,
-a flag); the second writes the kept records and collects the keys of cluster members, and the
-texts of the few pairs an HTML report shows.
+a flag); the second re-reads every input in order, writes the kept records and collects the
+keys of cluster members, and the texts of the few pairs an HTML report shows.
+
+Written kept records keep their input's form: a feed record as it was read (its raw JSON text
+when both sides are JSON), a WARC record as a JSON line naming it (:func:`.warc.locator`): so
+an output with a WARC input is JSON lines.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
@@ -28,17 +33,20 @@ import numpy as np
 
 from ..fingerprint.page import Fingerprinted, FingerprintParams, fingerprint_html, fingerprint_text
 from ..fingerprint.rule import Rule
-from ..index.words import wide_words
+from ..index.words import wide_words, words_to_int
 from ..stores.report import Report, build_report, host_of
 from ..stores.scope import mask_of, scope_of
-from .feeds import FeedReader, FeedWriter, feed_format
+from .compression import FeedError
+from .feeds import FeedWriter
+from .inputs import Input, check_extras, expand_inputs, open_input
 from .pairs import components, near_pairs
+from .warc import locator
 
 __all__ = ["DedupResult", "MissingFieldError", "dedup_records"]
 
 TEXT_SAMPLE_CHARS = 5000
 PAIRS_WITH_TEXTS = 100  # the HTML report shows at most this many pairs side by side
-Job = tuple[str | None, str | None, FingerprintParams]
+Job = tuple[str | None, str | bytes | None, FingerprintParams]
 
 
 class MissingFieldError(ValueError):
@@ -81,6 +89,11 @@ class DedupResult:
     skipped: dict[str, int]
     total: int
     fields: list[str] = field(default_factory=list)
+    # WARC records that are not pages (not a response, or not HTML), by kind: not in ``total``
+    ignored: dict[str, int] = field(default_factory=dict)
+    inputs: list[Input] = field(default_factory=list)
+    pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), dtype=np.int64))
+    keys: dict[int, str] = field(default_factory=dict)  # (of every record in a pair)
 
 
 def _as_text(value: Any) -> str | None:
@@ -101,7 +114,7 @@ class _Fields:
     def job(self, record: dict[str, Any], params: FingerprintParams) -> Job:
         text = record.get(self.text)
         html = record.get(self.html) if text is None else None
-        return _as_text(text), _as_text(html), params
+        return _as_text(text), html if isinstance(html, bytes) else _as_text(html), params
 
     def key_of(self, record: dict[str, Any], i: int) -> str:
         value = record.get(self.key)
@@ -140,8 +153,36 @@ def _text_clusters(label: np.ndarray) -> set[int]:
     return chosen
 
 
+def _sources(
+    path: str | Path | Input | Sequence[str | Path | Input], input_format: str | None
+) -> list[Input]:
+    given = [path] if isinstance(path, (str, Path, Input)) else list(path)
+    out: list[Input] = []
+    seen: set[Path] = {p.path.resolve() for p in given if isinstance(p, Input)}
+    for p in given:
+        if isinstance(p, Input):
+            out.append(p)
+            continue
+        for found in expand_inputs([p], input_format)[0]:
+            if found.path.resolve() not in seen:  # (a file named twice is read once)
+                seen.add(found.path.resolve())
+                out.append(found)
+    if not out:
+        raise FeedError("no input given")
+    return out
+
+
+def _output_format(sources: list[Input], given: str | None) -> str:
+    warc = any(s.is_warc for s in sources)
+    formats = {s.format for s in sources}
+    fmt = given or (formats.pop() if len(formats) == 1 and not warc else "jsonl")
+    if warc and fmt != "jsonl":
+        raise FeedError(f"with a WARC input the kept records are written as JSON lines, not {fmt}")
+    return fmt
+
+
 def dedup_records(
-    path: Path,
+    path: str | Path | Input | Sequence[str | Path | Input],
     text_field: str = "text",
     html_field: str = "html",
     key_field: str = "url",
@@ -154,13 +195,17 @@ def dedup_records(
     output_format: str | None = None,
     keep_texts: bool = True,
 ) -> DedupResult:
-    """Deduplicate the feed at ``path``; write kept records to ``output`` (in
-    ``output_format``, default the input's). ``progress`` makes progress bars (e.g. tqdm).
-    Raises :class:`MissingFieldError` when no record has the text or HTML field."""
+    """Deduplicate the inputs at ``path`` (a file, glob or :class:`Input`, or a sequence of
+    them: the order decides which copy is kept); write kept records to ``output`` (in
+    ``output_format``, default the inputs' if they share one, else JSON lines). ``progress``
+    makes progress bars (e.g. tqdm). Raises :class:`MissingFieldError` when no record has the
+    text or HTML field, :class:`~.feeds.FeedError` for an input that cannot be read."""
     bar_of = progress or _no_bar
     params = params or FingerprintParams()
     fields = _Fields(text_field, html_field, key_field)
-    fmt = feed_format(path, input_format)
+    sources = _sources(path, input_format)
+    check_extras(sources)
+    out_fmt = _output_format(sources, output_format) if output is not None else None
     hosts: dict[str, int] = {}
     host_ids = array("i")
     rule = rule or Rule()
@@ -170,38 +215,54 @@ def dedup_records(
     wides = bytearray()
     ok = bytearray()
     skipped: Counter[str] = Counter()
+    ignored: Counter[str] = Counter()
     names: dict[str, None] = {}  # every field seen, in order (the CSV header of an output)
+    csv_header: dict[str, None] = {}
     with_text = 0
+    total_size = sum(s.path.stat().st_size for s in sources)
+    bar = bar_of(total=total_size, desc="fingerprinting", unit="B", unit_scale=True)
+    reading: list[Any] = [None, 0]  # the reader being read, bytes of the inputs read before it
 
-    with FeedReader(path, fmt) as reader:
-        bar = bar_of(total=reader.size, desc="fingerprinting", unit="B", unit_scale=True)
+    def jobs() -> Iterator[Job]:  # pass 1: stream every input to the workers, in order
+        nonlocal with_text
+        i = 0
+        for source in sources:
+            with open_input(source, key_field, html_field) as reader:
+                reading[0] = reader
+                for _, record in reader:
+                    if not source.is_warc and len(names) < 10_000:
+                        names.update(dict.fromkeys(record))
+                    if text_field in record or html_field in record:
+                        with_text += 1
+                    key = fields.key_of(record, i)
+                    host_ids.append(hosts.setdefault(host_of(key), len(hosts)))
+                    if rule.scope != "global":
+                        name = scope_of(key, rule.scope)
+                        scope_ids.append(scopes.setdefault(name, len(scopes)))
+                    i += 1
+                    yield fields.job(record, params)
+                csv_header.update(dict.fromkeys(reader.fields))
+                ignored.update(getattr(reader, "skipped", {}))
+            reading[1] += reader.size
+            reading[0] = None
 
-        def jobs() -> Iterator[Job]:  # pass 1: stream to the workers
-            nonlocal with_text
-            for i, (_, record) in enumerate(reader):
-                if len(names) < 10_000:
-                    names.update(dict.fromkeys(record))
-                if text_field in record or html_field in record:
-                    with_text += 1
-                key = fields.key_of(record, i)
-                host_ids.append(hosts.setdefault(host_of(key), len(hosts)))
-                if rule.scope != "global":
-                    name = scope_of(key, rule.scope)
-                    scope_ids.append(scopes.setdefault(name, len(scopes)))
-                yield fields.job(record, params)
+    def read() -> int:
+        return int(reading[1]) + (reading[0].position() if reading[0] is not None else 0)
 
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for result in _bounded_map(pool, jobs(), chunk=64, window=4 * (workers or 2) + 2):
-                fps.append(result.fingerprint or 0)
-                wide = result.fingerprints.wide if result.fingerprints else None
-                wides += wide_words(wide).tobytes()
-                ok.append(result.fingerprint is not None)
-                if result.fingerprint is None:
-                    skipped[result.skipped or "no_text"] += 1
-                bar.update(reader.position() - bar.n)
-        bar.update(reader.size - bar.n)
-        bar.close()
-        header = reader.fields or list(names)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for result in _bounded_map(pool, jobs(), chunk=64, window=4 * (workers or 2) + 2):
+            fps.append(result.fingerprint or 0)
+            wide = result.fingerprints.wide if result.fingerprints else None
+            wides += wide_words(wide).tobytes()
+            ok.append(result.fingerprint is not None)
+            if result.fingerprint is None:
+                skipped[result.skipped or "no_text"] += 1
+            bar.update(read() - bar.n)
+    bar.update(total_size - bar.n)
+    bar.close()
+    feeds = [s for s in sources if not s.is_warc]
+    all_csv = bool(feeds) and all(s.format == "csv" for s in feeds)
+    header = list(csv_header) if all_csv else list(names)
     n = len(fps)
     if n and not with_text:
         found = ", ".join(list(names)[:20]) or "none"
@@ -233,30 +294,45 @@ def dedup_records(
     in_cluster[label[in_cluster]] = True  # originals of clusters too
     text_roots = _text_clusters(label) if keep_texts else set()
 
-    # pass 2: write the kept records; keys of cluster members, texts of the shown pairs
+    # pass 2: every input again, in order: the kept records written; keys of cluster members,
+    # texts of the shown pairs
     keys: dict[int, str] = {}
     texts: dict[str, str] = {}
     kept = 0
     writer = None
     if output is not None:
-        writer = FeedWriter(output, output_format or fmt, header, fmt)
+        assert out_fmt is not None
+        writer = FeedWriter(output, out_fmt, header, sources[0].format)
     bar = bar_of(total=n, desc="writing" if writer else "reading keys", unit="rec")
-    with FeedReader(path, fmt) as reader:
-        for i, (raw, record) in enumerate(reader):
-            if i >= n:
-                break
-            if label[i] == i:
-                kept += 1
-                if writer is not None:
-                    writer.write(raw, record)
-            if in_cluster[i]:
-                keys[i] = fields.key_of(record, i)
-                if int(label[i]) in text_roots:
-                    text, html, _ = fields.job(record, params)
-                    body = text if text is not None else html
-                    if body is not None:
-                        texts[keys[i]] = body[:TEXT_SAMPLE_CHARS]
-            bar.update(1)
+    i = 0
+    for source in sources:
+        if i >= n:
+            break
+        if writer is not None:
+            writer.source_format = source.format  # (raw JSON lines are written as read)
+        with open_input(source, key_field, html_field, payload=keep_texts) as reader:
+            for raw, record in reader:
+                if i >= n:  # (an input that grew between the passes)
+                    break
+                if label[i] == i:
+                    kept += 1
+                    if writer is not None and source.is_warc:
+                        wide = words_to_int(wide_fps[i]) if ok[i] else None
+                        fp_i = int(fp[i]) if ok[i] else None
+                        output.write(locator(str(source), record, key_field, fp_i, wide))  # type: ignore[union-attr]
+                    elif writer is not None:
+                        writer.write(raw, record)
+                if in_cluster[i]:
+                    keys[i] = fields.key_of(record, i)
+                    if int(label[i]) in text_roots:
+                        text, html, _ = fields.job(record, params)
+                        body = text if text is not None else html
+                        if isinstance(body, bytes):
+                            body = body.decode("utf-8", "replace")
+                        if body is not None:
+                            texts[keys[i]] = body[:TEXT_SAMPLE_CHARS]
+                i += 1
+                bar.update(1)
     bar.close()
     if writer is not None:
         writer.close()
@@ -268,5 +344,9 @@ def dedup_records(
         (keys[i], keys[int(label[i])], int(np.bitwise_count(fp[i] ^ fp[label[i]])))
         for i in np.flatnonzero(label != np.arange(n)).tolist()
     ]
-    report = build_report(str(path), unique_by_host, decisions, texts)
-    return DedupResult(report, kept, dict(skipped), n, header)
+    name = str(sources[0]) if len(sources) == 1 else f"{len(sources)} inputs"
+    report = build_report(name, unique_by_host, decisions, texts)
+    near = np.zeros((0, 4), dtype=np.int64)  # (rows over record numbers, for --pairs)
+    if len(pairs):
+        near = np.column_stack([index[pairs[:, 0]], index[pairs[:, 1]], pairs[:, 2], pairs[:, 3]])
+    return DedupResult(report, kept, dict(skipped), n, header, dict(ignored), sources, near, keys)

@@ -1,4 +1,5 @@
-"""``dedup``: near-duplicates in an exported feed, with the kept records written out."""
+"""``dedup``: near-duplicates in exported feeds and WARC files, with the kept records written
+out, and every near-duplicate pair with ``--pairs``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..batch.compression import MissingExtraError
 from ..batch.feeds import FEED_FORMATS, FeedError, feed_format
+from ..batch.inputs import INPUT_FORMATS, Input, InputError, check_extras, expand_inputs
+from ..batch.pairs_out import check_pyarrow, pairs_format, write_pairs
 from ..fingerprint.rule import Rule
 from ._io import (
     CliError,
@@ -36,58 +40,112 @@ def _progress_bars(enabled: bool) -> Any:
     return bar
 
 
-def cmd_dedup(args: argparse.Namespace) -> int:
-    from ..batch.records import MissingFieldError, dedup_records
-    from ..report import render
-
-    refuse_directory(args.output, "-o")
-    refuse_directory(args.report, "--report")
-    source = Path(args.input)
-    if not source.is_file():
-        raise CliError(
-            f"INPUT {args.input}: {'is not a file' if source.exists() else 'no such file'}"
-        )
+def _inputs(args: argparse.Namespace) -> list[Input]:
     try:
-        in_fmt = feed_format(source, args.input_format)
+        inputs, repeats = expand_inputs(args.input, args.input_format)
+        check_extras(inputs)
+    except InputError as e:
+        raise CliError(f"INPUT {e}") from None
+    except FeedError as e:
+        raise CliError(str(e)) from None
+    for name in repeats:
+        say(f"INPUT {name}: named more than once; read once, at its first place")
+    return inputs
+
+
+def _check_outputs(args: argparse.Namespace, inputs: list[Input]) -> str | None:
+    """The -o format; every output refused before any work when it is a directory, an input or
+    another output."""
+    names = [str(i.path) for i in inputs]
+    outputs = [("-o", args.output), ("--report", args.report), ("--pairs", args.pairs)]
+    for what, path in outputs:
+        refuse_directory(path, what)
+        refuse_overwriting_inputs(path, names, what=what)
+    for n, (what, path) in enumerate(outputs):
+        for other, path2 in outputs[n + 1 :]:
+            if path and path2 and path != "-" and Path(path).resolve() == Path(path2).resolve():
+                raise CliError(f"{other} {path2}: is also the {what} output")
+    out_fmt = None
+    try:
         out_fmt = feed_format(args.output, args.output_format) if args.output else None
     except FeedError as e:
         raise CliError(str(e)) from None
-    refuse_overwriting_inputs(args.output, [args.input], what="-o")
-    refuse_overwriting_inputs(args.report, [args.input], what="--report")
-    if args.output and args.report and Path(args.output).resolve() == Path(args.report).resolve():
-        raise CliError(f"--report {args.report}: is also the -o output")
+    if args.output and out_fmt != "jsonl" and any(i.is_warc for i in inputs):
+        raise CliError(
+            f"-o {args.output}: with a WARC input the kept records are written as JSON lines "
+            f"(a WARC record is named by URL, file and offset); name a .jsonl file"
+        )
+    if args.pairs and pairs_format(args.pairs) == "parquet":
+        try:
+            check_pyarrow()
+        except MissingExtraError as e:
+            raise CliError(str(e)) from None
+    return out_fmt
+
+
+def cmd_dedup(args: argparse.Namespace) -> int:
+    from ..batch.records import MissingFieldError, dedup_records
+    from ..fingerprint.page import FingerprintParams
+    from ..fingerprint.text import ExtractorUnavailable
+    from ..report import render
+
+    try:  # (the extra missing: one line naming it, before any input is read)
+        params = FingerprintParams(extractor=args.extractor)
+    except ExtractorUnavailable as e:
+        raise CliError(str(e)) from None
+    inputs = _inputs(args)
+    out_fmt = _check_outputs(args, inputs)
     try:
         with contextlib.ExitStack() as stack:
             out = None
             if args.output:
                 out = stack.enter_context(atomic_output(args.output, newline=""))
+            pairs_out = None
+            if args.pairs:
+                pairs_out = stack.enter_context(atomic_output(args.pairs, newline=""))
             result = dedup_records(
-                source,
+                inputs,
                 args.text_field,
                 args.html_field,
                 args.key_field,
-                dataclasses.replace(rule_from_args(args) or Rule(), scope=args.scope),
+                dataclasses.replace(
+                    rule_from_args(args) or Rule(), scope=args.scope, extractor=args.extractor
+                ),
+                params=params,
                 output=out,
                 workers=args.workers,
                 progress=_progress_bars(not args.quiet),
-                input_format=in_fmt,
                 output_format=out_fmt,
                 keep_texts=args.format == "html",
             )
+            if pairs_out is not None:
+                pairs_out.flush()
+                rows = write_pairs(
+                    pairs_out.buffer, result.pairs, result.keys, pairs_format(args.pairs)
+                )
     except MissingFieldError as e:
         raise CliError(str(e)) from None
+    except MissingExtraError as e:
+        raise CliError(f"INPUT {e}") from None
     except FeedError as e:
         raise CliError(f"INPUT {e}") from None
     except OSError as e:
-        raise CliError(f"INPUT {args.input}: cannot read: {e.strerror or e}") from None
+        where = e.filename or ", ".join(args.input)
+        raise CliError(f"INPUT {where}: cannot read: {e.strerror or e}") from None
     r = result.report
     skipped = ", ".join(f"{k}: {v}" for k, v in sorted(result.skipped.items())) or "none"
+    across = f" in {len(inputs)} inputs" if len(inputs) > 1 else ""
     say(
-        f"{result.total} records: {result.kept} kept, {r.dropped} near-duplicates in "
+        f"{result.total} records{across}: {result.kept} kept, {r.dropped} near-duplicates in "
         f"{len(r.clusters)} clusters; not fingerprinted (kept): {skipped}"
     )
+    if result.ignored:
+        ignored = ", ".join(f"{k}: {v}" for k, v in sorted(result.ignored.items()))
+        say(f"WARC records skipped (not an HTML response): {ignored}")
     if args.output:
         say(f"kept records written to {args.output} ({out_fmt})")
+    if args.pairs:
+        say(f"{rows} near-duplicate pairs written to {args.pairs} ({pairs_format(args.pairs)})")
     write_output(render(r, args.format), args.report)
     if args.report:
         say(f"report written to {args.report}")
@@ -97,18 +155,34 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "dedup",
-        help="near-duplicates in an exported feed (JSON lines, JSON, CSV, XML)",
-        description="Find every near-duplicate pair in a Scrapy feed at once and write the "
-        "kept records (each cluster's first) with -o. Reads JSON lines (.jsonl/.jl), JSON "
-        "arrays (.json, as scrapy crawl -O items.json writes), CSV and XML, streaming. The "
-        "report goes to standard output, or to --report FILE; messages and progress go to "
-        "standard error.",
+        help="near-duplicates in exported feeds (JSON lines, JSON, CSV, XML) and WARC files",
+        description="Find every near-duplicate pair in Scrapy feeds and WARC files at once and "
+        "write the kept records (each cluster's first, in the order of the inputs, then of "
+        "their records) with -o. Reads JSON lines (.jsonl/.jl), JSON arrays (.json, as scrapy "
+        "crawl -O items.json writes), CSV and XML, plain or compressed (.gz; .zst with "
+        "nearduppipe[zstd]), and the HTML responses of WARC files (.warc, .warc.gz, with "
+        "nearduppipe[warc]), streaming. The report goes to standard output, or to --report "
+        "FILE; messages and progress go to standard error.",
     )
-    p.add_argument("input", help="the feed file (format from its extension or --input-format)")
+    p.add_argument(
+        "input",
+        nargs="+",
+        help="feed or WARC files, or globs (quoted: a glob's files in name order); the order "
+        "decides which copy is kept (format from each extension or --input-format)",
+    )
     p.add_argument(
         "-o",
         "--output",
-        help="write the kept records here (format from its extension or --output-format)",
+        help="write the kept records here (format from its extension or --output-format); "
+        "with a WARC input, JSON lines: a feed record as read, a WARC record as its url, warc "
+        "file, offset and fingerprints",
+    )
+    p.add_argument(
+        "--pairs",
+        metavar="FILE",
+        help="write every near-duplicate pair (keys, record numbers, 64-bit distance, 512-bit "
+        "distance, the similarity it implies) as JSON lines, or Parquet for a .parquet name "
+        "(nearduppipe[parquet])",
     )
     p.add_argument("--report", help="write the report to this file instead of standard output")
     p.add_argument(
@@ -119,12 +193,19 @@ def add_parsers(sub: Any) -> None:
         "of the same registrable domain or host name of its key (the URL)",
     )
     p.add_argument(
+        "--extractor",
+        choices=("trafilatura", "resiliparse"),
+        default="trafilatura",
+        help="how the main text of an HTML field is extracted (as NEARDUP_EXTRACTOR; "
+        "resiliparse needs nearduppipe[resiliparse])",
+    )
+    p.add_argument(
         "--format", choices=REPORT_FORMATS, default="text", help="report format (default text)"
     )
     p.add_argument(
         "--input-format",
-        choices=FEED_FORMATS,
-        help="format of INPUT, if its extension does not say",
+        choices=INPUT_FORMATS,
+        help="format of every INPUT, if their extensions do not say",
     )
     p.add_argument(
         "--output-format", choices=FEED_FORMATS, help="format of -o, if its extension does not say"

@@ -1,0 +1,106 @@
+"""``nearduppipe dedup --pairs FILE``: every near-duplicate pair found, for users who build their
+own clusters, as JSON lines or (a name ending in ``.parquet``) Parquet through pyarrow (the
+optional extra ``nearduppipe[parquet]``).
+
+One row per pair ``a < b`` in input order (sorted by ``a``, then ``b``): both records' keys and
+1-based record numbers over all inputs in order, the 64-bit distance, the 512-bit distance and
+the cosine that distance implies (:func:`nearduppipe.fingerprint.rule.implied_similarity`).
+Pairs are the rule's verdicts before groups are formed: a group joined through a chain holds
+records that are not a pair.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import math
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from ..fingerprint.rule import WIDE_BITS
+from .compression import MissingExtraError
+
+__all__ = ["PAIR_COLUMNS", "check_pyarrow", "need_pyarrow", "pairs_format", "write_pairs"]
+
+PAIR_COLUMNS = ("a", "b", "a_record", "b_record", "distance", "wide_distance", "similarity")
+
+
+def pairs_format(path: str | Path) -> str:
+    """``parquet`` for a name ending in ``.parquet``, else ``jsonl``."""
+    return "parquet" if str(path).lower().endswith(".parquet") else "jsonl"
+
+
+def check_pyarrow() -> None:
+    """The error :func:`need_pyarrow` would raise, without importing pyarrow: its thread pools
+    must not exist yet when the fingerprinting processes are forked."""
+    try:
+        found = importlib.util.find_spec("pyarrow") is not None
+    except (ImportError, ValueError):  # (ValueError: sys.modules["pyarrow"] is None)
+        found = False
+    if not found:
+        need_pyarrow()
+
+
+def need_pyarrow() -> Any:
+    try:
+        import pyarrow  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        import pyarrow.parquet  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        raise MissingExtraError(
+            "--pairs: writing Parquet needs the pyarrow package: "
+            "pip install 'nearduppipe[parquet]' (or name a .jsonl file)"
+        ) from None
+    return pyarrow
+
+
+def _similarity(wide_distance: np.ndarray) -> np.ndarray:
+    sim = np.cos(math.pi * wide_distance.astype(np.float64) / WIDE_BITS)
+    return np.where(wide_distance < 0, np.nan, sim)  # (no wide fingerprint on a side)
+
+
+def write_pairs(out: IO[bytes], pairs: np.ndarray, keys: dict[int, str], fmt: str) -> int:
+    """Write ``pairs`` (rows ``(i, j, d, wide_d)``, record indices from 0) to ``out``, naming
+    records by ``keys[i]``; returns the number of rows."""
+    n = len(pairs)
+    a = pairs[:, 0].tolist() if n else []
+    b = pairs[:, 1].tolist() if n else []
+    sim = _similarity(pairs[:, 3]) if n else np.zeros(0)
+    if fmt == "parquet":
+        pa = need_pyarrow()
+        table = pa.table(
+            {
+                "a": pa.array([keys[i] for i in a], pa.string()),
+                "b": pa.array([keys[j] for j in b], pa.string()),
+                "a_record": pa.array(pairs[:, 0] + 1 if n else [], pa.int64()),
+                "b_record": pa.array(pairs[:, 1] + 1 if n else [], pa.int64()),
+                "distance": pa.array(pairs[:, 2] if n else [], pa.int16()),
+                "wide_distance": pa.array(pairs[:, 3] if n else [], pa.int16()),
+                "similarity": pa.array(sim, pa.float64(), from_pandas=True),
+            }
+        )
+        buffer = io.BytesIO()  # (the whole table is in memory already; out may not seek)
+        pa.parquet.write_table(table, buffer)
+        out.write(buffer.getvalue())
+        return n
+    text = io.TextIOWrapper(out, encoding="utf-8", newline="\n", write_through=True)
+    try:
+        for row, (i, j) in enumerate(zip(a, b, strict=True)):
+            d, dw = int(pairs[row, 2]), int(pairs[row, 3])
+            s = float(sim[row])
+            line = {
+                "a": keys[i],
+                "b": keys[j],
+                "a_record": i + 1,
+                "b_record": j + 1,
+                "distance": d,
+                "wide_distance": dw if dw >= 0 else None,
+                "similarity": s if not math.isnan(s) else None,
+            }
+            text.write(json.dumps(line, ensure_ascii=False) + "\n")
+        text.flush()
+    finally:
+        text.detach()
+    return n
