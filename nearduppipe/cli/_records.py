@@ -110,7 +110,7 @@ def named_damage(uri: str, prefix: str | None = None) -> Iterator[None]:
         rows = _sqlite_not_utf8(path)
         if not rows:
             raise
-        from ..stores.sqlite.records import hint
+        from ..stores.sqlite.fields import hint
 
         where = f"{path}: record {rows[0]!r}"
         more = f" (and {len(rows) - 1} more rows)" if len(rows) > 1 else ""

@@ -31,6 +31,18 @@ import numpy as np
 
 from ...fingerprint.rule import Fingerprints
 from ..base import Decision, Entry, StoreError
+from .fields import (
+    FP_END,
+    HEX_DIGITS,
+    WIDE_END,
+    damaged,
+    decode_row,
+    finite_number,
+    hex_number,
+    hint,
+    text_or_none,
+    whole_number,
+)
 from .files import TABLE, decode, encode
 from .keys import key_hash
 
@@ -50,64 +62,6 @@ __all__ = [
 ]
 
 WIDE_HEX = 128
-_FP_END, _WIDE_END = 1 << 64, 1 << 512
-_HEX = frozenset("0123456789abcdefABCDEF")
-# what a record damaged by hand (or by another program) is told with: where to go from there
-FIX_HINT = (
-    "fix or delete that row (with the sqlite3 shell: DELETE FROM neardup WHERE key = '{key}'),"
-    " or restore the store from a backup"
-)
-
-
-def hint(where: str) -> str:
-    """What to do about the damaged row ``where`` names (``…: record i:00000000002a``)."""
-    key = where.rpartition("record ")[2].strip("'") or "<its key>"
-    return FIX_HINT.format(key=key.replace("'", "''"))
-
-
-def _hex(value: Any, end: int, what: str) -> int:
-    """A fingerprint written as hex digits, below ``end``; anything else (a JSON number, a
-    sign, 100,000 digits) is a ``ValueError`` naming ``what``."""
-    if not isinstance(value, str) or not value or not _HEX.issuperset(value):
-        raise ValueError(f"{what} is not a string of hex digits: {value!r:.40}")
-    n = int(value, 16)
-    if n >= end:
-        raise ValueError(f"{what} is out of range ({len(value)} hex digits)")
-    return n
-
-
-def _text_or_none(value: Any, what: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise ValueError(f"{what} is not a string: {value!r:.40}")
-
-
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{what} is not a number: {value!r:.40}")
-    t = float(value)
-    if not math.isfinite(t):
-        raise ValueError(f"{what} is not a finite number: {value!r:.40}")
-    return t
-
-
-def _count(value: Any, top: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
-        raise ValueError(f"{what} is not a whole number from 0 to {top}: {value!r:.40}")
-    return value
-
-
-def damaged(where: str, kind: str, reason: object) -> StoreError:
-    """The error for a record that cannot be read: ``where`` names the file and row."""
-    return StoreError(f"{where}: malformed {kind} record ({reason}); {hint(where)}")
-
-
-def _decode(value: Any, where: str) -> Any:
-    """:func:`decode` with what to do about a row that is not JSON."""
-    try:
-        return decode(value, where)
-    except StoreError as e:
-        raise StoreError(f"{e}; {hint(where)}") from None
 
 
 def _string(s: str | None) -> str:
@@ -191,17 +145,17 @@ def _entry(r: Any) -> Entry:
         raise ValueError(f"the page key is not a string: {key!r:.40}")
     return Entry(
         key,
-        _hex(fp_hex, _FP_END, "the fingerprint"),
-        _number(t, "the time"),
-        _text_or_none(text[0], "the text sample") if text else None,
-        _hex(wide_hex, _WIDE_END, "the wide fingerprint") if wide_hex != "" else None,
-        _text_or_none(job, "the job"),
+        hex_number(fp_hex, FP_END, "the fingerprint"),
+        finite_number(t, "the time"),
+        text_or_none(text[0], "the text sample") if text else None,
+        hex_number(wide_hex, WIDE_END, "the wide fingerprint") if wide_hex != "" else None,
+        text_or_none(job, "the job"),
     )
 
 
 def parse_entry(value: Any, where: str) -> Entry:
     try:
-        return _entry(_decode(value, where))
+        return _entry(decode_row(value, where))
     except (TypeError, ValueError) as e:
         raise damaged(where, "entry", e) from None
 
@@ -209,7 +163,7 @@ def parse_entry(value: Any, where: str) -> Entry:
 def parse_key(value: Any, where: str) -> tuple[int, str | None]:
     """A ``k:`` row: ``[rid, job]`` (for the store's key lookups: a row edited by hand is a
     :class:`StoreError` naming it, not a ``ValueError`` in the middle of a crawl)."""
-    r = _decode(value, where)
+    r = decode_row(value, where)
     if (
         isinstance(r, list)
         and len(r) == 2
@@ -237,7 +191,7 @@ def decision_record(d: Decision) -> str:
 
 
 def parse_decision(value: Any, where: str) -> Decision:
-    r = _decode(value, where)
+    r = decode_row(value, where)
     try:
         if not isinstance(r, dict):
             raise ValueError("not a JSON object")
@@ -249,13 +203,13 @@ def parse_decision(value: Any, where: str) -> Decision:
                 raise ValueError(f"{field} is not a string: {r[field]!r:.40}")
         return Decision(
             r["key"],
-            _hex(r["fp"], _FP_END, "fp"),
+            hex_number(r["fp"], FP_END, "fp"),
             r["match"],
-            _hex(r["match_fp"], _FP_END, "match_fp"),
-            _count(r["distance"], 64, "distance"),
-            _number(r["t"], "t"),
-            _text_or_none(r.get("text"), "text"),
-            None if r.get("wide") is None else _count(r["wide"], 512, "wide"),
+            hex_number(r["match_fp"], FP_END, "match_fp"),
+            whole_number(r["distance"], 64, "distance"),
+            finite_number(r["t"], "t"),
+            text_or_none(r.get("text"), "text"),
+            None if r.get("wide") is None else whole_number(r["wide"], 512, "wide"),
         )
     except (TypeError, ValueError) as e:
         raise damaged(where, "decision", e) from None
@@ -353,7 +307,7 @@ def load_v2(conn: sqlite3.Connection, path: Path) -> Loaded:
         blob = bytes.fromhex("".join(w or "0" * WIDE_HEX for w in wide_hex))
     except ValueError:  # (the fast path slices the wide hex unread: find the row)
         for rid, w in zip(rids, wide_hex, strict=True):
-            if w and not _HEX.issuperset(w):
+            if w and not HEX_DIGITS.issuperset(w):
                 where = f"{path}: record 'i:{rid:012x}'"
                 raise StoreError(
                     f"{where} is damaged (the wide fingerprint is not hex digits); {hint(where)}"
@@ -402,7 +356,7 @@ def read_state(conn: sqlite3.Connection, path: Path) -> dict[str, Any]:
     if row is None:
         return {}
     where = f"{path}: record m:state"
-    state = _decode(row[0], where)
+    state = decode_row(row[0], where)
     if not isinstance(state, dict):
         raise StoreError(f"{where} is damaged; {hint(where)}")
     for name, value in state.items():  # counters and sequences; the snapshot's token
