@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..fingerprint.rule import WIDE_BITS, Fingerprints, Rule, implied_similarity
+from ..fingerprint.rule import WIDE_BITS, Fingerprints, Rule, distances, implied_similarity
 from ..stores import Store
 from ..stores.scope import scope_of, unmask
 from ._io import CliError, bounded_int, clean, emit, say
@@ -150,11 +150,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         for name, f in (("A", fa), ("B", fb)):
             lines.append(f"{name}: {f.fp:016x}" if f is not None else f"{name}: (text given)")
         if fa is not None and fb is not None:
-            d = (fa.fp ^ fb.fp).bit_count()
+            d, dw = distances(fa, fb)
             lines.append(f"64-bit distance: {d} (implies cosine {implied_similarity(d, 64):.3f})")
-            dw = None
-            if fa.wide is not None and fb.wide is not None:
-                dw = (fa.wide ^ fb.wide).bit_count()
+            if dw is not None:
                 lines.append(
                     f"{WIDE_BITS}-bit distance: {dw} (implies cosine "
                     f"{implied_similarity(dw, WIDE_BITS):.3f})"

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["PAPER_RULE", "Fingerprints", "Rule", "wide_threshold"]
+__all__ = ["PAPER_RULE", "Fingerprints", "Rule", "distances", "wide_threshold"]
 
 WIDE_BITS = 512
 
@@ -42,6 +42,13 @@ class Fingerprints(NamedTuple):
 def wide_threshold(similarity: float, bits: int = WIDE_BITS) -> int:
     """Largest wide distance whose implied cosine is still >= ``similarity``."""
     return math.floor(bits * math.acos(similarity) / math.pi + 1e-9)
+
+
+def distances(a: Fingerprints, b: Fingerprints) -> tuple[int, int | None]:
+    """The 64-bit and the wide Hamming distance of two pages' fingerprints (the wide one
+    ``None`` when either has none): what :meth:`Rule.is_near` judges."""
+    dw = None if a.wide is None or b.wide is None else (a.wide ^ b.wide).bit_count()
+    return (a.fp ^ b.fp).bit_count(), dw
 
 
 def implied_similarity(distance: int, bits: int) -> float:

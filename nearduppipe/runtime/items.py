@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import xxhash
 
 from ..fingerprint.page import Fingerprinted
-from ..fingerprint.rule import Fingerprints, Rule
+from ..fingerprint.rule import Fingerprints, Rule, distances
 
 __all__ = ["PageOfItems", "html_digest", "item_key", "remember_page", "same_html"]
 
@@ -85,11 +85,9 @@ def item_key(
 ) -> str:
     """The key of an item of ``page`` whose key field is ``url`` (module docstring)."""
     fps = result.fingerprints
-    if fps is not None:
-        d = (fps.fp ^ page.fingerprint).bit_count()
-        dw = None if fps.wide is None or page.wide is None else (fps.wide ^ page.wide).bit_count()
-        if rule.is_near(d, dw):
-            return url  # the item is the page itself
+    page_fps = Fingerprints(page.fingerprint, page.wide)
+    if fps is not None and rule.is_near(*distances(fps, page_fps)):
+        return url  # the item is the page itself
     data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
     digest = xxhash.xxh3_64_hexdigest(data)
     page.texts[digest] += 1

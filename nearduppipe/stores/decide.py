@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..fingerprint.page import Fingerprinted
-from ..fingerprint.rule import Fingerprints
+from ..fingerprint.rule import Fingerprints, distances
 from .base import Match, Source, Store
 from .counts import Status
 from .scope import scoped, unmask
@@ -78,12 +78,7 @@ class Deduplicator:
         own = store.get(key) if key is not None else None
         if own is not None:
             mine = own.fingerprints
-            d = (mine.fp ^ fps.fp).bit_count()
-            dw = (
-                None
-                if mine.wide is None or fps.wide is None
-                else (mine.wide ^ fps.wide).bit_count()
-            )
+            d, dw = distances(mine, fps)
             if store.rule.is_near(d, dw):
                 match = _own(Match(own.key, mine.fp, d, dw), scope)
                 return Outcome(true.fp, match, None, n, "unchanged", true.wide)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fingerprint.rule import Fingerprints, Rule
+from ..fingerprint.rule import Fingerprints, Rule, distances
 from ..index.columns import Column, fork_generation
 from ..index.runs import bind
 from ..index.search import BlockIndex, Layout, kernels
@@ -250,12 +250,7 @@ class IndexedStore(Store):
                 if job is not None and own_job == job:
                     return _AGAIN
                 mine = self._fingerprints_of(own_id)
-                d = (mine.fp ^ fps.fp).bit_count()
-                dw = (
-                    (mine.wide ^ fps.wide).bit_count()
-                    if mine.wide is not None and fps.wide is not None
-                    else None
-                )
+                d, dw = distances(mine, fps)
                 if self.rule.is_near(d, dw):
                     self._times[own_id] = now
                     self._persist_touch(own_id, key, now, job)
