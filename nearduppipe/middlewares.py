@@ -209,7 +209,7 @@ class NearDupSpiderMiddleware:
                     self.runtime.pages_of_items, page.url, page.fp, page.wide, page.text_length
                 )
                 html = adapter.get(self.html_field)
-                if noted.html is None and isinstance(html, str) and html == page.text:
+                if noted.html is None and isinstance(html, str) and page.is_html(html):
                     noted.html = html_digest(html)  # the pipeline will not extract it again
             if self.field is not None:
                 self.runtime.set_field(adapter, self.field, dict(verdict_), "verdict")
@@ -226,7 +226,12 @@ class _Page(NamedTuple):
     fp: int
     wide: int | None
     text_length: int
-    text: str | None
+    response: Response
+
+    def is_html(self, html: str) -> bool:
+        """Whether ``html`` is the page's own HTML (decoded only when an item carries HTML)."""
+        response = self.response
+        return isinstance(response, HtmlResponse) and html == response.text
 
 
 def _page_of(response: Response | None) -> _Page | None:
@@ -239,13 +244,12 @@ def _page_of(response: Response | None) -> _Page | None:
     if not isinstance(fp, int) or response is None or meta is None:
         return None
     wide, n = meta.get("neardup_wide"), meta.get("neardup_text_length")
-    text = response.text if isinstance(response, HtmlResponse) else None
     return _Page(
         response.url,
         fp,
         wide if isinstance(wide, int) else None,
         n if isinstance(n, int) else 0,
-        text,
+        response,
     )
 
 
