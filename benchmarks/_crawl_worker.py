@@ -1,4 +1,17 @@
-"""One benchmark crawl (run by crawl.py in its own process): prints a JSON line of figures."""
+"""One benchmark crawl (run by crawl.py in its own process): prints a JSON line of figures.
+
+    python benchmarks/_crawl_worker.py MODE INDEX_URL STORE [WARM_PAGES]
+
+Modes: ``none`` (no nearduppipe), ``default`` (the add-on with its default settings),
+``resiliparse`` (the add-on with ``NEARDUP_EXTRACTOR = "resiliparse"``); and the older
+``extract`` (an item pipeline that only extracts), ``neardup`` (the downloader middleware
+alone), ``page``/``items``/``mark`` (the add-on, both verdicts set to the mode).
+
+CPU is that of the process tree (this process, its worker processes, and any child already
+reaped), read with psutil over a window that starts when the ``WARM_PAGES``-th page has been
+downloaded and ends when the crawl is idle: start-up (imports, worker processes loading their
+dictionaries) and shut-down are outside it, so the figure is the steady per-page cost.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import scrapy
 from scrapy.crawler import CrawlerProcess
 
@@ -41,12 +55,35 @@ class BenchSpider(scrapy.Spider):
         self.pages += 1
         if self.with_html:
             yield {"url": response.url, "html": response.text}
-        else:
-            yield {"url": response.url}
+        else:  # what a spider typically takes from an article page
+            yield {
+                "url": response.url,
+                "title": response.css("title::text").get(),
+                "links": len(response.css("a::attr(href)").getall()),
+            }
 
 
-def main() -> None:
-    mode, index, store = sys.argv[1], sys.argv[2], sys.argv[3]
+def own_cpu() -> float:
+    """User + system CPU seconds of this process alone (the crawl's event loop and threads)."""
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+def tree_cpu() -> float:
+    """User + system CPU seconds of this process, its live descendants and reaped children."""
+    me = psutil.Process()
+    total = 0.0
+    for child in me.children(recursive=True):
+        try:
+            t = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system
+    t = me.cpu_times()
+    return total + t.user + t.system + t.children_user + t.children_system
+
+
+def settings_for(mode: str, store: str) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "LOG_LEVEL": "WARNING",
         "TELNETCONSOLE_ENABLED": False,
@@ -61,31 +98,60 @@ def main() -> None:
         settings["DOWNLOADER_MIDDLEWARES"] = {"nearduppipe.middlewares.NearDupMiddleware": 543}
         settings["NEARDUP_STORE"] = store
         settings["NEARDUP_RESET"] = True
-    elif mode in ("page", "items", "mark"):  # the add-on, both verdicts set to the mode
+    elif mode in ("default", "resiliparse", "page", "items", "mark"):
         settings["ADDONS"] = {"nearduppipe.Addon": 0}
-        settings["NEARDUP_STORE"] = store
+        settings["NEARDUP_STORE"] = store  # the default store kind (sqlite), fresh
         settings["NEARDUP_RESET"] = True
-        settings["NEARDUP_ON_DUPLICATE"] = mode
-        settings["NEARDUP_ON_UNCHANGED"] = mode
-    process = CrawlerProcess(settings)
+        if mode == "resiliparse":
+            settings["NEARDUP_EXTRACTOR"] = "resiliparse"
+        elif mode != "default":  # both verdicts set to the mode
+            settings["NEARDUP_ON_DUPLICATE"] = mode
+            settings["NEARDUP_ON_UNCHANGED"] = mode
+    elif mode != "none":
+        raise SystemExit(f"unknown mode {mode!r}")
+    return settings
+
+
+def main() -> None:
+    mode, index, store = sys.argv[1], sys.argv[2], sys.argv[3]
+    warm = int(sys.argv[4]) if len(sys.argv) > 4 else 100
+    process = CrawlerProcess(settings_for(mode, store))
     crawler = process.create_crawler(BenchSpider)
-    times: dict[str, float] = {}
+    marks: dict[str, float] = {}
+    downloaded = [0]
 
     def opened() -> None:
-        times["open"] = time.perf_counter()
+        marks["open"] = time.perf_counter()
+
+    def on_download(*args: Any, **kwargs: Any) -> None:
+        downloaded[0] += 1
+        if downloaded[0] == warm + 1:  # the index page, then ``warm`` pages
+            marks["t1"], marks["cpu1"], marks["own1"] = time.perf_counter(), tree_cpu(), own_cpu()
+
+    def idle() -> None:  # the last idle before the close is the end of the window
+        marks["t2"], marks["cpu2"], marks["own2"], marks["pages2"] = (
+            time.perf_counter(),
+            tree_cpu(),
+            own_cpu(),
+            downloaded[0],
+        )
 
     def closed() -> None:
-        times["close"] = time.perf_counter()
+        marks["close"] = time.perf_counter()
 
     # Scrapy holds signal receivers weakly: keep these named functions alive until the end.
     crawler.signals.connect(opened, scrapy.signals.spider_opened)
+    crawler.signals.connect(on_download, scrapy.signals.response_downloaded)
+    crawler.signals.connect(idle, scrapy.signals.spider_idle)
     crawler.signals.connect(closed, scrapy.signals.spider_closed)
     process.crawl(crawler, index=index, with_html=(mode in ("extract", "page", "items", "mark")))
     process.start()
     assert crawler.stats is not None
     stats = crawler.stats.get_stats()
     responses = stats.get("downloader/response_count", 0) - 1  # minus the index page
-    elapsed = times["close"] - times["open"]
+    elapsed = marks["close"] - marks["open"]
+    window_pages = marks["pages2"] - 1 - warm
+    window_s = marks["t2"] - marks["t1"]
     print(
         json.dumps(
             {
@@ -94,6 +160,10 @@ def main() -> None:
                 "reached_spider": crawler.spider.pages,  # type: ignore[union-attr]
                 "seconds": elapsed,
                 "pages_per_s": responses / elapsed,
+                "window_pages": window_pages,
+                "window_pages_per_s": window_pages / window_s,
+                "cpu_ms_per_page": 1000 * (marks["cpu2"] - marks["cpu1"]) / window_pages,
+                "own_cpu_ms_per_page": 1000 * (marks["own2"] - marks["own1"]) / window_pages,
                 "dropped": stats.get("neardup/dropped", 0),
                 "items": stats.get("item_scraped_count", 0),
             }

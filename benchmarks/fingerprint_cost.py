@@ -18,7 +18,12 @@ The machine is shared: each number is the median over pages of one round, then t
 page's Han runs alone (what any exact jieba tokenisation costs), measured in the same rounds;
 the ratios to it are what to compare between runs.
 
-    python benchmarks/fingerprint_cost.py [--pages 40] [--rounds 7]
+With ``--texts real``: the main texts of the crawl benchmark's real-world-shaped pages
+(benchmarks/real_pages.py: Chinese, English, German, French), as each extractor gives them, per
+language and all languages together ("all": the per-page median the issue's 1 ms is about).
+"before: normalise" is ``unicodedata.normalize`` itself, "after" the full-width fast path.
+
+    python benchmarks/fingerprint_cost.py [--pages 40] [--rounds 7] [--texts portal|real]
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import re
 import statistics
 import sys
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -40,13 +46,14 @@ import numpy as np
 import rjieba
 import xxhash
 from pages import article_paragraphs, portal_page
+from real_pages import real_pages
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nearduppipe.fingerprint import features as F
 from nearduppipe.fingerprint import simhash as S
 from nearduppipe.fingerprint import tokenize as T
 from nearduppipe.fingerprint.stopwords import STOP_WORDS
-from nearduppipe.fingerprint.text import extract_text, normalise_whitespace
+from nearduppipe.fingerprint.text import extract, extract_text, normalise_whitespace
 
 # ---- before: the pipeline as it was (kept here to measure against and to check identity) ----
 
@@ -113,8 +120,12 @@ def legacy_sums(hashes: list[int], weights: list[float]) -> tuple[int, int]:
     return fp, wide
 
 
+def legacy_normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
 def legacy_fingerprints(text: str) -> tuple[int, int]:
-    feats = legacy_weigh(legacy_counts(T.normalise(text)))
+    feats = legacy_weigh(legacy_counts(legacy_normalise(text)))
     return legacy_sums(legacy_hashes(feats), list(feats.values()))
 
 
@@ -129,6 +140,20 @@ OTHER = [
     "Die Straße bleibt heute geschlossen, sagte der Bürgermeister am Dienstag.",
     "iPhone 15 发布会于 2026 年 9 月举行,Apple CEO Tim Cook 表示新品将在下月上市。",
 ]
+
+
+def real_texts(n: int, extractor: str) -> dict[str, list[str]]:
+    """Main texts of the first ``n`` pages of each language of benchmarks/real_pages.py (the
+    crawl benchmark's pages), as ``fingerprint_html`` gets them from ``extractor``."""
+    out: dict[str, list[str]] = {}
+    for kind, page, _ in real_pages(8 * n):
+        lang = "en" if kind == "blog" else kind
+        texts = out.setdefault(f"{lang} ({extractor})", [])
+        if len(texts) < n:
+            text = extract(page, None, extractor=extractor).text  # type: ignore[arg-type]
+            if text:
+                texts.append(text)
+    return out
 
 
 def page_texts(n: int, seed: int = 7) -> dict[str, list[str]]:
@@ -183,25 +208,27 @@ def rounds_of(
 
 def cold(text: str) -> Any:
     S._row_cache.clear()
+    S._row_cache_old.clear()
     return S.fingerprints(text)
 
 
 def measure(label: str, texts: list[str], rounds: int) -> None:
-    norms = [T.normalise(t) for t in texts]
+    norms = [legacy_normalise(t) for t in texts]
     legacy_c = [legacy_counts(n) for n in norms]
     new_c = [F._counts(t, F.DEFAULT_FEATURES) for t in texts]
     feats = [F._weigh(c, F.DEFAULT_FEATURES) for c in new_c]
     for t, f in zip(texts, feats, strict=True):  # identity first: the same features, same bits
         new = S.fingerprints(t)
         assert (new.fp, new.wide) == legacy_fingerprints(t), t[:80]
-        assert list(f.items()) == list(legacy_weigh(legacy_counts(T.normalise(t))).items())
+        assert list(f.items()) == list(legacy_weigh(legacy_counts(legacy_normalise(t))).items())
     legacy_hw = [(legacy_hashes(f), list(f.values())) for f in feats]
     rows = [(S._feature_rows(f), list(f.values())) for f in feats]
     stages: dict[str, Callable[[Any], Any]] = {
         "floor: rjieba.cut(Han runs)": lambda t: rjieba.cut("\n".join(_HAN_RUN.findall(t))),
         "floor: xxh3_64(text)": lambda t: xxhash.xxh3_64_intdigest(t.encode("utf-8")),
-        "normalise": T.normalise,
-        "before: tokens": lambda t: legacy_counts(T.normalise(t)),
+        "before: normalise": legacy_normalise,
+        "after: normalise": T.normalise,
+        "before: tokens": lambda t: legacy_counts(legacy_normalise(t)),
         "after: tokens": lambda t: F._counts(t, F.DEFAULT_FEATURES),
         "before: weights": legacy_weigh,
         "after: weights": lambda c: F._weigh(c, F.DEFAULT_FEATURES),
@@ -244,8 +271,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--texts",
+        choices=("portal", "real"),
+        default="portal",
+        help="portal: synthetic portal pages; real: benchmarks/real_pages.py by both extractors",
+    )
     args = parser.parse_args()
-    texts = page_texts(args.pages)
+    if args.texts == "real":
+        texts = {}
+        for extractor in ("resiliparse", "trafilatura"):
+            by_lang = real_texts(args.pages, extractor)
+            texts |= by_lang
+            texts[f"all ({extractor})"] = [t for group in by_lang.values() for t in group]
+    else:
+        texts = page_texts(args.pages)
     for label, group in texts.items():
         measure(label, group, args.rounds)
 

@@ -281,3 +281,39 @@ def test_unknown_extractor_is_refused() -> None:
     with pytest.raises(ValueError, match="trafilatura"):
         FingerprintParams(extractor="readability")  # type: ignore[arg-type]
     assert EXTRACTORS[0] == "trafilatura"
+
+
+def test_boilerplate_patterns_match_what_the_single_pattern_matched() -> None:
+    # fast_text splits its boilerplate pattern in three for speed (anchored branches, digit-led
+    # branches, the rest); the test they make together is the one pattern they came from, on
+    # fragments of every branch mixed with case variants (ſ, K, İ, ı), digits and punctuation.
+    import re
+
+    from nearduppipe.fingerprint import fast_text
+
+    original = re.compile(
+        r"©|\(c\)\s*\d{4}|copyright|all rights reserved|版权所有|版權所有|icp备|icp證|"
+        r"cookies? (?:policy|settings|consent)|(?:we|site) uses? cookies|使用\s*cookie|"
+        r"privacy policy|terms of (?:use|service)|隐私政策|用户协议|"
+        r"^\W*(?:advertisement|sponsored|ads?\b|广告)|"
+        r"share (?:this|on|to)\b|share:|分享到|sign (?:in|up)\b|log ?in\b|^\W*(?:登录|注册)|"
+        r"\d[\d,.]*\s*(?:views|reads)\b|阅读\s*\d|\d+\s*次浏览|评论\s*\(?\d|comments?\s*\(\d",
+        re.I,
+    )
+    pieces = [
+        *"©()cCoOsSkKiIlLnN 0123456789:,.-*ſKİı版权所有使用隐私政策用户协议分享到阅读评论备證次浏览广告登录注册",
+        "copyright", "COPYRIGHT", "all rights reserved", "cookie", "cookies ", "policy", "settings",
+        "consent", "we use cookies", "site uses cookies", "privacy policy", "terms of use",
+        "terms of service", "(c) 2026", "(C)2026", "icp备", "icp證", "使用 cookie", "share ",
+        "this", "on", "to", "share:", "sign ", "in", "up", "log", "login", "log in", "comments (",
+        "comment(", "advertisement", "Sponsored", "ads", "ad", " views", " reads", "次浏览",
+    ]  # fmt: skip
+    rng = random.Random(3)
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 8))) for _ in range(60000)]
+    matched = 0
+    for text in texts:
+        expected = original.search(text) is not None
+        has_digit = fast_text._DIGIT_RE.search(text) is not None
+        assert fast_text._boilerplate(text, has_digit) == expected, text
+        matched += expected
+    assert 0.1 * len(texts) < matched < 0.9 * len(texts)  # both outcomes well represented

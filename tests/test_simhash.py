@@ -136,3 +136,53 @@ def test_features_weighting_options() -> None:
         FeatureConfig(weighting="bm25")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         FeatureConfig(top_k=0)
+
+
+def test_row_cache_generations_give_the_rows_hashing_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A small cache, filled many times over by pages that share a common vocabulary and each
+    # add words of their own: every page's fingerprints, computed through whatever mix of
+    # current-generation, old-generation and fresh rows the cache holds by then, equal those
+    # computed from scratch (the general path: one xxh3_64 call per feature, no cache).
+    from nearduppipe.fingerprint import simhash as S
+
+    monkeypatch.setattr(S, "_ROW_CACHE_SIZE", 64)
+    monkeypatch.setattr(S, "_row_cache", {})
+    monkeypatch.setattr(S, "_row_cache_old", {})
+    common = [f"common{i}" for i in range(40)]
+    swaps = 0
+    for page in range(60):
+        feats = {w: 1.0 + (i % 3) for i, w in enumerate(common[page % 7 :])}
+        feats |= {f"page{page}word{j}": 1.0 + j % 2 for j in range(page % 30)}
+        before = S._row_cache
+        cached = S.simhash_pair(feats)
+        swaps += S._row_cache is not before
+        pairs = list(feats.items())  # not a Mapping: the uncached path
+        assert cached == S.simhash_pair(pairs), page
+        assert all(len(row) == 72 for row in S._row_cache.values())
+        assert len(S._row_cache) <= 64
+    assert swaps >= 5  # the generations did turn over
+
+
+def test_sign_bits_equal_a_plain_loop() -> None:
+    # The vectorised reduction against the definition, on random matrices with repeated,
+    # negative and zero weights (ties give 0-bits), runs of one weight over 255 rows included.
+    import numpy as np
+
+    from nearduppipe.fingerprint import simhash as S
+
+    rng = np.random.default_rng(11)
+    for n, m in [(1, 1), (3, 9), (40, 9), (700, 9), (300, 1), (5, 2)]:
+        words = rng.integers(0, 2**64, size=(n, m), dtype=np.uint64, endpoint=False)
+        for w in (
+            rng.integers(-5, 6, size=n).astype(np.float64) * 65536,
+            np.full(n, 65536.0),
+            rng.choice([65536.0, 110962.0, 137534.0], size=n),
+        ):
+            bits = 64 * m
+            expected = 0
+            for j in range(bits):
+                col = (words[:, j // 64] >> np.uint64(j % 64)) & np.uint64(1)
+                total = sum(int(wi) * (2 * int(b) - 1) for wi, b in zip(w, col, strict=True))
+                expected |= (total > 0) << j
+            assert S._sign_bits(words, w, bits) == expected, (n, m)
+            assert S._sign_bits(words, w, bits - 7) == expected & ((1 << (bits - 7)) - 1)

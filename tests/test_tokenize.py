@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import random
 import re
+import unicodedata
 from pathlib import Path
 
 import jieba
@@ -61,3 +63,29 @@ def test_empty_and_symbols() -> None:
 def test_unknown_segmenter() -> None:
     with pytest.raises(ValueError):
         get_segmenter("icu")  # type: ignore[arg-type]
+
+
+def test_fast_nfkc_replaces_only_by_compatibility_decompositions() -> None:
+    # the premise of tokenize._nfkc: each character it replaces up front is replaced by its
+    # own compatibility decomposition, which NFKC would have put in its place anyway
+    for c in [*range(0xFF01, 0xFF5F), 0x3000]:
+        expected = unicodedata.normalize("NFKD", chr(c))
+        assert len(expected) == 1 and ord(expected) < 0x80, hex(c)
+        assert normalise(chr(c)) == unicodedata.normalize("NFKC", chr(c)).casefold()
+
+
+def test_normalise_equals_unicodedata_nfkc_casefold() -> None:
+    # full-width forms next to what composes with or around them: combining marks (which
+    # compose with the ASCII a full-width letter becomes), Hangul jamo, ligatures, compatibility
+    # characters left for normalize(), lone surrogates, and text already normal
+    pool = [
+        *map(chr, range(0xFF00, 0xFF62)),
+        "\u3000", "\u0301", "\u0308", "\u0327", "\u0323", "\u1100", "\u1161", "\u11a8",
+        "\ufb01", "\u2460", "\u2026", "\u00bd", "\u212b", "\u1e9b", "\ud800", "\udfff",
+        "a", "Z", "é", "İ", "ß", "中", "文", "。", "，", " ", "\n", "1",
+    ]  # fmt: skip
+    rng = random.Random(5)
+    texts = [SENTENCES[0], "ＡＢＣ\u0301１２", "Ｅ\u0308\u0323ｘ"]
+    texts += ["".join(rng.choice(pool) for _ in range(rng.randint(0, 30))) for _ in range(20000)]
+    for text in texts:
+        assert normalise(text) == unicodedata.normalize("NFKC", text).casefold(), ascii(text)

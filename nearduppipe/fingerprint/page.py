@@ -63,7 +63,11 @@ def fingerprint_text(text: str, params: FingerprintParams) -> Fingerprinted:
     """Fingerprint already extracted text (cut to the text limit, white space normalised)."""
     if len(text) > params.limits.max_text_chars:
         text = text[: params.limits.max_text_chars]
-    text = normalise_whitespace(text)
+    return _fingerprint_normalised(normalise_whitespace(text), params)
+
+
+def _fingerprint_normalised(text: str, params: FingerprintParams) -> Fingerprinted:
+    """:func:`fingerprint_text` of a text already cut and white-space normalised."""
     if len(text) < params.min_text_length:
         return Fingerprinted(None, "too_short" if text else "no_text", len(text))
     if text.count("\ufffd") > len(text) // 50:
@@ -84,4 +88,7 @@ def fingerprint_html(
     extraction = extract(html, url, params.limits, params.extractor)
     if extraction.text is None:
         return Fingerprinted(None, extraction.reason, 0)
-    return fingerprint_text(extraction.text, params)
+    if extraction.truncated or params.limits.max_text_chars < len(extraction.text):
+        # a cut can leave white space at the end: normalise again
+        return fingerprint_text(extraction.text, params)
+    return _fingerprint_normalised(extraction.text, params)  # extract() normalised it

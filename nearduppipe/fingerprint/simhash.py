@@ -92,11 +92,16 @@ def _hash_pairs(
 
 # Rows of frequent features: a feature's xxh3_64 and its eight splitmix64 words (the wide
 # fingerprint's, see _wide_words) as 72 little-endian bytes, so that a page's matrix is one join
-# of cached rows and only features not seen lately are hashed. Bounded: emptied when full (~6 MB
-# at 2**15 rows). Shared by threads: a row, once computed, never changes.
+# of cached rows and only features not seen lately are hashed. Two generations, bounded (~6 MB
+# each at 2**15 rows): when the current one is full it becomes the old one and a new one
+# starts; a row found in the old generation moves to the new one. So the words every page
+# uses stay cached whatever the vocabulary of a long crawl, where emptying one full cache
+# had every page hash its common words again after each fill. Shared by threads: a row, once
+# computed, never changes.
 _ROW_WORDS = 1 + WIDE_BITS // 64
 _ROW_CACHE_SIZE = 1 << 15
 _row_cache: dict[str, bytes] = {}
+_row_cache_old: dict[str, bytes] = {}
 
 
 def _feature_rows(features: Mapping[Any, float]) -> np.ndarray:
@@ -107,22 +112,41 @@ def _feature_rows(features: Mapping[Any, float]) -> np.ndarray:
         data = b"".join(rows)
     except TypeError:  # a None: features not cached
         missing = list(compress(features, map(operator.is_, rows, repeat(None))))
-        digest = xxhash.xxh3_64_digest  # the canonical form: the hash, big-endian
-        hashes = b"".join([digest(f.encode("utf-8")) for f in missing])
-        hv = np.frombuffer(hashes, dtype=">u8").astype("<u8")
-        block = np.empty((len(hv), _ROW_WORDS), dtype="<u8")
-        block[:, 0] = hv
-        block[:, 1:] = _wide_words(hv, _ROW_WORDS - 1)
-        chunks = block.view(f"V{8 * _ROW_WORDS}").ravel().tolist()  # a bytes object per row
-        fresh = dict(zip(missing, chunks, strict=True))
+        fresh = _new_rows(missing)
         rows = list(map(fresh.get, features, rows))  # a missing row from fresh, others kept
         data = b"".join(rows)
-        if len(fresh) <= _ROW_CACHE_SIZE:
-            if len(_row_cache) + len(fresh) > _ROW_CACHE_SIZE:
-                _row_cache.clear()
-            _row_cache.update(fresh)
+        _remember(fresh)
     matrix: np.ndarray = np.frombuffer(data, dtype="<u8").reshape(-1, _ROW_WORDS)
     return matrix
+
+
+def _new_rows(missing: list[str]) -> dict[str, bytes]:
+    """The rows of features not in the current generation: from the old one, or computed."""
+    old = _row_cache_old
+    found = {f: row for f in missing if (row := old.get(f)) is not None}
+    if found:
+        missing = [f for f in missing if f not in found]
+    if not missing:
+        return found
+    digest = xxhash.xxh3_64_digest  # the canonical form: the hash, big-endian
+    hashes = b"".join([digest(f.encode("utf-8")) for f in missing])
+    hv = np.frombuffer(hashes, dtype=">u8").astype("<u8")
+    block = np.empty((len(hv), _ROW_WORDS), dtype="<u8")
+    block[:, 0] = hv
+    block[:, 1:] = _wide_words(hv, _ROW_WORDS - 1)
+    chunks = block.view(f"V{8 * _ROW_WORDS}").ravel().tolist()  # a bytes object per row
+    fresh = dict(zip(missing, chunks, strict=True))
+    fresh.update(found)
+    return fresh
+
+
+def _remember(fresh: dict[str, bytes]) -> None:
+    global _row_cache, _row_cache_old
+    if len(fresh) > _ROW_CACHE_SIZE:
+        return
+    if len(_row_cache) + len(fresh) > _ROW_CACHE_SIZE:
+        _row_cache_old, _row_cache = _row_cache, {}
+    _row_cache.update(fresh)
 
 
 def _hashes_and_weights(

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Literal
 
+import numpy as np
+
 __all__ = ["Segmenter", "get_segmenter", "normalise", "token_counts", "tokenize"]
 
 Segmenter = Literal["rjieba", "jieba", "chars", "bigrams"]
@@ -48,7 +50,35 @@ _HAN_RE = re.compile(rf"[{_HAN}]+")
 
 def normalise(text: str) -> str:
     """NFKC + case-fold: the form every feature is taken from."""
-    return unicodedata.normalize("NFKC", text).casefold()
+    return _nfkc(text).casefold()
+
+
+_FULLWIDTH = np.uint32(0xFF01)  # U+FF01..U+FF5E: the full-width forms of U+0021..U+007E
+_FULLWIDTH_SPAN = np.uint32(0xFF5E - 0xFF01)
+_FULLWIDTH_SHIFT = np.uint32(0xFF01 - 0x21)
+
+
+def _nfkc(text: str) -> str:
+    """``unicodedata.normalize("NFKC", text)``, ten times faster on Chinese text.
+
+    Chinese text is rarely NFKC-normal, for its full-width punctuation, digits and letters
+    (，：１Ａ) and ideographic space, and ``normalize`` then takes ~80 ns per character. NFKC
+    starts by replacing every character with its compatibility decomposition, so replacing
+    any character with that decomposition beforehand changes nothing in the result. These
+    characters' decompositions are single ASCII characters (U+FF01..U+FF5E -> U+0021..U+007E,
+    U+3000 -> U+0020; tests/test_tokenize.py checks both, and the whole against
+    ``normalize``): they are replaced as one numpy operation over the code points, and
+    ``normalize`` runs only if what is left is still not NFKC-normal."""
+    if unicodedata.is_normalized("NFKC", text):
+        return text
+    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    wide = (points - _FULLWIDTH) <= _FULLWIDTH_SPAN  # (unsigned: below U+FF01 wraps around)
+    out = np.where(wide, points - _FULLWIDTH_SHIFT, points)
+    out[points == 0x3000] = 0x20
+    text = out.tobytes().decode("utf-32-le", "surrogatepass")
+    if unicodedata.is_normalized("NFKC", text):
+        return text
+    return unicodedata.normalize("NFKC", text)
 
 
 @functools.cache

@@ -84,10 +84,32 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(0)
 
 
+class _ParamsRef:
+    """Stands for the executor's :class:`FingerprintParams` in a page sent to a worker: each
+    worker got them once, at its start, so a page carries a reference of a few bytes instead
+    of the parameters (stop words included: ~2.4 KB, which cost more to pickle and unpickle
+    than the page's HTML)."""
+
+    def __reduce__(self) -> str:
+        return "_PARAMS"  # pickled as a reference to this module's singleton
+
+
+_PARAMS = _ParamsRef()
+_worker_params: FingerprintParams | None = None  # in a worker: the parameters of its pool
+
+
+def _with_params(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    """In a worker: ``fn(*args)`` with :data:`_PARAMS` replaced by the worker's parameters."""
+    return fn(*[_worker_params if a is _PARAMS else a for a in args])
+
+
 def _worker_init(params: FingerprintParams, parent: int) -> None:
     """Worker process start: leave Ctrl-C to the crawl process, exit with it even if it was
     killed (possibly before this worker finished starting: ``parent`` is the crawl's pid, not
-    whatever ``getppid()`` says by now), and load the dictionaries up front."""
+    whatever ``getppid()`` says by now), keep the parameters pages refer to, and load the
+    dictionaries up front."""
+    global _worker_params
+    _worker_params = params
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     fingerprint_text("预热分词词典 warm up the dictionaries " * 20, params)
@@ -195,6 +217,8 @@ class Executor:
         self, fn: Callable[..., T], args: tuple[Any, ...]
     ) -> tuple[concurrent.futures.Future[T], int]:
         outer: concurrent.futures.Future[T] = concurrent.futures.Future()
+        if any(a is self.params for a in args):  # the workers have them: send a reference
+            fn, args = _with_params, (fn, tuple(_PARAMS if a is self.params else a for a in args))
         with self._lock:
             if self._processes is None:
                 raise WorkerDied("the worker processes are stopped (the crawl is closing)")
