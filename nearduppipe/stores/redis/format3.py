@@ -1,0 +1,261 @@
+"""The records of a format-3 Redis store (issue #33 item 5): the proposed layout, not yet used
+by the store, which still writes format 2 (:mod:`.codec`). ``benchmarks/redis_format3_layout.py``
+fills a redis-server with exactly these bytes to measure ``used_memory`` per entry, and
+``benchmarks/redis_format3_migrate.py`` converts a real format-2 store into them.
+
+Why: format 2 keeps, per entry, a field of the hash ``{P}:e`` (entry id -> record, the page
+key inside) and a field of ``{P}:k`` (page key -> id): two hash-table entries of ~24 bytes,
+four small allocations and the page key twice, 355 B per entry with 60-character URLs. Format
+3 keeps an entry once, addressed by an 8-byte digest of its page key (no key index), in one of
+a fixed number of *buckets* (the digest's top bits), and the page key as (prefix id, suffix)
+with the prefix (``scheme://host/``, shared by every page of a host) stored once in a table.
+
+A bucket is either a small hash (field: the digest's bytes after the bucket's, value: the
+record), compact only while every record fits ``hash-max-listpack-value`` (64 by default, a
+record with a 60-character URL is ~130: the server must be configured), or, with no server
+configuration, a string (:func:`encode_bucket`, read and rewritten by ``redis_bucket.lua``)::
+
+    count(2) digests(8 each) record ends(4 each, from the start of the records) records
+
+Both hold an entry in ~178 B at 60-character URLs; a string bucket costs the script a copy of
+the whole bucket per read and per write (grows with the bucket: keep them to a few entries),
+a listpack hash is read and edited by Redis's own C code.
+
+Entry record (the script reads only the fixed head)::
+
+    flags(1: bit 0 wide, bit 1 text) fp(8, BE) stored_at(8, '<d') seq(6, BE) [wide(64, BE)]
+    job id(varint, 0 = none) prefix id(varint) suffix(varint length + UTF-8)
+    [text(varint length + UTF-8)]
+
+``seq`` keeps the order entries were stored in (``entries()``, ties); job names and key
+prefixes are ids into the store's tables (id -> text). Varints are minimal, so a record that
+decodes re-encodes to exactly its bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any, NamedTuple
+
+import xxhash
+
+from .codec import DamagedRecord
+
+__all__ = [
+    "Record",
+    "bucket_of",
+    "decode_bucket",
+    "decode_record",
+    "digest",
+    "encode_bucket",
+    "encode_record",
+    "listpack_advice",
+    "listpack_limits",
+    "split_key",
+]
+
+_T = struct.Struct("<d")
+_COUNT = struct.Struct(">H")
+_SEQ_MAX = (1 << 48) - 1
+_ID_END = 1 << 35  # (varints of at most 5 bytes)
+
+
+class Record(NamedTuple):
+    """An entry as a format-3 bucket holds it: the page key as (prefix id, suffix), the job
+    as an id (0 = none)."""
+
+    fp: int
+    stored_at: float
+    seq: int
+    wide: int | None
+    job_id: int
+    prefix_id: int
+    suffix: str
+    text: str | None
+
+
+def digest(key: str) -> bytes:
+    """The 8-byte address of a page key (xxh3-64: two keys of a 10 M store share one with
+    probability ~3e-6, so a store must compare the record's key with the one it looks up)."""
+    return xxhash.xxh3_64_digest(key.encode("utf-8"))
+
+
+def bucket_of(d: bytes, bits: int) -> int:
+    return int.from_bytes(d[:4], "big") >> (32 - bits)
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """(prefix, suffix) of a page key: the prefix is ``scheme://host/`` of a URL (every page
+    of a host shares it: stored once), else empty."""
+    scheme, sep, rest = key.partition("://")
+    if not sep or not scheme.isalpha():
+        return "", key
+    slash = rest.find("/")
+    if slash < 0:
+        return "", key
+    cut = len(scheme) + 3 + slash + 1
+    return key[:cut], key[cut:]
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_varint(raw: bytes, pos: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        b = raw[pos]  # (an IndexError past the end: truncated)
+        n |= (b & 0x7F) << shift
+        pos += 1
+        if b < 0x80:
+            if b == 0 and shift:  # (one value, one encoding: a record re-encodes to itself)
+                raise ValueError("a varint that is not minimal")
+            return n, pos
+        shift += 7
+        if shift > 35:
+            raise ValueError("a length or id of more than 5 varint bytes")
+
+
+def _chunk(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return _varint(len(raw)) + raw
+
+
+def encode_record(r: Record) -> bytes:
+    if not 0 <= r.seq <= _SEQ_MAX:
+        raise ValueError(f"sequence number out of range: {r.seq}")
+    if not (0 <= r.job_id < _ID_END and 0 <= r.prefix_id < _ID_END):
+        raise ValueError(f"a table id out of range: job {r.job_id}, prefix {r.prefix_id}")
+    flags = (r.wide is not None) | (r.text is not None) << 1
+    parts = [
+        bytes([flags]),
+        r.fp.to_bytes(8, "big"),
+        _T.pack(r.stored_at),
+        r.seq.to_bytes(6, "big"),
+    ]
+    if r.wide is not None:
+        parts.append(r.wide.to_bytes(64, "big"))
+    parts += (_varint(r.job_id), _varint(r.prefix_id), _chunk(r.suffix))
+    if r.text is not None:
+        parts.append(_chunk(r.text))
+    return b"".join(parts)
+
+
+def decode_record(raw: bytes) -> Record:
+    """A record, every length checked against its end; one that is not a record is a
+    :class:`DamagedRecord` (hand-edited, or another program's), never a raw exception."""
+    try:
+        if not raw or raw[0] > 3:
+            raise ValueError(f"an unknown kind of entry (flags {raw[:1].hex() or '-'})")
+        has_wide, has_text = raw[0] & 1, raw[0] & 2
+        pos = 23 + 64 * has_wide
+        if len(raw) < pos + 3:
+            raise IndexError("shorter than its header")
+        fp = int.from_bytes(raw[1:9], "big")
+        (t,) = _T.unpack_from(raw, 9)
+        if not math.isfinite(t):
+            raise ValueError(f"a time that is not a finite number ({t})")
+        seq = int.from_bytes(raw[17:23], "big")
+        wide = int.from_bytes(raw[23:87], "big") if has_wide else None
+        job_id, pos = _read_varint(raw, pos)
+        prefix_id, pos = _read_varint(raw, pos)
+        suffix, pos = _read_chunk(raw, pos)
+        text = None
+        if has_text:
+            text, pos = _read_chunk(raw, pos)
+        if pos != len(raw):
+            raise ValueError(f"{len(raw) - pos} bytes after the end")
+    except (IndexError, ValueError, UnicodeDecodeError) as err:
+        reason = "truncated" if isinstance(err, IndexError) else str(err)
+        raise DamagedRecord("entry", raw, reason) from None
+    return Record(fp, t, seq, wide, job_id, prefix_id, suffix, text)
+
+
+def _read_chunk(raw: bytes, pos: int) -> tuple[str, int]:
+    n, pos = _read_varint(raw, pos)
+    if pos + n > len(raw):
+        raise IndexError("a length beyond the record's end")
+    return raw[pos : pos + n].decode("utf-8"), pos + n
+
+
+def encode_bucket(items: list[tuple[bytes, bytes]]) -> bytes:
+    """A bucket of (digest, record) pairs, in the order given."""
+    ends, end = [], 0
+    for _, rec in items:
+        end += len(rec)
+        ends.append(end)
+    return b"".join(
+        [
+            _COUNT.pack(len(items)),
+            *(d for d, _ in items),
+            struct.pack(f">{len(items)}I", *ends),
+            *(rec for _, rec in items),
+        ]
+    )
+
+
+def decode_bucket(raw: bytes) -> list[tuple[bytes, bytes]]:
+    """The (digest, record) pairs of a bucket; a bucket whose directory does not fit its
+    length is a :class:`DamagedRecord`."""
+    try:
+        (n,) = _COUNT.unpack_from(raw, 0)
+        base = 2 + 12 * n
+        ends = struct.unpack_from(f">{n}I", raw, 2 + 8 * n)
+        if base + (ends[-1] if n else 0) != len(raw) or any(
+            b < a for a, b in zip((0, *ends), ends, strict=False)
+        ):
+            raise ValueError("record ends that do not fit the bucket")
+    except (struct.error, ValueError) as err:
+        raise DamagedRecord("bucket", raw, err) from None
+    starts = (0, *ends[:-1])
+    return [(raw[2 + 8 * j : 10 + 8 * j], raw[base + starts[j] : base + ends[j]]) for j in range(n)]
+
+
+# the server settings under which a bucket hash stays a listpack (Redis 7 names, then 6.2's)
+_LIMIT_NAMES = (
+    ("hash-max-listpack-value", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-ziplist-entries"),
+)
+
+
+def listpack_limits(client: Any) -> tuple[int, int] | None:
+    """The server's (value, entries) limits of a compact hash, or ``None`` when ``CONFIG GET``
+    is refused (managed services often rename or disable it): then a store cannot check."""
+    import redis
+
+    for names in _LIMIT_NAMES:
+        try:
+            got = {**client.config_get(names[0]), **client.config_get(names[1])}
+        except redis.ResponseError:
+            return None
+        if all(n in got for n in names):
+            return int(got[names[0]]), int(got[names[1]])
+    return None
+
+
+def listpack_advice(limits: tuple[int, int] | None, value: int, entries: int) -> str | None:
+    """What to tell the user when buckets of ``entries`` records of up to ``value`` bytes
+    would not stay compact under ``limits`` (``None``: nothing to say). Not an error: the
+    store works either way, at ~1.4x the memory per entry (measured: 242.7 B against 178.3
+    at 60-character URLs, ``benchmarks/redis_format3_layout.py``)."""
+    if limits is None:
+        return (
+            "cannot read the server's hash-max-listpack-value and hash-max-listpack-entries "
+            f"(CONFIG is disabled): they must be at least {value} and {entries} for the "
+            "store's compact memory layout"
+        )
+    if limits[0] >= value and limits[1] >= entries:
+        return None
+    return (
+        f"the server keeps hashes compact up to {limits[0]}-byte values and {limits[1]} "
+        f"entries; this store's records need {value} and {entries}: set "
+        f"'hash-max-listpack-value {max(value, limits[0])}' and 'hash-max-listpack-entries "
+        f"{max(entries, limits[1])}' (redis.conf, or CONFIG SET) or each entry takes ~1.4x "
+        "the memory"
+    )
