@@ -27,7 +27,9 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 
+from .fingerprint.compact import encode_for
 from .fingerprint.page import fingerprint_html
+from .fingerprint.rule import Fingerprints
 from .runtime import NearDupRuntime
 from .runtime.items import html_digest, remember_page
 from .runtime.verdict import skipped_verdict, verdict
@@ -154,16 +156,20 @@ class NearDupSpiderMiddleware:
     """Drops the items a spider makes of a page whose verdict drops its items
     (``NEARDUP_ON_DUPLICATE`` / ``NEARDUP_ON_UNCHANGED`` = ``"items"``): the page reaches the
     spider, so the links it yields are followed, but nothing it yields as an item is kept.
-    Writes the page's verdict into its items when ``NEARDUP_VERDICT_FIELD`` is set, and tells
-    the pipeline which items carry their page's URL as their key, so that each gets a key of
-    its own (:mod:`nearduppipe.runtime.items`). The add-on installs it (``SPIDER_MIDDLEWARES``,
-    543); requests always pass."""
+    Writes the page's verdict into its items when ``NEARDUP_VERDICT_FIELD`` is set, the page's
+    fingerprints into those without text of their own when ``NEARDUP_FINGERPRINT_FIELD`` is
+    set (:mod:`nearduppipe.fingerprint.compact`), and tells the pipeline which items carry
+    their page's URL as their key, so that each gets a key of its own
+    (:mod:`nearduppipe.runtime.items`). The add-on installs it (``SPIDER_MIDDLEWARES``, 543);
+    requests always pass."""
 
     def __init__(self, runtime: NearDupRuntime) -> None:
         self.runtime = runtime
         self.field = runtime.config.verdict_field
         self.key_field = runtime.config.key_field
         self.html_field = runtime.config.html_field
+        self.text_field = runtime.config.text_field
+        self.fingerprint_field = runtime.config.fingerprint_field
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupSpiderMiddleware:
@@ -211,9 +217,23 @@ class NearDupSpiderMiddleware:
                 html = adapter.get(self.html_field)
                 if noted.html is None and isinstance(html, str) and page.is_html(html):
                     noted.html = html_digest(html)  # the pipeline will not extract it again
+            if page is not None and self.fingerprint_field is not None:
+                self._page_fingerprints(adapter, page, self.fingerprint_field)
             if self.field is not None:
                 self.runtime.set_field(adapter, self.field, dict(verdict_), "verdict")
         return o
+
+    def _page_fingerprints(self, adapter: ItemAdapter, page: _Page, field: str) -> None:
+        """An item without text of its own (or carrying the page's HTML) gets its page's
+        fingerprints in ``NEARDUP_FINGERPRINT_FIELD``, so a batch job need not extract the
+        page again; the pipeline writes an item's own, from its text, over this."""
+        if adapter.get(self.text_field) is not None:
+            return
+        html = adapter.get(self.html_field)
+        if html is not None and not (isinstance(html, str) and page.is_html(html)):
+            return
+        form = encode_for(Fingerprints(page.fp, page.wide), self.runtime.params, from_text=False)
+        self.runtime.set_field(adapter, field, form, "fingerprint")
 
     def _count(self, verdict_: dict[str, Any] | None, dropped: int) -> None:
         if dropped:

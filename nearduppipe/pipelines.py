@@ -2,8 +2,10 @@
 
 Enable with ``ITEM_PIPELINES = {"nearduppipe.pipelines.NearDupPipeline": 300}``. The item's
 ``NEARDUP_TEXT_FIELD`` is fingerprinted, or, when absent, the main text extracted from its
-``NEARDUP_HTML_FIELD``. Works with every item type itemadapter knows (dicts, Items, dataclass
-and attrs objects).
+``NEARDUP_HTML_FIELD``. With ``NEARDUP_FINGERPRINT_FIELD`` set, a kept item carries its
+fingerprints in the compact form of :mod:`nearduppipe.fingerprint.compact`, which
+``nearduppipe dedup`` reads instead of extracting the item again. Works with every item type
+itemadapter knows (dicts, Items, dataclass and attrs objects).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import xxhash
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
+from .fingerprint.compact import encode_for
 from .fingerprint.page import Fingerprinted, fingerprint_html, fingerprint_text
+from .fingerprint.rule import Fingerprints
 from .runtime import NearDupRuntime
 from .runtime.items import item_key, same_html
 from .runtime.verdict import verdict
@@ -137,9 +141,9 @@ class NearDupPipeline:
             runtime.dropped("items", key, match, item=item)
             raise NearDuplicateItem(key, match, unchanged=outcome.status == "unchanged")
         if config.fingerprint_field and outcome.fingerprint is not None:
-            runtime.set_field(
-                adapter, config.fingerprint_field, f"{outcome.fingerprint:016x}", "fingerprint"
-            )
+            fps = Fingerprints(outcome.fingerprint, outcome.wide)
+            form = encode_for(fps, runtime.params, from_text=text is not None)
+            runtime.set_field(adapter, config.fingerprint_field, form, "fingerprint")
         # an item keyed by its page's URL is "again": the verdict its page gave it says more
         if config.verdict_field and not (
             outcome.status == "again" and adapter.get(config.verdict_field) is not None

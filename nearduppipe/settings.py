@@ -60,7 +60,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_TEXT_FIELD": "text",
     "NEARDUP_HTML_FIELD": "html",
     "NEARDUP_KEY_FIELD": "url",
-    "NEARDUP_FINGERPRINT_FIELD": None,
+    "NEARDUP_FINGERPRINT_FIELD": None,  # an item field receiving "nd1:…" (fingerprint/compact.py)
     "NEARDUP_RESET": False,
     "NEARDUP_DEBUG": False,
     "NEARDUP_WEIGHTING": "tf",

@@ -188,7 +188,7 @@ def test_progress_bars_have_totals_for_every_pass(tmp_path: Path) -> None:
     src.write_text(json.dumps([{"url": f"https://a/{i}", "text": TEXT} for i in range(50)]))
     proc = run_process("dedup", str(src), "-o", str(tmp_path / "u.jsonl"))
     assert proc.returncode == 0, proc.stderr
-    for bar in ("fingerprinting: 100%", "matching: 100%", "writing: 100%"):
+    for bar in ("fingerprinting: 100%", "matching (local): 100%", "writing: 100%"):
         assert bar in proc.stderr
     assert "50/50" in proc.stderr and "<00:00" in proc.stderr  # a total and an ETA
 

@@ -17,6 +17,7 @@ from scrapy.http import HtmlResponse, Response, TextResponse
 from scrapy.settings import Settings
 
 from nearduppipe import StoreError
+from nearduppipe.fingerprint.compact import decode, settings_digest
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
 from nearduppipe.middlewares import NearDuplicatePage, NearDupMiddleware
 from nearduppipe.pipelines import NearDuplicateItem, NearDupPipeline, text_key
@@ -243,8 +244,11 @@ def test_pipeline_item_types(make_crawler: Any, kind: str) -> None:
     first = factory(url="http://a/1", text=ARTICLE)
     assert run(pl.process_item(first)) is first
     if kind != "item":
-        fp = first["fingerprint"] if kind == "dict" else first.fingerprint
-        assert len(fp) == 16
+        form = first["fingerprint"] if kind == "dict" else first.fingerprint
+        # the compact form (fingerprint/compact.py): the fingerprints of the item's text
+        found = decode(form)
+        assert found.source == "text" and found.settings == settings_digest(pl.runtime.params)
+        assert found.fingerprints == fingerprint_text(ARTICLE, pl.runtime.params).fingerprints
     else:  # the Item class declares no such field: counted and logged, the item is kept
         assert stats(pl)["neardup/items/skipped/fingerprint_field_error"] == 1
     with pytest.raises(NearDuplicateItem, match=r"near-duplicate of http://a/1 \(distance 0\)"):

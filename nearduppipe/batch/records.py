@@ -2,16 +2,20 @@
 feed (JSON lines, JSON array, CSV or XML; plain, gzip or zstd: :mod:`nearduppipe.batch.feeds`)
 or a WARC file (its HTML responses: :mod:`nearduppipe.batch.warc`), in the order given.
 
-Every record is fingerprinted (in a process pool), every near-duplicate pair under the crawl's
-rule is found at once with :func:`nearduppipe.batch.near_pairs` (the same two stages as a store:
-64-bit candidates, wide verdict), and the near-duplicate graph's connected components are the
-clusters; a cluster's kept record is its first in input order (the inputs' order, then each
-input's record order). Records without usable text are kept and counted.
+The job is four steps, each a seam (:func:`dedup_records`): (1) the engine's fingerprint
+map yields ``(fp, wide)`` per record in input order while the driver walks the same records
+for their keys (:class:`.walk.Walk`); (2) the search: exact copies collapsed
+(:func:`.core.collapse`), then the engine's join, every near pair under the crawl's rule
+(64-bit candidates, wide verdict); (3) groups and the ``--keep`` rule (:mod:`.keep`: a record
+is dropped only when it is near its group's kept record); (4) the output. The engine is local
+(:mod:`.engine_local`, a process pool), Spark (:mod:`.engine_spark`) or Dask
+(:mod:`.engine_dask`); all give the same answer. "First" is the inputs' order, then each
+input's record order. Records without usable text are kept and counted.
 
 Two streaming passes over the inputs keep memory independent of the texts' size: the first sends
 texts to the workers as it reads and keeps 77 bytes per record (both fingerprints, host number,
 a flag); the second re-reads every input in order, writes the kept records and collects the
-keys of cluster members, and the texts of the few pairs an HTML report shows.
+keys of group members, and the texts of the few pairs an HTML report shows.
 
 Written kept records keep their input's form: a feed record as it was read (its raw JSON text
 when both sides are JSON), a WARC record as a JSON line naming it (:func:`.warc.locator`): so
@@ -21,65 +25,38 @@ an output with a WARC input is JSON lines.
 from __future__ import annotations
 
 from array import array
-from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field
-from itertools import islice
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
-from ..fingerprint.page import Fingerprinted, FingerprintParams, fingerprint_html, fingerprint_text
-from ..fingerprint.rule import Rule
+from ..fingerprint.page import FingerprintParams
+from ..fingerprint.rule import Fingerprints, Rule
 from ..index.words import wide_words, words_to_int
-from ..stores.report import Report, build_report, host_of
-from ..stores.scope import mask_of, scope_of
+from ..stores.report import Report, build_report
+from ..stores.scope import mask_of
+from .against import Against, AgainstResult
 from .compression import FeedError
+from .core import Fields, collapse, expand_pairs
+from .engine_local import Engine, LocalEngine
 from .feeds import FeedWriter
 from .inputs import Input, check_extras, expand_inputs, open_input
-from .pairs import components, near_pairs
+from .keep import KEEP_RULES, keep_groups
+from .precomputed import DEFAULT_FIELD
+from .walk import Walk
 from .warc import locator
 
 __all__ = ["DedupResult", "MissingFieldError", "dedup_records"]
 
 TEXT_SAMPLE_CHARS = 5000
 PAIRS_WITH_TEXTS = 100  # the HTML report shows at most this many pairs side by side
-Job = tuple[str | None, str | bytes | None, FingerprintParams]
 
 
 class MissingFieldError(ValueError):
     """No record has the text field (nor the HTML field): almost surely a wrong field name."""
-
-
-def _fingerprint(job: Job) -> Fingerprinted:
-    text, html, params = job
-    if text is not None:
-        return fingerprint_text(text, params)
-    if html is not None:
-        return fingerprint_html(html, None, params)
-    return Fingerprinted(None, "no_text", 0)
-
-
-def _fingerprint_chunk(jobs: list[Job]) -> list[Fingerprinted]:
-    return [_fingerprint(job) for job in jobs]
-
-
-def _bounded_map(
-    pool: ProcessPoolExecutor, jobs: Iterator[Job], chunk: int, window: int
-) -> Iterator[Fingerprinted]:
-    """Results in input order with at most ``window`` chunks in flight. (Executor.map submits
-    every item at once, which would hold every text of the export in memory.)"""
-    pending: deque[Future[list[Fingerprinted]]] = deque()
-    while True:
-        batch = list(islice(jobs, chunk))
-        if batch:
-            pending.append(pool.submit(_fingerprint_chunk, batch))
-        if pending and (len(pending) >= window or not batch):
-            yield from pending.popleft().result()
-        if not batch and not pending:
-            return
 
 
 @dataclass
@@ -94,31 +71,15 @@ class DedupResult:
     inputs: list[Input] = field(default_factory=list)
     pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), dtype=np.int64))
     keys: dict[int, str] = field(default_factory=dict)  # (of every record in a pair)
-
-
-def _as_text(value: Any) -> str | None:
-    """A text field's value: a string, or a list of strings (paragraphs) joined by newlines."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return "\n".join(value)
-    return None
-
-
-@dataclass(frozen=True)
-class _Fields:
-    text: str
-    html: str
-    key: str
-
-    def job(self, record: dict[str, Any], params: FingerprintParams) -> Job:
-        text = record.get(self.text)
-        html = record.get(self.html) if text is None else None
-        return _as_text(text), html if isinstance(html, bytes) else _as_text(html), params
-
-    def key_of(self, record: dict[str, Any], i: int) -> str:
-        value = record.get(self.key)
-        return value if isinstance(value, str) and value else f"#{i + 1}"
+    keep: str = "first"  # the --keep rule
+    # keeper[i]: the record kept in record i's place (i itself when i is kept)
+    keeper: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # groups whose keeper the rule chose over their first record, and groups that kept the first
+    chosen_by: dict[str, int] = field(default_factory=dict)
+    engine: str = "local"
+    carried: int = 0  # records whose fingerprints came with them (--fingerprint-field)
+    extracted: int = 0  # records whose text or HTML was fingerprinted here
+    against: AgainstResult | None = None  # --against: kept records near a stored page
 
 
 Progress = Callable[..., Any]  # tqdm-like: Progress(total=, desc=, unit=, ...) -> bar
@@ -194,78 +155,57 @@ def dedup_records(
     input_format: str | None = None,
     output_format: str | None = None,
     keep_texts: bool = True,
+    keep: str = "first",
+    engine: Engine | None = None,
+    fingerprint_field: str | None = DEFAULT_FIELD,
+    against: Against | None = None,
 ) -> DedupResult:
     """Deduplicate the inputs at ``path`` (a file, glob or :class:`Input`, or a sequence of
-    them: the order decides which copy is kept); write kept records to ``output`` (in
-    ``output_format``, default the inputs' if they share one, else JSON lines). ``progress``
-    makes progress bars (e.g. tqdm). Raises :class:`MissingFieldError` when no record has the
-    text or HTML field, :class:`~.feeds.FeedError` for an input that cannot be read."""
+    them: the order decides which copy is first); write kept records to ``output`` (in
+    ``output_format``, default the inputs' if they share one, else JSON lines). ``keep``: the
+    rule choosing each group's kept record (:mod:`.keep`). ``engine``: where the fingerprint
+    map and the join run (default a :class:`LocalEngine` of ``workers`` processes; the caller
+    closes an engine it passes). ``progress`` makes progress bars (e.g. tqdm). Raises
+    :class:`MissingFieldError` when no record has the text or HTML field,
+    :class:`~.feeds.FeedError` for an input that cannot be read. ``fingerprint_field``: the
+    field of fingerprints a crawl wrote (``NEARDUP_FINGERPRINT_FIELD``), used instead of
+    extracting when made under ``params`` (:mod:`.precomputed`; other settings raise
+    :class:`~.precomputed.MixedFingerprintsError`). ``against``: kept records near a page of
+    its store are dropped too, and named (:mod:`.against`; its ``add`` runs at the end)."""
+    if keep not in KEEP_RULES:
+        raise ValueError(f"keep must be one of {', '.join(KEEP_RULES)}, not {keep!r}")
     bar_of = progress or _no_bar
     params = params or FingerprintParams()
-    fields = _Fields(text_field, html_field, key_field)
+    rule = rule or Rule()
+    engine = engine or LocalEngine(workers)
+    fields = Fields(text_field, html_field, key_field, fingerprint_field)
     sources = _sources(path, input_format)
     check_extras(sources)
     out_fmt = _output_format(sources, output_format) if output is not None else None
-    hosts: dict[str, int] = {}
-    host_ids = array("i")
-    rule = rule or Rule()
-    scopes: dict[str, int] = {}  # (under a scope narrower than global: stores/scope.py)
-    scope_ids = array("i")
-    fps = array("Q")
-    wides = bytearray()
-    ok = bytearray()
+    walk = Walk(sources, fields, params, rule, keep)
+
+    # 1. fingerprints: (key, fp, wide) of every record, in input order
+    fps, wides, ok, lengths = array("Q"), bytearray(), bytearray(), array("q")
     skipped: Counter[str] = Counter()
-    ignored: Counter[str] = Counter()
-    names: dict[str, None] = {}  # every field seen, in order (the CSV header of an output)
-    csv_header: dict[str, None] = {}
-    with_text = 0
     total_size = sum(s.path.stat().st_size for s in sources)
     bar = bar_of(total=total_size, desc="fingerprinting", unit="B", unit_scale=True)
-    reading: list[Any] = [None, 0]  # the reader being read, bytes of the inputs read before it
-
-    def jobs() -> Iterator[Job]:  # pass 1: stream every input to the workers, in order
-        nonlocal with_text
-        i = 0
-        for source in sources:
-            with open_input(source, key_field, html_field) as reader:
-                reading[0] = reader
-                for _, record in reader:
-                    if not source.is_warc and len(names) < 10_000:
-                        names.update(dict.fromkeys(record))
-                    if text_field in record or html_field in record:
-                        with_text += 1
-                    key = fields.key_of(record, i)
-                    host_ids.append(hosts.setdefault(host_of(key), len(hosts)))
-                    if rule.scope != "global":
-                        name = scope_of(key, rule.scope)
-                        scope_ids.append(scopes.setdefault(name, len(scopes)))
-                    i += 1
-                    yield fields.job(record, params)
-                csv_header.update(dict.fromkeys(reader.fields))
-                ignored.update(getattr(reader, "skipped", {}))
-            reading[1] += reader.size
-            reading[0] = None
-
-    def read() -> int:
-        return int(reading[1]) + (reading[0].position() if reading[0] is not None else 0)
-
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for result in _bounded_map(pool, jobs(), chunk=64, window=4 * (workers or 2) + 2):
-            fps.append(result.fingerprint or 0)
-            wide = result.fingerprints.wide if result.fingerprints else None
-            wides += wide_words(wide).tobytes()
-            ok.append(result.fingerprint is not None)
-            if result.fingerprint is None:
-                skipped[result.skipped or "no_text"] += 1
-            bar.update(read() - bar.n)
+    for result in engine.fingerprints(sources, fields, params, walk.jobs()):
+        fps.append(result.fingerprint or 0)
+        wide = result.fingerprints.wide if result.fingerprints else None
+        wides += wide_words(wide).tobytes()
+        ok.append(result.fingerprint is not None)
+        lengths.append(result.text_length)
+        if result.fingerprint is None:
+            skipped[result.skipped or "no_text"] += 1
+        bar.update(walk.read() - bar.n)
     bar.update(total_size - bar.n)
     bar.close()
     feeds = [s for s in sources if not s.is_warc]
     all_csv = bool(feeds) and all(s.format == "csv" for s in feeds)
-    header = list(csv_header) if all_csv else list(names)
+    header = list(walk.csv_header) if all_csv else list(walk.names)
     n = len(fps)
-    if n and not with_text:
-        found = ", ".join(list(names)[:20]) or "none"
+    if n and not walk.with_text:
+        found = ", ".join(list(walk.names)[:20]) or "none"
         raise MissingFieldError(
             f"no record has the field --text-field {text_field!r} nor --html-field "
             f"{html_field!r} (fields found: {found})"
@@ -274,28 +214,116 @@ def dedup_records(
     index = np.flatnonzero(np.frombuffer(bytes(ok), dtype=np.uint8))
     wide_fps = np.frombuffer(bytes(wides), dtype="<u8").reshape(n, 8).astype(np.uint64)
     query, query_wide = fp[index], wide_fps[index]
-    if scopes:  # each record's fingerprints XORed with its scope's masks: distances kept
-        masks = [mask_of(name) for name in scopes]
-        sid = np.frombuffer(scope_ids, dtype=np.int32)[index]
+    has_wide = np.ones(len(index), dtype=bool)
+    if walk.scopes:  # each record's fingerprints XORed with its scope's masks: distances kept
+        masks = [mask_of(name) for name in walk.scopes]
+        sid = np.frombuffer(walk.scope_ids, dtype=np.int32)[index]
         query = query ^ np.array([m.fp for m in masks], dtype=np.uint64)[sid]
         query_wide = query_wide ^ np.stack([wide_words(m.wide) for m in masks])[sid]
-    matching = bar_of(total=len(index), desc="matching", unit="rec")
-    pairs = near_pairs(
-        query,
-        query_wide,
-        np.ones(len(index), dtype=bool),
-        rule,
-        progress=matching.update,
-    )
-    matching.close()
-    label = np.arange(n, dtype=np.int64)
-    label[index] = index[components(len(index), pairs)]
-    in_cluster = label != np.arange(n)
-    in_cluster[label[in_cluster]] = True  # originals of clusters too
-    text_roots = _text_clusters(label) if keep_texts else set()
 
-    # pass 2: every input again, in order: the kept records written; keys of cluster members,
-    # texts of the shown pairs
+    # 2. the search: exact copies collapsed, then the join among their representatives
+    matching = bar_of(total=len(index), desc=f"matching ({engine.name})", unit="rec")
+    rep = collapse(query, query_wide, has_wide)
+    reps = np.flatnonzero(rep == np.arange(len(index)))
+    joined = engine.search(query[reps], query_wide[reps], has_wide[reps], rule)
+    rep_pairs = joined.copy()
+    rep_pairs[:, 0], rep_pairs[:, 1] = reps[joined[:, 0]], reps[joined[:, 1]]
+    matching.update(len(index))
+    matching.close()
+
+    # 3. groups and the keep rule (on the query records, then back to record numbers)
+    kept_by = keep_groups(
+        rep,
+        rep_pairs,
+        keep,
+        [walk.keys[i] for i in index.tolist()] if walk.keys else (),
+        [walk.canonical[i] for i in index.tolist()] if walk.canonical else (),
+        np.frombuffer(lengths, dtype=np.int64)[index] if n else None,
+    )
+    label = np.arange(n, dtype=np.int64)
+    label[index] = index[kept_by.keeper]
+
+    pairs = expand_pairs(rep, rep_pairs, has_wide)
+    near = np.zeros((0, 4), dtype=np.int64)  # (rows over record numbers, for --pairs)
+    if len(pairs):
+        near = np.column_stack([index[pairs[:, 0]], index[pairs[:, 1]], pairs[:, 2], pairs[:, 3]])
+
+    # 4. output: every input again, in order
+    named = label != np.arange(n)
+    named[label[named]] = True  # keepers of groups too
+    named[near[:, :2].ravel()] = True  # (and both ends of every near pair)
+    keys, texts, kept = _write(
+        sources,
+        fields,
+        params,
+        label,
+        named,
+        (fp, wide_fps, ok),
+        output,
+        out_fmt,
+        header,
+        keep_texts,
+        bar_of,
+        against,
+    )
+    against_result = against.finish() if against is not None else None
+    alive = label == np.arange(n)
+    if against_result is not None and against_result.matches:
+        stored_near = against_result.dropped
+        alive[list(stored_near)] = False
+    host_names = list(walk.hosts)
+    ids = np.frombuffer(walk.host_ids, dtype=np.int32) if n else np.zeros(0, dtype=np.int32)
+    per_host = np.bincount(ids[alive], minlength=len(host_names))
+    unique_by_host = Counter({host_names[h]: int(c) for h, c in enumerate(per_host) if c})
+    decisions = [
+        (keys[i], keys[int(label[i])], int(np.bitwise_count(fp[i] ^ fp[label[i]])))
+        for i in np.flatnonzero(label != np.arange(n)).tolist()
+    ]
+    if against_result is not None:  # (the stored page each one matched)
+        decisions += [(m.key, m.matched_key, m.distance) for m in against_result.matches]
+    name = str(sources[0]) if len(sources) == 1 else f"{len(sources)} inputs"
+    report = build_report(name, unique_by_host, decisions, texts)
+    return DedupResult(
+        report,
+        kept,
+        dict(skipped),
+        n,
+        header,
+        dict(walk.ignored),
+        sources,
+        near,
+        keys,
+        keep,
+        label,
+        dict(kept_by.by),
+        engine.name,
+        walk.carried,
+        walk.extracted,
+        against_result,
+    )
+
+
+def _write(
+    sources: list[Input],
+    fields: Fields,
+    params: FingerprintParams,
+    label: np.ndarray,
+    named: np.ndarray,
+    fingerprints: tuple[np.ndarray, np.ndarray, bytearray],
+    output: TextIO | None,
+    out_fmt: str | None,
+    header: list[str],
+    keep_texts: bool,
+    bar_of: Progress,
+    against: Against | None = None,
+) -> tuple[dict[int, str], dict[str, str], int]:
+    """Pass 2: every input again, in order: the kept records written; keys of group members
+    (and of every record in a near pair), texts of the shown pairs. With ``against``, each
+    kept record is looked up in its store first, and not written when near a stored page."""
+    n = len(label)
+    fp, wide_fps, ok = fingerprints
+    texts_of = replace(fields, fingerprint=None)  # (the texts, even of records carrying fps)
+    text_roots = _text_clusters(label) if keep_texts else set()
     keys: dict[int, str] = {}
     texts: dict[str, str] = {}
     kept = 0
@@ -310,22 +338,27 @@ def dedup_records(
             break
         if writer is not None:
             writer.source_format = source.format  # (raw JSON lines are written as read)
-        with open_input(source, key_field, html_field, payload=keep_texts) as reader:
+        with open_input(source, fields.key, fields.html, payload=keep_texts) as reader:
             for raw, record in reader:
                 if i >= n:  # (an input that grew between the passes)
                     break
-                if label[i] == i:
+                stored = None
+                if label[i] == i and against is not None and ok[i]:
+                    keys[i] = fields.key_of(record, i)
+                    fps = Fingerprints(int(fp[i]), words_to_int(wide_fps[i]))
+                    stored = against.check(i, keys[i], fps)
+                if label[i] == i and stored is None:
                     kept += 1
-                    if writer is not None and source.is_warc:
+                    if output is not None and source.is_warc:
                         wide = words_to_int(wide_fps[i]) if ok[i] else None
                         fp_i = int(fp[i]) if ok[i] else None
-                        output.write(locator(str(source), record, key_field, fp_i, wide))  # type: ignore[union-attr]
+                        output.write(locator(str(source), record, fields.key, fp_i, wide))
                     elif writer is not None:
                         writer.write(raw, record)
-                if in_cluster[i]:
+                if named[i]:
                     keys[i] = fields.key_of(record, i)
                     if int(label[i]) in text_roots:
-                        text, html, _ = fields.job(record, params)
+                        text, html, _, _ = texts_of.job(record, params)
                         body = text if text is not None else html
                         if isinstance(body, bytes):
                             body = body.decode("utf-8", "replace")
@@ -336,17 +369,4 @@ def dedup_records(
     bar.close()
     if writer is not None:
         writer.close()
-    host_names = list(hosts)
-    ids = np.frombuffer(host_ids, dtype=np.int32) if n else np.zeros(0, dtype=np.int32)
-    per_host = np.bincount(ids[label == np.arange(n)], minlength=len(host_names))
-    unique_by_host = Counter({host_names[h]: int(c) for h, c in enumerate(per_host) if c})
-    decisions = [
-        (keys[i], keys[int(label[i])], int(np.bitwise_count(fp[i] ^ fp[label[i]])))
-        for i in np.flatnonzero(label != np.arange(n)).tolist()
-    ]
-    name = str(sources[0]) if len(sources) == 1 else f"{len(sources)} inputs"
-    report = build_report(name, unique_by_host, decisions, texts)
-    near = np.zeros((0, 4), dtype=np.int64)  # (rows over record numbers, for --pairs)
-    if len(pairs):
-        near = np.column_stack([index[pairs[:, 0]], index[pairs[:, 1]], pairs[:, 2], pairs[:, 3]])
-    return DedupResult(report, kept, dict(skipped), n, header, dict(ignored), sources, near, keys)
+    return keys, texts, kept

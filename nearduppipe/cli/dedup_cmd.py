@@ -13,18 +13,22 @@ from typing import Any
 from ..batch.compression import MissingExtraError
 from ..batch.feeds import FEED_FORMATS, FeedError, feed_format
 from ..batch.inputs import INPUT_FORMATS, Input, InputError, check_extras, expand_inputs
+from ..batch.keep import KEEP_RULES
 from ..batch.pairs_out import check_pyarrow, pairs_format, write_pairs
+from ..batch.precomputed import DEFAULT_FIELD
 from ..fingerprint.rule import Rule
+from ..stores import Store
 from ._io import (
     CliError,
     atomic_output,
     bounded_int,
+    redact,
     refuse_directory,
     refuse_overwriting_inputs,
     say,
     write_output,
 )
-from ._stores import add_rule_args, rule_from_args
+from ._stores import add_rule_args, open_cli_store, rule_from_args
 
 REPORT_FORMATS = ["text", "json", "csv", "html"]
 
@@ -83,20 +87,92 @@ def _check_outputs(args: argparse.Namespace, inputs: list[Input]) -> str | None:
     return out_fmt
 
 
+def _engine(args: argparse.Namespace) -> Any:
+    """The engine --engine names (None: the local one, made by dedup_records)."""
+    if args.engine == "local":
+        if args.master or args.scheduler:
+            raise CliError("--master is for --engine spark, --scheduler for --engine dask")
+        return None
+    try:
+        if args.engine == "spark":
+            if args.scheduler:
+                raise CliError("--scheduler is for --engine dask (Spark takes --master)")
+            from ..batch.engine_spark import SparkEngine
+
+            return SparkEngine(args.master)
+        if args.master:
+            raise CliError("--master is for --engine spark (Dask takes --scheduler)")
+        from ..batch.engine_dask import DaskEngine
+
+        return DaskEngine(args.scheduler, args.workers)
+    except MissingExtraError as e:
+        raise CliError(str(e)) from None
+
+
+def _open_against(args: argparse.Namespace) -> Store | None:
+    """The ``--against`` store (read-only unless ``--add``); with ``--add``, a store that does
+    not exist yet is made with this run's rule, scope and extractor."""
+    if args.add and not args.against:
+        raise CliError("--add needs --against STORE")
+    if not args.against:
+        return None
+    try:
+        return open_cli_store(args.against, read_only=not args.add, must_exist=True)
+    except CliError:
+        if not args.add:
+            raise
+    rule = dataclasses.replace(
+        rule_from_args(args) or Rule(),
+        scope=args.scope or "global",
+        extractor=args.extractor or "trafilatura",
+    )
+    return open_cli_store(args.against, read_only=False, rule=rule)
+
+
 def cmd_dedup(args: argparse.Namespace) -> int:
+    from ..batch.against import Against, against_rule
+    from ..batch.precomputed import MixedFingerprintsError
     from ..batch.records import MissingFieldError, dedup_records
     from ..fingerprint.page import FingerprintParams
-    from ..fingerprint.text import ExtractorUnavailable
+    from ..fingerprint.text import ExtractorUnavailable, require_extractor
     from ..report import render
+    from ..stores import StoreError
 
-    try:  # (the extra missing: one line naming it, before any input is read)
-        params = FingerprintParams(extractor=args.extractor)
-    except ExtractorUnavailable as e:
-        raise CliError(str(e)) from None
     inputs = _inputs(args)
     out_fmt = _check_outputs(args, inputs)
     try:
         with contextlib.ExitStack() as stack:
+            store = _open_against(args)
+            against = None
+            if store is not None:
+                stack.enter_context(store)
+                # the store's own scope and extractor unless given; a contradiction refused
+                args.scope = args.scope or store.rule.scope
+                args.extractor = args.extractor or store.rule.extractor
+                try:
+                    rule = against_rule(
+                        store,
+                        scope=args.scope,
+                        extractor=args.extractor,
+                        rule=rule_from_args(args),
+                        where=f"--against {redact(args.against)}",
+                    )
+                except StoreError as e:
+                    raise CliError(str(e)) from None
+                against = Against(store, add=args.add)
+            else:
+                rule = dataclasses.replace(
+                    rule_from_args(args) or Rule(),
+                    scope=args.scope or "global",
+                    extractor=args.extractor or "trafilatura",
+                )
+            try:  # (the extra missing: one line naming it, before any input is read)
+                params = FingerprintParams(extractor=require_extractor(rule.extractor))
+            except ExtractorUnavailable as e:
+                raise CliError(str(e)) from None
+            engine = _engine(args)
+            if engine is not None:
+                stack.callback(engine.close)
             out = None
             if args.output:
                 out = stack.enter_context(atomic_output(args.output, newline=""))
@@ -108,22 +184,24 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                 args.text_field,
                 args.html_field,
                 args.key_field,
-                dataclasses.replace(
-                    rule_from_args(args) or Rule(), scope=args.scope, extractor=args.extractor
-                ),
+                rule,
                 params=params,
                 output=out,
                 workers=args.workers,
                 progress=_progress_bars(not args.quiet),
                 output_format=out_fmt,
                 keep_texts=args.format == "html",
+                keep=args.keep,
+                engine=engine,
+                fingerprint_field=args.fingerprint_field or None,
+                against=against,
             )
             if pairs_out is not None:
                 pairs_out.flush()
                 rows = write_pairs(
                     pairs_out.buffer, result.pairs, result.keys, pairs_format(args.pairs)
                 )
-    except MissingFieldError as e:
+    except (MissingFieldError, MixedFingerprintsError) as e:
         raise CliError(str(e)) from None
     except MissingExtraError as e:
         raise CliError(f"INPUT {e}") from None
@@ -138,6 +216,25 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     say(
         f"{result.total} records{across}: {result.kept} kept, {r.dropped} near-duplicates in "
         f"{len(r.clusters)} clusters; not fingerprinted (kept): {skipped}"
+    )
+    if args.fingerprint_field:
+        say(
+            f"{result.carried} records carried fingerprints (--fingerprint-field "
+            f"{args.fingerprint_field}), {result.extracted} extracted"
+        )
+    if result.against is not None:
+        a, looked = result.against, result.against.looked_up
+        say(
+            f"against {redact(args.against)}: {len(a.matches)} kept records near a stored page "
+            f"({looked['unchanged']} already stored under their key, {looked['duplicate']} "
+            f"near another key); "
+            + (f"{a.added} added" if args.add else "nothing added (read-only; --add adds)")
+        )
+    by = result.chosen_by
+    chose = by.get(args.keep, 0) if args.keep != "first" else 0
+    say(
+        f"kept by --keep {args.keep} ({args.engine} engine): {chose} of {sum(by.values())} "
+        f"groups kept a record other than their first; every dropped record is near its kept one"
     )
     if result.ignored:
         ignored = ", ".join(f"{k}: {v}" for k, v in sorted(result.ignored.items()))
@@ -188,16 +285,39 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--scope",
         choices=("global", "domain", "host"),
-        default="global",
+        default=None,
         help="compare a record with every record (global, the default), or only with records "
-        "of the same registrable domain or host name of its key (the URL)",
+        "of the same registrable domain or host name of its key (the URL); with --against, "
+        "the store's",
     )
     p.add_argument(
         "--extractor",
         choices=("trafilatura", "resiliparse"),
-        default="trafilatura",
+        default=None,
         help="how the main text of an HTML field is extracted (as NEARDUP_EXTRACTOR; "
-        "resiliparse needs nearduppipe[resiliparse])",
+        "resiliparse needs nearduppipe[resiliparse]; default trafilatura, or with --against "
+        "the store's)",
+    )
+    p.add_argument(
+        "--fingerprint-field",
+        default=DEFAULT_FIELD,
+        metavar="NAME",
+        help="field of fingerprints a crawl wrote (NEARDUP_FINGERPRINT_FIELD, default "
+        f"{DEFAULT_FIELD}): records carrying them made with this run's extractor and feature "
+        "settings are not extracted again; other settings are refused; '' extracts every record",
+    )
+    p.add_argument(
+        "--against",
+        metavar="STORE",
+        help="check every kept record against this store (a sqlite file or URI, redis://...; "
+        "read-only) with its own rule, scope and extractor: records near a stored page are "
+        "dropped and the stored key each matches is named",
+    )
+    p.add_argument(
+        "--add",
+        action="store_true",
+        help="with --against: also add the kept records near nothing stored to the store, in "
+        "input order, as a crawl would (a new store is made with this run's rule)",
     )
     p.add_argument(
         "--format", choices=REPORT_FORMATS, default="text", help="report format (default text)"
@@ -225,6 +345,34 @@ def add_parsers(sub: Any) -> None:
         type=bounded_int(1, 256),
         default=None,
         help="fingerprinting processes (default: one per CPU)",
+    )
+    p.add_argument(
+        "--keep",
+        choices=KEEP_RULES,
+        default="first",
+        help="which record of a group is kept: first (in the order of the inputs, then of "
+        "their records; the default), canonical (the page its <link rel=canonical> names, "
+        "from the HTML field), shortest-url, https, longest-text (ties: the first); a record "
+        "is dropped only when it is near the kept one",
+    )
+    p.add_argument(
+        "--engine",
+        choices=("local", "spark", "dask"),
+        default="local",
+        help="where fingerprints and the join run: this machine's processes (local, the "
+        "default), Spark (nearduppipe[spark], Java 17) or Dask (nearduppipe[dask]); every "
+        "engine gives the same answer",
+    )
+    p.add_argument(
+        "--master",
+        help="--engine spark: the Spark master (local[2], spark://HOST:7077; default: the "
+        "session spark-submit made, else local[*])",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="--engine dask: a Dask scheduler's address (default: a LocalCluster of --workers "
+        "processes, 2 unless given)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_dedup)

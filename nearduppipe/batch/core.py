@@ -1,0 +1,296 @@
+"""The shared core of every dedup engine: pure functions over numpy arrays that the local,
+Spark and Dask engines run in the same order, so every engine gives the same answer.
+
+1. **fingerprint map** (:func:`fingerprint_stripe`): records → ``(input, record, fp, wide)``,
+   with the same :mod:`nearduppipe.fingerprint.page` code wherever it runs;
+2. **exact-copy collapse** (:func:`collapse`): records with equal fingerprints become one
+   representative, so a page copied a thousand times is joined once;
+3. **block-permutation join** (:func:`explode`, :func:`partition_pairs`): each representative
+   goes under every table's key of :func:`join_tables` (Manku et al.'s pigeonhole tables with
+   ``radius + 1`` blocks: two fingerprints within the radius agree on some whole block); rows
+   sharing ``(table, key)`` are one group, whose pairs within the radius come from a compiled
+   self-join (:class:`~nearduppipe.index.search.BlockIndex`) or, for small groups, from all of
+   their pairs. A pair is reported only by the *first* table on which the two agree, so no
+   distinct step is needed after the shuffle;
+4. **512-bit verdict** (:func:`~.pairs.verdicts`) on each candidate, where it was found;
+5. **groups and the keep rule**: :mod:`.keep`, on the driver.
+
+:func:`expand_pairs` turns pairs of representatives back into pairs of records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..fingerprint.page import Fingerprinted, FingerprintParams, fingerprint_html, fingerprint_text
+from ..fingerprint.rule import Rule
+from ..fingerprint.text import normalise_whitespace
+from ..index.layout import Layout, Parts, table_keys
+from ..index.search import BlockIndex
+from ..index.words import wide_words
+from .inputs import Input, open_input
+from .pairs import verdicts
+from .precomputed import MixedFingerprintsError, precomputed
+
+__all__ = [
+    "Fields",
+    "Job",
+    "collapse",
+    "expand_pairs",
+    "explode",
+    "fingerprint_job",
+    "fingerprint_stripe",
+    "join_tables",
+    "partition_pairs",
+    "sort_pairs",
+]
+
+# text, HTML, parameters; or the fingerprints the record carries (then no text: nothing to do)
+Job = tuple[str | None, str | bytes | None, FingerprintParams, Fingerprinted | None]
+_U64 = np.uint64
+SMALL_GROUP = 48  # groups up to this size: all their pairs, vectorised; larger: a self-join
+
+
+def _as_text(value: Any) -> str | None:
+    """A text field's value: a string, or a list of strings (paragraphs) joined by newlines."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    return None
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Which fields of a record hold its text, its HTML and its key (picklable: executors
+    build their jobs with it)."""
+
+    text: str
+    html: str
+    key: str
+    fingerprint: str | None = None  # the field of fingerprints a crawl wrote (.precomputed)
+
+    def job(self, record: dict[str, Any], params: FingerprintParams, where: str = "") -> Job:
+        """What fingerprints ``record``: its carried fingerprints when it has usable ones
+        (:func:`.precomputed.precomputed`, which raises for fingerprints of other settings),
+        else its text or HTML."""
+        raw = record.get(self.text)
+        text = _as_text(raw)
+        carried = precomputed(record, self.fingerprint, params, where or "a record")
+        if carried is not None:
+            # (the text's length, for --keep longest-text, when the record has its text)
+            n = len(normalise_whitespace(text[: params.limits.max_text_chars])) if text else 0
+            return None, None, params, Fingerprinted(carried, None, n)
+        html = record.get(self.html) if raw is None else None
+        return text, html if isinstance(html, bytes) else _as_text(html), params, None
+
+    def key_of(self, record: dict[str, Any], i: int) -> str:
+        value = record.get(self.key)
+        return value if isinstance(value, str) and value else f"#{i + 1}"
+
+
+def fingerprint_job(job: Job) -> Fingerprinted:
+    text, html, params, carried = job
+    if carried is not None:
+        return carried
+    if text is not None:
+        return fingerprint_text(text, params)
+    if html is not None:
+        return fingerprint_html(html, None, params)
+    return Fingerprinted(None, "no_text", 0)
+
+
+# (record number in its input, fp or -1, wide as 64 little-endian bytes, skipped, text length)
+StripeRow = tuple[int, int, bytes, str | None, int]
+
+
+def fingerprint_stripe(
+    source: Input, stripe: int, stripes: int, fields: Fields, params: FingerprintParams
+) -> list[StripeRow]:
+    """An executor's share of one input: it reads the whole input (cheap beside extraction)
+    and fingerprints the records ``r`` with ``r % stripes == stripe``, so one large feed keeps
+    every core busy. The input must be readable at the same path where this runs."""
+    rows: list[StripeRow] = []
+    with open_input(source, fields.key, fields.html) as reader:
+        for r, (_, record) in enumerate(reader):
+            if r % stripes != stripe:
+                continue
+            try:
+                result = fingerprint_job(fields.job(record, params))
+            except MixedFingerprintsError:
+                # refused by the driver's walk of the same record, with its message; nothing
+                # is extracted here meanwhile
+                result = Fingerprinted(None, "mixed_fingerprints", 0)
+            fps = result.fingerprints
+            wide = wide_words(fps.wide if fps else None).tobytes()
+            fp = fps.fp if fps is not None else -1
+            rows.append((r, fp, wide, result.skipped, result.text_length))
+    return rows
+
+
+def row_result(row: StripeRow) -> Fingerprinted:
+    """A stripe row back as the :class:`Fingerprinted` the local engine yields."""
+    from ..fingerprint.rule import Fingerprints
+    from ..index.words import words_to_int
+
+    _, fp, wide, skipped, length = row
+    if fp < 0:
+        return Fingerprinted(None, skipped or "no_text", length)
+    words = np.frombuffer(wide, dtype="<u8").astype(_U64)
+    return Fingerprinted(Fingerprints(fp, words_to_int(words)), None, length)
+
+
+def collapse(fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray) -> np.ndarray:
+    """``rep[i]``: the first record with exactly ``i``'s fingerprints (and wide flag)."""
+    n = len(fps)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    rows = np.column_stack([fps.astype(_U64), wides.astype(_U64), has_wide.astype(_U64)])
+    view = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.dtype.itemsize * 10)))
+    _, first, inverse = np.unique(view.ravel(), return_index=True, return_inverse=True)
+    rep: np.ndarray = first[inverse.ravel()].astype(np.int64)
+    return rep
+
+
+def join_tables(radius: int, blocks: int | None = None) -> list[Parts]:
+    """The join's tables: one per choice of ``blocks - radius`` of ``blocks`` blocks (default
+    ``radius + 1``: one block per table, 9 tables of 7-bit keys at the default radius 8, 4 of
+    16 bits at the paper's k = 3). More blocks give longer keys and smaller groups, at
+    ``C(blocks, radius)`` rows per fingerprint."""
+    b = blocks if blocks is not None else radius + 1
+    if b <= radius:
+        raise ValueError(f"the join needs more blocks than the radius ({radius}), not {b}")
+    return Layout(distance=radius, blocks=b).tables()
+
+
+def explode(
+    ids: np.ndarray, fps: np.ndarray, tables: list[Parts]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(table, key, row)`` for every row under every table: the shuffle's input."""
+    t = np.repeat(np.arange(len(tables), dtype=np.int64), len(ids))
+    keys = np.concatenate([table_keys(fps.astype(_U64), parts) for parts in tables])
+    rows = np.tile(np.arange(len(ids), dtype=np.int64), len(tables))
+    return t, keys.astype(np.int64), rows
+
+
+def _group_candidates(
+    starts: np.ndarray, sizes: np.ndarray, fps: np.ndarray, radius: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Positions ``(a, b)`` of pairs inside groups (rows sorted so groups are contiguous) that
+    may be within ``radius``: every pair of a small group, the self-join's of a large one."""
+    firsts: list[np.ndarray] = []
+    seconds: list[np.ndarray] = []
+    n = int(sizes.sum()) if len(sizes) else 0
+    small = (sizes >= 2) & (sizes <= SMALL_GROUP)
+    if small.any():
+        group = np.repeat(np.arange(len(sizes)), sizes)
+        in_small = np.repeat(small, sizes)
+        for shift in range(1, min(SMALL_GROUP, n)):
+            same = (group[shift:] == group[:-shift]) & in_small[shift:]
+            if not same.any():
+                break
+            pos = np.flatnonzero(same)
+            firsts.append(pos)
+            seconds.append(pos + shift)
+    for g in np.flatnonzero(sizes > SMALL_GROUP).tolist():
+        s, size = int(starts[g]), int(sizes[g])
+        index = BlockIndex(Layout(distance=radius))
+        index.add_many(fps[s : s + size])
+        found = index.pairs()
+        firsts.append(found[:, 0] + s)
+        seconds.append(found[:, 1] + s)
+    if not firsts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    return np.concatenate(firsts).astype(np.int64), np.concatenate(seconds).astype(np.int64)
+
+
+def partition_pairs(
+    table: np.ndarray,
+    key: np.ndarray,
+    ids: np.ndarray,
+    fps: np.ndarray,
+    wides: np.ndarray,
+    has_wide: np.ndarray,
+    tables: list[Parts],
+    rule: Rule,
+) -> np.ndarray:
+    """The near-duplicate pairs ``(i, j, d, wide_d)`` (global ids, ``i < j``) of the rows of
+    one partition of the shuffle, which holds every row of each ``(table, key)`` it has.
+    Each pair comes from the first table its two fingerprints agree on, so the partitions'
+    results together hold every near pair within the radius exactly once."""
+    if not len(ids):
+        return np.zeros((0, 4), dtype=np.int64)
+    order = np.lexsort((ids, key, table))
+    table, key, ids = table[order], key[order], ids[order]
+    fps, wides, has_wide = fps[order].astype(_U64), wides[order].astype(_U64), has_wide[order]
+    cut = np.flatnonzero((table[1:] != table[:-1]) | (key[1:] != key[:-1])) + 1
+    starts = np.concatenate([[0], cut]).astype(np.int64)
+    sizes = np.diff(np.concatenate([starts, [len(ids)]]))
+    a, b = _group_candidates(starts, sizes, fps, rule.radius)
+    d = np.bitwise_count(fps[a] ^ fps[b]).astype(np.int64)
+    keep = d <= rule.radius
+    t = table[a]
+    for earlier, parts in enumerate(tables):  # reported by the first table that agrees
+        agree = table_keys(fps[a], parts) == table_keys(fps[b], parts)
+        keep &= ~((t > earlier) & agree)
+    a, b, d = a[keep], b[keep], d[keep]
+    near, dw = verdicts(np.stack([a, b, d], axis=1), wides, has_wide.astype(bool), rule)
+    i, j = ids[a][near], ids[b][near]
+    return np.stack([np.minimum(i, j), np.maximum(i, j), d[near], dw[near]], axis=1)
+
+
+def sort_pairs(parts: list[np.ndarray]) -> np.ndarray:
+    pairs = np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
+    pairs = pairs.astype(np.int64).reshape(-1, 4)
+    result: np.ndarray = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    return result
+
+
+def expand_pairs(rep: np.ndarray, pairs: np.ndarray, has_wide: np.ndarray) -> np.ndarray:
+    """Pairs of representatives → pairs of records: each copy of ``i`` with each copy of
+    ``j`` at the representatives' distances, and the copies of one record with each other at
+    distance 0 (always near: :meth:`Rule.is_near` of 0)."""
+    n = len(rep)
+    copies: dict[int, list[int]] = {}
+    many = np.flatnonzero(np.isin(rep, rep[rep != np.arange(n)]))
+    for i in many[np.argsort(rep[many], kind="stable")].tolist():
+        copies.setdefault(int(rep[i]), []).append(i)
+    if not copies:
+        return pairs
+    rows: list[tuple[int, int, int, int]] = []
+    for members in copies.values():
+        dw = 0 if has_wide[members[0]] else -1
+        rows.extend((x, y, 0, dw) for k, x in enumerate(members) for y in members[k + 1 :])
+    with_copies = np.array(list(copies), dtype=np.int64)
+    plain = ~(np.isin(pairs[:, 0], with_copies) | np.isin(pairs[:, 1], with_copies))
+    for i, j, d, dw in pairs[~plain].tolist():
+        for x in copies.get(i, [i]):
+            rows.extend((min(x, y), max(x, y), d, dw) for y in copies.get(j, [j]))
+    extra = np.array(rows, dtype=np.int64).reshape(-1, 4)
+    return sort_pairs([pairs[plain], extra])
+
+
+def in_order(parts: Iterable[tuple[int, list[StripeRow]]]) -> Iterator[StripeRow]:
+    """Stripe results ``(input number, rows)`` in task order → rows in record order, holding
+    one input's rows at a time (not the whole batch's)."""
+    current: list[StripeRow] = []
+    at = None
+    for n, rows in parts:
+        if n != at and current:
+            yield from sorted(current, key=lambda row: row[0])
+            current = []
+        at = n
+        current.extend(rows)
+    yield from sorted(current, key=lambda row: row[0])
+
+
+def stripe_tasks(sources: list[Input], stripes: int) -> Iterator[tuple[int, Input, int, int]]:
+    """``(input number, input, stripe, stripes)`` for every share of the fingerprint map."""
+    for n, source in enumerate(sources):
+        for s in range(stripes):
+            yield n, source, s, stripes

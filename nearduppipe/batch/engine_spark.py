@@ -1,0 +1,160 @@
+"""The Spark engine (``dedup --engine spark``, extra ``nearduppipe[spark]``): the shared core
+on a Spark cluster, ``local[N]`` or a real one (``spark-submit``: docs/batch.md).
+
+- fingerprint map: one task per stripe of each input (:func:`.core.fingerprint_stripe`), run
+  by the executors with nearduppipe's own code, so the inputs must be readable at the same
+  path on every executor (a shared file system);
+- join: a DataFrame of the representatives' fingerprints, exploded under every table's key
+  (``mapInPandas``), shuffled by ``(table, key)`` (``repartition``) and joined in each
+  partition with the 512-bit verdict (``mapInPandas``: :func:`.engine_frames.pairs_frame`);
+  only the near pairs come back to the driver, which groups them and applies the keep rule.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..fingerprint.page import Fingerprinted, FingerprintParams
+from ..fingerprint.rule import Rule
+from .compression import MissingExtraError
+from .core import (
+    Fields,
+    Job,
+    StripeRow,
+    fingerprint_stripe,
+    in_order,
+    join_tables,
+    row_result,
+    sort_pairs,
+)
+from .core import stripe_tasks as _stripe_tasks
+from .engine_frames import FP_COLUMNS, PAIR_COLUMNS, explode_frame, fingerprint_frame, pairs_frame
+from .inputs import Input
+
+__all__ = ["SparkEngine"]
+
+
+def _need_pyspark() -> Any:
+    try:
+        import pyspark.sql
+    except ImportError:
+        raise MissingExtraError(
+            "--engine spark needs PySpark: pip install 'nearduppipe[spark]' (and Java 17)"
+        ) from None
+    return pyspark.sql
+
+
+def _schema(columns: list[str], types: dict[str, str]) -> str:
+    return ", ".join(f"{c} {types.get(c, 'long')}" for c in columns)
+
+
+class SparkEngine:
+    """``master``: a Spark master URL (``local[2]``, ``spark://host:7077``, ``yarn``), or None
+    to take the session ``spark-submit`` made. ``partitions``: of the shuffle (default: twice
+    the default parallelism)."""
+
+    name = "spark"
+
+    def __init__(
+        self,
+        master: str | None = "local[2]",
+        partitions: int | None = None,
+        blocks: int | None = None,
+    ) -> None:
+        sql = _need_pyspark()
+        local = master.startswith("local") if master else "PYSPARK_GATEWAY_PORT" not in os.environ
+        if local:  # (not under spark-submit, whose conf names the executors' Python)
+            # the executors' Python is this one, where nearduppipe is installed
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        pyspark: Any = importlib.import_module("pyspark")
+        self.storage = pyspark.StorageLevel
+        # (the JVM is ours to end at close unless a session exists: spark-submit's, a user's)
+        self.own_jvm = pyspark.SparkContext._gateway is None
+        builder = sql.SparkSession.builder.appName("nearduppipe dedup")
+        if master is not None:
+            builder = builder.master(master)
+        builder = builder.config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        builder = builder.config("spark.ui.enabled", "false")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
+        self.spark = builder.getOrCreate()
+        self.spark.sparkContext.setLogLevel("ERROR")
+        self.parallelism = int(self.spark.sparkContext.defaultParallelism)
+        self.partitions = partitions or 2 * self.parallelism
+        self.blocks = blocks
+
+    def fingerprints(
+        self, sources: list[Input], fields: Fields, params: FingerprintParams, jobs: Iterator[Job]
+    ) -> Iterator[Fingerprinted]:
+        stripes = max(1, -(-2 * self.parallelism // len(sources)))
+        tasks = list(_stripe_tasks(sources, stripes))
+
+        def run(task: tuple[int, Input, int, int]) -> list[tuple[int, list[StripeRow]]]:
+            n, source, s, k = task
+            return [(n, fingerprint_stripe(source, s, k, fields, params))]
+
+        # one partition per task, computed at once and kept on the executors, then read back
+        # partition by partition: the driver holds one input's rows at a time
+        rdd = self.spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(run)
+        rdd.persist(self.storage.MEMORY_AND_DISK)
+        try:
+            rdd.count()
+            rows = in_order(rdd.toLocalIterator())
+            for row, _ in zip(rows, jobs, strict=True):  # (the driver's walk: keys, hosts)
+                yield row_result(row)
+        finally:
+            rdd.unpersist()
+
+    def search(
+        self, fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule
+    ) -> np.ndarray:
+        if len(fps) < 2:
+            return np.zeros((0, 4), dtype=np.int64)
+        tables = join_tables(rule.radius, self.blocks)
+        frame = fingerprint_frame(fps, wides, has_wide)
+        df = self.spark.createDataFrame(frame).repartition(self.parallelism)
+        exploded_schema = _schema(["table", "key", *FP_COLUMNS], {"hw": "boolean"})
+
+        def explode_batches(batches: Iterator[Any]) -> Iterator[Any]:
+            for batch in batches:
+                yield explode_frame(batch, tables)
+
+        def pair_batches(batches: Iterator[Any]) -> Iterator[Any]:
+            pd: Any = importlib.import_module("pandas")
+
+            parts = list(batches)  # (one partition in several Arrow batches: whole groups)
+            if parts:
+                yield pairs_frame(pd.concat(parts, ignore_index=True), tables, rule)
+
+        exploded = df.mapInPandas(explode_batches, exploded_schema)
+        shuffled = exploded.repartition(self.partitions, "table", "key")
+        found = shuffled.mapInPandas(pair_batches, _schema(PAIR_COLUMNS, {})).toPandas()
+        return sort_pairs([found[PAIR_COLUMNS].to_numpy(dtype=np.int64)])
+
+    def close(self) -> None:
+        """Stop the session and, when this engine started the JVM, the JVM too: PySpark
+        keeps it (and its Python workers) until the interpreter exits otherwise."""
+        self.spark.stop()
+        if not self.own_jvm:
+            return
+        pyspark: Any = importlib.import_module("pyspark")
+        gateway = pyspark.SparkContext._gateway
+        proc = getattr(gateway, "proc", None)
+        if gateway is not None:
+            gateway.shutdown()
+        pyspark.SparkContext._gateway = None
+        pyspark.SparkContext._jvm = None
+        if proc is not None:
+            proc.stdin.close()  # (the JVM ends when its standard input closes)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
