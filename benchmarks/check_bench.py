@@ -35,10 +35,9 @@ U64 = np.uint64
 def preload(store: MemoryStore, fps: np.ndarray, wide: np.ndarray) -> None:
     n = len(fps)
     store._load_arrays(fps, wide, np.ones(n, dtype=bool), np.full(n, time.time()))
-    store._ids = {f"k{i}": i for i in range(n)}
-    store._keys = {i: f"k{i}" for i in range(n)}
-    store._jobs = dict.fromkeys(range(n))
-    store._texts = dict.fromkeys(range(n))
+    for i in range(n):  # (the sharded key map and the chunked slots: stores/keymap.py)
+        store._ids[f"k{i}"] = i
+        store._keys[i] = f"k{i}"
 
 
 def main() -> None:

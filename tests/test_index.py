@@ -9,7 +9,6 @@ import traceback
 import numpy as np
 import pytest
 
-from nearduppipe.index import runs as _runs
 from nearduppipe.index.columns import Column
 from nearduppipe.index.runs import Geometry
 from nearduppipe.index.search import BlockIndex, Layout, kernels
@@ -241,14 +240,14 @@ def test_query_radius_is_a_smaller_ball() -> None:
         assert idx.query(q, radius=3) == brute(stored, q, 3)
 
 
-@pytest.mark.parametrize("sync_merge", [1, 700, 1 << 20])
-def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(
-    sync_merge: int, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("sync_merge,merge_step", [(1, 5), (1, 1 << 13), (700, 37), (1 << 20, 1)])
+def test_runs_merged_at_once_and_a_slice_per_add_match_brute_force(
+    sync_merge: int, merge_step: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Queries between adds, removals and merges (some still running on the worker thread)
-    return exactly the brute-force answer: clustered data, radius 8. Every merge a worker
-    built hands the arrays it read back to their columns (an earlier mapping is unmapped off
-    this thread)."""
+    """Queries between adds, removals and merges (some built a slice per add, still pending,
+    removals made meanwhile) return exactly the brute-force answer: clustered data, radius 8.
+    Every merge built a slice at a time hands the arrays it read back to their columns (an
+    earlier mapping is unmapped off this thread)."""
     released: list[bool] = []
     release = Column.release
 
@@ -261,8 +260,9 @@ def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(
     layout = Layout(distance=8)
     centres = random_fps(rng, 60).tolist()
     stored: list[int] = []
-    idx = BlockIndex(layout, tail_capacity=64, sync_merge=sync_merge)
+    idx = BlockIndex(layout, tail_capacity=64, sync_merge=sync_merge, merge_step=merge_step)
     alive: list[bool] = []
+    pending = 0
     for step in range(6000):
         fp = (
             flip(centres[step % 60], int(rng.integers(0, 11)), rng)
@@ -277,6 +277,7 @@ def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(
             if alive[i]:
                 idx.remove(i)
                 alive[i] = False
+        pending += any(not m.done for m in idx._pending)
         if step % 50 == 0:
             arr = np.array(stored, dtype=U64)
             q = flip(centres[int(rng.integers(0, 60))], int(rng.integers(0, 10)), rng)
@@ -284,6 +285,7 @@ def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(
             assert idx.query(q) == want, step
     if sync_merge > 1:  # runs shrink geometrically: about log4(6000 / 64), plus merges pending
         assert idx.runs <= 16
+    assert (pending > 1000) == (sync_merge < 1 << 20 and merge_step < 100)
     idx.wait()
     arr = np.array(stored, dtype=U64)
     for q in [flip(c, 4, rng) for c in centres]:
@@ -293,7 +295,7 @@ def test_runs_merged_here_and_on_the_worker_thread_match_brute_force(
 
 
 def test_count_live_is_numpy_count() -> None:
-    """What a merge worker counts its run's tombstones with (compiled: numpy's sum would hold
+    """What a merge counts its run's tombstones with (compiled: numpy's sum would hold
     the GIL, and so the crawl's thread, for 13 ms at 30 M)."""
     rng = np.random.default_rng(5)
     flags = rng.random(10_000) < 0.3
@@ -315,62 +317,42 @@ def assert_bound_as_dispatched(idx: BlockIndex) -> None:
     assert idx._scan is dispatched(kernels().scan_range, fps, idx._alive, 0, 0, q, k, *out[1:])
 
 
-class _Blocker:
-    """A job that holds a merge worker until released (what a long merge does)."""
-
-    def __init__(self) -> None:
-        self.started, self.release = threading.Event(), threading.Event()
-
-    def build(self) -> None:
-        self.started.set()
-        self.release.wait(60)
-
-
-def _merge_workers() -> int:
-    return sum(t.name == "neardup-merge" and t.is_alive() for t in threading.enumerate())
-
-
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_merges_queue_for_the_workers_and_a_forked_child_builds_its_own() -> None:
-    """Merges are queued for the process's merge workers, never a thread each (starting one
-    made the adding thread wait 6-8 ms for it, measured). A merge still queued when the process
-    forks has no worker in the child: the child builds it itself, and its index answers
-    exactly as a scan does; the parent's workers then build theirs. The columns are memory
-    files mapped in both processes: the child's writes go to its own copy, never the
-    parent's."""
-    blockers = [_Blocker() for _ in range(_runs.MERGE_WORKERS)]
-    for b in blockers:
-        _runs._submit(b)  # type: ignore[arg-type]
-    try:
-        assert all(b.started.wait(30) for b in blockers)
-        assert _merge_workers() == _runs.MERGE_WORKERS
-        rng = np.random.default_rng(11)
-        fps = random_fps(rng, 1500)
-        fps[1000:1100] = fps[:100] ^ U64(0b1011)  # near-duplicates across runs
-        idx = BlockIndex(Layout(distance=8), tail_capacity=64, sync_merge=1)
-        for fp in fps.tolist():
-            idx.add(fp)
-        assert idx._pending and not any(m.done for m in idx._pending)
-        assert _merge_workers() == _runs.MERGE_WORKERS  # none started per merge
-        queries = [flip(int(fps[i]), 3, rng) for i in range(0, 1500, 37)]
-        want = [brute(fps, q, 8) for q in queries]
-        pid = fork()
-        if pid == 0:  # the child: every merge its index waits for is still queued
-            code = 1
-            try:
-                idx.wait()
-                ok = [idx.query(q) for q in queries] == want and not idx._pending
-                idx.remove(0)
-                grown = [idx.add(int(fp) ^ 1) for fp in random_fps(rng, 5000)]  # (grows them)
-                ok = ok and grown[0] == len(fps) and not idx.is_alive(0)
-                code = 0 if ok and idx.query(int(fps[1]))[0] == (1, 0) else 3
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                os._exit(code)
-    finally:
-        for b in blockers:
-            b.release.set()
+def test_merges_pending_at_a_fork_are_finished_by_the_child() -> None:
+    """Merges are built a slice per add by the adding thread: no thread is started for them.
+    A merge still pending when the process forks is finished by the child at its first write,
+    and its index answers exactly as a scan does; the parent goes on building its own. The
+    columns are memory files mapped in both processes: the child's writes go to its own copy,
+    never the parent's."""
+    threads = threading.active_count()
+    rng = np.random.default_rng(11)
+    fps = random_fps(rng, 1500)
+    fps[1000:1100] = fps[:100] ^ U64(0b1011)  # near-duplicates across runs
+    idx = BlockIndex(Layout(distance=8), tail_capacity=64, sync_merge=1, merge_step=1)
+    for fp in fps.tolist():
+        idx.add(fp)
+    assert idx._pending and not any(m.done for m in idx._pending)
+    assert threading.active_count() <= threads + 1  # (at most the column freer)
+    queries = [flip(int(fps[i]), 3, rng) for i in range(0, 1500, 37)]
+    want = [brute(fps, q, 8) for q in queries]
+    assert [idx.query(q) for q in queries] == want  # (answered while merges are pending)
+    pid = fork()
+    if pid == 0:  # the child: every merge its index waits for is still pending
+        code = 1
+        try:
+            idx.remove(0)  # the first write: pending merges are finished first
+            ok = not idx._pending and not idx.is_alive(0)
+            grown = [idx.add(int(fp) ^ 1) for fp in random_fps(rng, 5000)]  # (grows them)
+            idx.wait()
+            ok = ok and grown[0] == len(fps)
+            ok = ok and [idx.query(q) for q in queries] == [
+                [h for h in w if h[0] != 0] for w in want
+            ]
+            code = 0 if ok and idx.query(int(fps[1]))[0] == (1, 0) else 3
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
     assert exit_code(pid) == 0
     idx.wait()
     assert not idx._fps[len(fps) :].any()  # (the child's adds went to its own copy)

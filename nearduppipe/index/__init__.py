@@ -1,8 +1,8 @@
 """The index layer: exact Hamming-ball search over 64-bit fingerprints with block tables.
 
 What a full scan would return, found through pigeonhole block tables (:mod:`.layout` chooses
-them, :mod:`.runs` and :mod:`.columns` hold them, :mod:`.compiled` scans them); imports only
-the fingerprint layer.
+them, :mod:`.runs` and :mod:`.columns` hold them, :mod:`.compiled` scans them, :mod:`.merge`
+and :mod:`.steps` merge them a slice per add); imports only the fingerprint layer.
 """
 
 from __future__ import annotations

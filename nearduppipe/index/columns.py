@@ -10,7 +10,6 @@ alive). Elsewhere growth falls back to a doubling copy.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import mmap
 import os
@@ -22,20 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["Column", "background_priority", "fork_generation", "free_later", "wait_freed"]
-
-
-def background_priority() -> None:
-    """Lower the calling thread's CPU priority (Linux: a thread has its own nice value).
-
-    Merges run on worker threads so that the crawl's thread does not wait for them; on a
-    machine with as many busy threads as cores, the scheduler still made it wait for a core,
-    up to 24 ms per add, measured at 10-25 M on 2 cores. At nice +10 a merge yields the core."""
-    if sys.platform != "linux":
-        return
-    with contextlib.suppress(OSError):
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + 10))
+__all__ = ["Column", "fork_generation", "free_later", "wait_freed"]
 
 
 _PAGE = mmap.PAGESIZE
@@ -64,7 +50,9 @@ _queue_lock = threading.Lock()
 
 
 def _freer(work: queue.SimpleQueue[list[np.ndarray] | threading.Event]) -> None:
-    background_priority()
+    # (at the normal priority: it takes the GIL back after each madvise, and a thread that
+    # holds the GIL waits, when asked to give it up, until the asking thread runs; a thread
+    # at nice +10 on a busy machine kept the crawl's thread waiting 100s of ms, issue 33)
     while True:
         item = work.get()
         if isinstance(item, threading.Event):

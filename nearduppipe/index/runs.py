@@ -1,12 +1,10 @@
-"""The runs of :class:`nearduppipe.index.BlockIndex`: immutable tables over a range of ids,
-built here or on a worker thread.
+"""The runs of :class:`nearduppipe.index.BlockIndex`: immutable tables over a range of ids.
 
 A run files the live ids of ``lo .. hi - 1`` in every table of its table set: per table, the ids
 and their fingerprints grouped by the top ``dir_bits`` bits of the table key (a counting sort),
-with a directory of offsets. Runs never change once built, so a worker thread can build a
-merged run from the same arrays while queries keep reading the old ones; the compiled kernels
-(:mod:`nearduppipe.index.compiled`) release the GIL meanwhile. :func:`kernels` and :func:`bind` are
-how the index and the stores get at that compiled code.
+with a directory of offsets. Runs never change once built, so a merged run can be built a slice
+at a time (:mod:`.merge`) while queries keep reading the old ones. :func:`kernels` and
+:func:`bind` are how the index and the stores get at the compiled code.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ import functools
 import logging
 import math
 import os
-import queue
 import shutil
 import stat
 import tempfile
@@ -27,10 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from .columns import background_priority, fork_generation
 from .layout import Layout
 
-__all__ = ["Geometry", "Merge", "Run", "TableSet", "bind", "kernels", "probe_masks"]
+__all__ = ["Geometry", "Run", "TableSet", "bind", "kernels", "probe_masks", "run_shape"]
 
 logger = logging.getLogger("nearduppipe")
 
@@ -58,7 +54,7 @@ def _import_compiled() -> Any:
     first ``cache=True`` function. Then the module is imported again with a private folder in
     the temporary directory as ``NUMBA_CACHE_DIR``, and one warning."""
     try:
-        from . import compiled
+        from . import compiled, steps  # (steps: imported here for the same cache folder)
     except RuntimeError as e:
         if "no locator available" not in str(e):
             raise
@@ -83,7 +79,7 @@ def _import_compiled() -> Any:
         saved = config.CACHE_DIR
         config.CACHE_DIR = folder
         try:
-            from . import compiled
+            from . import compiled, steps  # noqa: F401
         finally:
             config.CACHE_DIR = saved  # (each function located its cache at decoration)
     return compiled
@@ -236,16 +232,39 @@ class Run:
     def __init__(self, geo: Geometry, fps: np.ndarray, alive: np.ndarray, lo: int, hi: int):
         K = kernels()
         ids = K.live_ids(alive, lo, hi)
-        if len(ids) >= 1 << 31:
-            raise ValueError("a run holds fewer than 2**31 ids")
-        self.lo, self.hi, self.size, self.dead = lo, hi, len(ids), 0
-        ts = self.tables = geo.for_size(len(ids))
-        self.dir_bits = ts.dir_bits(len(ids))
-        self.drops = ts.drops(self.dir_bits)
-        self.masks, counts = ts.masks(self.dir_bits)
-        self.offsets, self.tfps, self.tids = K.build_run(
-            fps, ids, ts.shifts, ts.widths, self.drops, self.dir_bits
-        )
+        ts, dir_bits, drops = run_shape(geo, len(ids))
+        arrays = K.build_run(fps, ids, ts.shifts, ts.widths, drops, dir_bits)
+        self._fill(lo, hi, len(ids), ts, dir_bits, arrays)
+
+    @classmethod
+    def built(
+        cls,
+        lo: int,
+        hi: int,
+        size: int,
+        ts: TableSet,
+        dir_bits: int,
+        arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
+    ) -> Run:
+        """A run of arrays built elsewhere (:class:`Merge`)."""
+        run = cls.__new__(cls)
+        run._fill(lo, hi, size, ts, dir_bits, arrays)
+        return run
+
+    def _fill(
+        self,
+        lo: int,
+        hi: int,
+        size: int,
+        ts: TableSet,
+        dir_bits: int,
+        arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
+    ) -> None:
+        self.lo, self.hi, self.size, self.dead = lo, hi, size, 0
+        self.tables, self.dir_bits = ts, dir_bits
+        self.drops = ts.drops(dir_bits)
+        self.masks, counts = ts.masks(dir_bits)
+        self.offsets, self.tfps, self.tids = arrays
         # what every query passes first, in query_run's order (one tuple, not 9 lookups)
         self.args = (
             self.offsets, self.tfps, self.tids, ts.shifts, ts.widths, self.drops,
@@ -257,100 +276,15 @@ class Run:
         return int(self.offsets.nbytes + self.tfps.nbytes + self.tids.nbytes)
 
     def recount(self, alive: np.ndarray) -> None:
-        """Count the ids removed since the run was built (a compiled count of up to tens of
-        millions of flags: numpy's sum would hold the GIL, 13 ms at 30 M, measured)."""
+        """Count the ids removed since the run was built (compiled: numpy's sum of tens of
+        millions of flags is slower)."""
         self.dead = self.size - int(kernels().count_live(alive, self.lo, self.hi))
 
 
-class Merge:
-    """One run being built by a merge worker from the runs ``sources`` (adjacent).
-
-    The workers are threads that live as long as the process (:func:`_submit`): starting a
-    thread per merge made the caller wait for it to start, 6-8 ms of wall time (0.2 ms of CPU)
-    per add that started a merge at 8 M ids on 2 cores, measured; queueing the work does not
-    wait."""
-
-    def __init__(self, geo: Geometry, fps: np.ndarray, alive: np.ndarray, sources: list[Run]):
-        self.sources = sources
-        self.result: Run | None = None
-        self.error: BaseException | None = None
-        self._work = (geo, sources[0].lo, sources[-1].hi)
-        self._arrays: tuple[np.ndarray, np.ndarray] | None = (fps, alive)
-        self._done = threading.Event()
-        self._generation = fork_generation()
-        _submit(self)
-
-    def build(self) -> None:
-        """Build the run: on a worker, or in a forked child (whose workers are gone, maybe
-        mid-build) on the caller's thread."""
-        try:
-            geo, lo, hi = self._work
-            assert self._arrays is not None
-            fps, alive = self._arrays
-            run = Run(geo, fps, alive, lo, hi)
-            run.recount(alive)  # removed while it was built (here: not the caller's thread)
-            self.result = run
-        except BaseException as exc:  # re-raised on the caller's thread by take()
-            self.error = exc
-        finally:
-            self._done.set()
-
-    @property
-    def done(self) -> bool:
-        if not self._done.is_set() and self._generation != fork_generation():
-            # queued or building in the parent: no worker here will ever finish it (and the
-            # event's lock may have been held there at the fork)
-            self._done, self._generation = threading.Event(), fork_generation()
-            self.build()
-        return self._done.is_set()
-
-    def views(self) -> tuple[np.ndarray, np.ndarray]:
-        """The fingerprint and flag arrays the merge read (for :meth:`Column.release`), once
-        it is done; the merge lets go of them."""
-        arrays, self._arrays = self._arrays, None
-        assert arrays is not None, "views() is called once, after take()"
-        return arrays
-
-    def take(self) -> Run:
-        if not self.done:
-            self._done.wait()
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
-
-
-MERGE_WORKERS = 2  # threads building merges, for every index of the process
-_jobs: queue.SimpleQueue[Merge] | None = None
-_jobs_lock = threading.Lock()
-
-
-def _merger(jobs: queue.SimpleQueue[Merge]) -> None:
-    background_priority()
-    while True:
-        merge = jobs.get()
-        merge.build()
-        del merge  # (the merge, its sources and result: the index's to keep, not this frame's)
-
-
-def _submit(merge: Merge) -> None:
-    global _jobs
-    with _jobs_lock:
-        if _jobs is None:
-            jobs: queue.SimpleQueue[Merge] = queue.SimpleQueue()
-            for _ in range(MERGE_WORKERS):  # (a queue no thread serves is never published)
-                threading.Thread(
-                    target=_merger, args=(jobs,), name="neardup-merge", daemon=True
-                ).start()
-            _jobs = jobs
-        jobs = _jobs
-    jobs.put(merge)
-
-
-def _forget_jobs() -> None:  # a forked child has no workers: Merge.done builds in place
-    global _jobs, _jobs_lock
-    _jobs, _jobs_lock = None, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_jobs)
+def run_shape(geo: Geometry, n: int) -> tuple[TableSet, int, np.ndarray]:
+    """The table set, directory bits and per-table drops of a run of ``n`` live ids."""
+    if n >= 1 << 31:
+        raise ValueError("a run holds fewer than 2**31 ids")
+    ts = geo.for_size(n)
+    dir_bits = ts.dir_bits(n)
+    return ts, dir_bits, ts.drops(dir_bits)

@@ -27,10 +27,10 @@ Layout in memory, for ``n`` fingerprints and ``T`` tables:
   (about 1 id per group where the key is that long; the 12-13-bit keys of small runs' sets
   hold up to ~50). Runs are immutable; adjacent runs of similar size are merged into one (a binary
   counter), so each id is rebuilt ``O(log n)`` times and an add costs the same amortised time
-  at 1 M and 30 M. Merges larger than :data:`SYNC_MERGE` ids are queued for the process's
-  merge workers (two long-lived threads; the compiled kernels release the GIL) while the old
-  runs keep answering; the next add swaps the result in. So no add waits for more than a
-  small merge.
+  at 1 M and 30 M. Merges larger than :data:`SYNC_MERGE` ids are built a slice at a time, each
+  add advancing them by :data:`~nearduppipe.index.merge.MERGE_STEP` ids or buckets
+  (:mod:`.merge`), while the old runs keep answering; a later add swaps the result in. So no
+  add waits for more than a small merge, and no other thread needs the GIL for the index.
 * a tail of the newest ids not yet in a run, scanned directly (a few microseconds).
 
 The loops are compiled (:mod:`nearduppipe.index.compiled`). Queries never modify the index.
@@ -45,7 +45,9 @@ import numpy as np
 
 from .columns import Column, fork_generation, free_later
 from .layout import Layout, table_key, table_keys
-from .runs import Geometry, Merge, Run, bind, kernels
+from .merge import MERGE_STEP, Merge
+from .merge import warm as warm_merges
+from .runs import Geometry, Run, bind, kernels
 
 __all__ = ["SYNC_MERGE", "BlockIndex", "Layout", "kernels", "table_key", "table_keys"]
 
@@ -54,8 +56,8 @@ _U64 = np.uint64
 # more adds over 5 ms in a 30 M add loop; no fewer over 20 ms, which wait for a core), measured
 SYNC_MERGE = 1 << 14
 MERGE_FACTOR = 4  # a run is merged with the newer ones once they reach 1/4 of its span
-# merges pending per index, on disjoint runs, queued for the process's merge workers (a big
-# one need not hold up this index's small ones; other indexes' merges share the workers)
+# merges pending per index, on disjoint runs, each advanced by every add (a big one need not
+# hold up the small ones)
 MERGE_THREADS = 2
 
 
@@ -68,12 +70,14 @@ class BlockIndex:
         layout: Layout | None = None,
         tail_capacity: int = 4096,
         sync_merge: int = SYNC_MERGE,
+        merge_step: int = MERGE_STEP,
     ) -> None:
         self.layout = layout or Layout()
-        if tail_capacity < 1 or sync_merge < 1:
-            raise ValueError("tail_capacity and sync_merge must be positive")
+        if tail_capacity < 1 or sync_merge < 1 or merge_step < 1:
+            raise ValueError("tail_capacity, sync_merge and merge_step must be positive")
         self.tail_capacity = tail_capacity
         self.sync_merge = sync_merge
+        self.merge_step = merge_step
         self._geo = Geometry(self.layout)
         # growing these copies nothing (see index.columns): no pause at tens of millions of ids
         self._fps_column, self._alive_column = Column(_U64), Column(np.bool_)
@@ -82,7 +86,7 @@ class BlockIndex:
         self._live = 0
         self._runs: list[Run] = []
         self._tail = 0  # first id not yet in a run
-        self._pending: list[Merge] = []  # merges queued or building, on disjoint runs
+        self._pending: list[Merge] = []  # merges being built, on disjoint runs
         self._owner = fork_generation()  # (a forked child copies the columns before writing)
         self._out_ids = np.empty(1024, dtype=np.int64)
         self._out_d = np.empty(1024, dtype=np.int64)
@@ -90,6 +94,7 @@ class BlockIndex:
         self._query: Any = None  # the search's compiled loops, bound at the first search
         self._scan: Any = None
         kernels().warm()
+        warm_merges()
 
     @property
     def distance(self) -> int:
@@ -156,6 +161,9 @@ class BlockIndex:
         self._live += 1
         if self._n - self._tail >= self.tail_capacity:
             self._seal()
+        for merge in self._pending:  # (a slice each: see .merge)
+            if not merge.done:
+                merge.advance(self.merge_step)
         return self._n - 1
 
     def add_many(self, fps: np.ndarray | list[int], alive: np.ndarray | None = None) -> None:
@@ -214,8 +222,8 @@ class BlockIndex:
             run.recount(alive)
 
     def _grow(self, need: int) -> None:
-        # a merge on a worker thread keeps reading the arrays it was given: growth maps the
-        # same pages anew, and ids below its range's end only ever change by removals, which
+        # a merge being built keeps reading the arrays it was given: growth maps the same
+        # pages anew, and ids below its range's end only ever change by removals, which
         # queries filter anyway
         self._fps = self._fps_column.reserve(need)
         self._alive = self._alive_column.reserve(need)
@@ -226,7 +234,7 @@ class BlockIndex:
         if self._tail < self._n:
             self._runs.append(Run(self._geo, self._fps, self._alive, self._tail, self._n))
             self._tail = self._n
-        # runs up to the last one a worker thread is merging are not merged again here
+        # runs up to the last one a pending merge takes are not merged again here
         busy = max((self._runs.index(m.sources[-1]) + 1 for m in self._pending), default=0)
         while len(self._runs) - busy >= 2:
             # merge the newest runs while the one before is at most MERGE_FACTOR times their
@@ -243,10 +251,10 @@ class BlockIndex:
             started = len(self._pending)
             if self._rebuild(self._runs[-take:]):
                 continue
-            if len(self._pending) > started:  # started on a worker thread
+            if len(self._pending) > started:  # started, built a slice per add
                 busy = len(self._runs)
                 continue
-            # too big to merge here and the worker thread is busy: merge the newest runs that
+            # too big to merge at once and two merges are pending: merge the newest runs that
             # fit under sync_merge, so small runs do not pile up meanwhile
             take, span = 0, 0
             while len(self._runs) - busy > take:
@@ -258,8 +266,8 @@ class BlockIndex:
                 break
 
     def _rebuild(self, sources: list[Run]) -> bool:
-        """Replace adjacent runs ``sources`` by one run of their live ids: here when small,
-        else queued for the merge workers (False: queued, or two merges are pending already)."""
+        """Replace adjacent runs ``sources`` by one run of their live ids: at once when small,
+        else a slice per add (False: started so, or two merges are pending already)."""
         if sum(r.hi - r.lo for r in sources) <= self.sync_merge:
             at = self._runs.index(sources[0])
             merged = Run(self._geo, self._fps, self._alive, sources[0].lo, sources[-1].hi)
@@ -273,7 +281,7 @@ class BlockIndex:
         return any(run in m.sources for m in self._pending)
 
     def _collect(self) -> None:
-        """Swap in the merges worker threads have finished."""
+        """Swap in the merges that are built."""
         for merge in [m for m in self._pending if m.done]:
             self._pending.remove(merge)
             merged = merge.take()
@@ -289,8 +297,8 @@ class BlockIndex:
             free_later(a for run in old for a in (run.offsets, run.tfps, run.tids))
 
     def wait(self) -> None:
-        """Finish the merges running on worker threads, and those they make due (tests,
-        benchmarks, batch): a loop that only adds outruns merges at a lower priority."""
+        """Finish the pending merges, and those they make due (tests, benchmarks, batch, before
+        a bulk self-join)."""
         while True:
             for merge in self._pending:
                 merge.take()
@@ -298,7 +306,7 @@ class BlockIndex:
             self._seal()
             if self._pending:
                 continue
-            # adds that outran the merge threads leave runs an add's merge step never
+            # adds made while merges were pending leave runs an add's merge step never
             # reaches (it looks at the newest runs only): merge from the oldest run that
             # the newer ones have outgrown
             total, oldest = 0, None

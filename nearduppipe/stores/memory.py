@@ -7,9 +7,12 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 from ..fingerprint.rule import Fingerprints, Rule
 from .base import DEFAULT_MAX_DECISIONS, Decision, Entry, StoreError, register_store
 from .indexed import IndexedStore
+from .keymap import SHARD_BITS, KeyMap, Slots
 
 __all__ = ["MemoryStore"]
 
@@ -24,14 +27,19 @@ class MemoryStore(IndexedStore):
         ttl: float | None = None,
         max_decisions: int | None = DEFAULT_MAX_DECISIONS,
         clock: Callable[[], float] = time.time,
+        shard_bits: int = SHARD_BITS,
+        chunk_bits: int = 14,
     ) -> None:
         super().__init__(
             uri, rule or Rule(), blocks=blocks, ttl=ttl, max_decisions=max_decisions, clock=clock
         )
-        self._ids: dict[str, int] = {}
-        self._keys: dict[int, str] = {}
-        self._jobs: dict[int, str | None] = {}
-        self._texts: dict[int, str | None] = {}
+        # key -> id, and per id its key, job and text: maps that grow in small steps (one
+        # dict each made the caller wait for a resize of every entry: see stores.keymap).
+        # ``shard_bits`` and ``chunk_bits`` set their step sizes (tests cross them).
+        self._ids = KeyMap(shard_bits)
+        self._keys: Slots[str] = Slots(chunk_bits)
+        self._jobs: Slots[str] = Slots(chunk_bits)
+        self._texts: Slots[str] = Slots(chunk_bits)
         self._decisions: deque[Decision] = deque()
 
     def _find(self, key: str) -> tuple[int, str | None] | None:
@@ -39,7 +47,9 @@ class MemoryStore(IndexedStore):
         return None if i is None else (i, self._jobs[i])
 
     def _key_of(self, i: int) -> str:
-        return self._keys[i]
+        key = self._keys[i]
+        assert key is not None
+        return key
 
     def _extra_of(self, i: int) -> tuple[str | None, str | None]:
         return self._texts[i], self._jobs[i]
@@ -65,7 +75,7 @@ class MemoryStore(IndexedStore):
         self._jobs[i] = job
 
     def _forget(self, i: int) -> None:
-        del self._keys[i], self._jobs[i], self._texts[i]
+        self._keys[i] = self._jobs[i] = self._texts[i] = None
 
     def _persist_remove(self, i: int, key: str) -> None:
         del self._ids[key]
@@ -79,8 +89,9 @@ class MemoryStore(IndexedStore):
 
     def entries(self) -> Iterator[Entry]:
         with self._lock:
-            ids = sorted(self._keys)  # the order they were stored (a replacement moves last)
-            items = [Entry(self._keys[i], *self._entry_parts(i)) for i in ids]
+            # the order they were stored (a replacement moves last): live ids ascending
+            ids = np.flatnonzero(self._index.alive()).tolist()
+            items = [Entry(self._key_of(i), *self._entry_parts(i)) for i in ids]
         yield from items
 
     def _entry_parts(self, i: int) -> tuple[int, float, str | None, int | None, str | None]:
@@ -103,7 +114,7 @@ def _open(uri: str, rule: Rule | None = None, **options: Any) -> MemoryStore:
     # A memory store always starts empty and has nothing to commit.
     for ignored in ("reset", "commit_every", "commit_interval", "name", "read_only"):
         options.pop(ignored, None)
-    known = {"blocks", "ttl", "max_decisions", "clock"}
+    known = {"blocks", "ttl", "max_decisions", "clock", "shard_bits", "chunk_bits"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise StoreError(f"memory store: unknown options {unknown}")
