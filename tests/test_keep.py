@@ -183,3 +183,29 @@ def test_cli_says_which_rule_chose(tmp_path: Path, abc: tuple[str, str, str]) ->
     assert "kept by --keep https (local engine): 1 of 1 groups" in proc.stderr
     kept = [json.loads(line)["url"] for line in out.read_text().splitlines()]
     assert kept == ["https://x.example/b"]  # A and C are both near B
+
+
+def test_report_names_the_keep_rule(tmp_path: Path, abc: tuple[str, str, str]) -> None:
+    """The written report (JSON, text, HTML) says which rule chose the kept copies, not only
+    the command's summary line."""
+    a, b, c = abc
+    records = [
+        {"url": "http://x.example/a", "text": a},
+        {"url": "https://x.example/b", "text": b},
+        {"url": "http://x.example/c", "text": c},
+    ]
+    path = write_jsonl(tmp_path / "in.jsonl", records)
+    for keep, other in (("https", 1), ("first", 0)):
+        rep = tmp_path / f"{keep}.json"
+        args = ("dedup", str(path), "--keep", keep, "--format", "json", "--report", str(rep))
+        proc = run(*args, "--quiet", "--workers", "2")
+        assert proc.returncode == 0, proc.stderr
+        summary = json.loads(rep.read_text())["summary"]
+        assert summary["keep"] == {"rule": keep, "groups": 1, "other_than_first": other}
+    txt, html = tmp_path / "r.txt", tmp_path / "r.html"
+    for fmt, out in (("text", txt), ("html", html)):
+        args = ("dedup", str(path), "--keep", "https", "--format", fmt, "--report", str(out))
+        proc = run(*args, "--quiet", "--workers", "2")
+        assert proc.returncode == 0, proc.stderr
+    assert "kept of each group by --keep https: 1 of 1 groups" in txt.read_text()
+    assert 'id="keep-rule"' in html.read_text()

@@ -18,6 +18,7 @@ from ..batch.pairs_out import check_pyarrow, pairs_format, write_pairs
 from ..batch.precomputed import DEFAULT_FIELD
 from ..fingerprint.rule import Rule
 from ..stores import Store
+from ..stores.report import KeepChoice
 from ._io import (
     CliError,
     atomic_output,
@@ -210,7 +211,9 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     except OSError as e:
         where = e.filename or ", ".join(args.input)
         raise CliError(f"INPUT {where}: cannot read: {e.strerror or e}") from None
-    r = result.report
+    by = result.chosen_by
+    chose = by.get(args.keep, 0) if args.keep != "first" else 0
+    r = dataclasses.replace(result.report, keep=KeepChoice(args.keep, sum(by.values()), chose))
     skipped = ", ".join(f"{k}: {v}" for k, v in sorted(result.skipped.items())) or "none"
     across = f" in {len(inputs)} inputs" if len(inputs) > 1 else ""
     say(
@@ -230,8 +233,6 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             f"near another key); "
             + (f"{a.added} added" if args.add else "nothing added (read-only; --add adds)")
         )
-    by = result.chosen_by
-    chose = by.get(args.keep, 0) if args.keep != "first" else 0
     say(
         f"kept by --keep {args.keep} ({args.engine} engine): {chose} of {sum(by.values())} "
         f"groups kept a record other than their first; every dropped record is near its kept one"

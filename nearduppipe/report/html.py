@@ -140,6 +140,17 @@ def _sources_table(report: Report) -> str:
     )
 
 
+def _keep_card(report: Report) -> str:
+    """A batch's keep rule: which copy of each group it kept."""
+    if report.keep is None:
+        return ""
+    k = report.keep
+    return (
+        f'<div class="card" id="keep-rule">kept by --keep {escape(k.rule)} ({k.other_than_first}'
+        f" of {k.groups} groups not their first)<b>{escape(k.rule)}</b></div>"
+    )
+
+
 def render_html(report: Report) -> str:
     dist = sorted(report.distances.items())
     domains = [d for d in report.domains if d.seen][:20]
@@ -167,7 +178,7 @@ def render_html(report: Report) -> str:
 <div class="card">pages seen, all crawls<b>{report.seen}</b></div><div class="card">unique<b>{report.unique}</b></div>
 <div class="card">dropped<b>{report.dropped}</b></div><div class="card">duplicate rate (of {report.judged} judged)<b>{report.rate:.1%}</b></div>
 <div class="card">clusters<b>{len(report.clusters)}</b></div>
-<div class="card">revisits unchanged<b>{report.revisits_unchanged}</b></div><div class="card">revisits changed<b>{report.revisits_changed}</b></div></div>
+<div class="card">revisits unchanged<b>{report.revisits_unchanged}</b></div><div class="card">revisits changed<b>{report.revisits_changed}</b></div>{_keep_card(report)}</div>
 {_sources_table(report)}
 <h2>Distance of near-duplicates to their original</h2>
 {_bar_chart("distance histogram", [f"distance {d}" for d, _ in dist], [float(n) for _, n in dist], "{:.0f}", "chart-distances")}

@@ -44,6 +44,12 @@ def _render_text(report: Report, max_clusters: int) -> str:
             else ""
         ),
     ]
+    if report.keep is not None:
+        k = report.keep
+        lines.append(
+            f"kept of each group by --keep {k.rule}: {k.other_than_first} of {k.groups} groups "
+            "kept a record other than their first"
+        )
     if report.pages is not None and report.items is not None:
         lines += [
             f"{what:6s} {tally_text(t)}"

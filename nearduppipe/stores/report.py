@@ -79,6 +79,19 @@ class DomainStats:
 
 
 @dataclass(frozen=True)
+class KeepChoice:
+    """Which record of each group a batch kept (``dedup --keep``): the report names the rule,
+    so a reader can tell a kept copy chosen by it from one kept for coming first."""
+
+    rule: str
+    groups: int  # groups of near-duplicates (each keeps one record)
+    other_than_first: int  # groups whose kept record the rule chose over their first
+
+    def as_dict(self) -> dict[str, object]:
+        return {"rule": self.rule, "groups": self.groups, "other_than_first": self.other_than_first}
+
+
+@dataclass(frozen=True)
 class Report:
     """Counts are events summed over crawls; clusters are pages (see the module doc)."""
 
@@ -97,6 +110,7 @@ class Report:
     # (None for a batch, which has no such split)
     pages: Tally | None = None
     items: Tally | None = None
+    keep: KeepChoice | None = None  # a batch's keep rule (None for a store)
 
     @property
     def seen(self) -> int:
@@ -143,6 +157,7 @@ class Report:
                     if self.pages is not None and self.items is not None
                     else {}
                 ),
+                **({"keep": self.keep.as_dict()} if self.keep is not None else {}),
             },
             "distance_histogram": {str(d): n for d, n in sorted(self.distances.items())},
             "domains": [
