@@ -1,4 +1,4 @@
-"""Redis store (format 2) at scale: import rate, memory per entry, and checks per second from 1
+"""Redis store (format 3) at scale: import rate, memory per entry, and checks per second from 1
 and 8 client processes against a loopback redis-server holding N entries, next to the floor of
 a plain ``SET`` round trip from the same kind of client in the same run (medians of --runs).
 Every worker opens its store and reads the log into its index before a barrier; the timed
@@ -6,12 +6,14 @@ part is the checks only (the load time and the index size are printed apart).
 
     python benchmarks/redis_bench.py [--n 1000000] [--calls 4000] [--runs 3]
         [--kind uniform|clustered|text] [--text-file FILE.npy] [--blocks 3] [--procs 1,8]
-        [--copy] [--key-length N]
+        [--copy] [--key-length N] [--listpack-value 256]
 
 ``--key-length N`` stores page keys of N characters (an article URL's path padded with a slug;
-default: ``https://seed.example/<i>``, 21-27 characters). The page key is kept twice on the
-server (its record and the key -> id hash), so memory per entry grows with it: size a store
-with the URLs it will hold.
+default: ``https://seed.example/<i>``, 21-27 characters). Format 3 keeps a page key once, as
+(host prefix id, rest of the URL), in its entry's record; memory per entry still grows with
+the rest. ``--listpack-value`` sets the server's ``hash-max-listpack-value`` before the import,
+as the store advises at open (0: leave Redis's default, 64, under which every bucket becomes a
+hash table: ~1.4x the memory).
 
 ``--copy`` also times ``nearduppipe copy`` of the whole store to another prefix (the CLI: it
 reads every record, then imports them pipelined).
@@ -159,6 +161,7 @@ def main() -> None:
     ap.add_argument("--procs", default="1,8")
     ap.add_argument("--copy", action="store_true")
     ap.add_argument("--key-length", type=int, default=None)
+    ap.add_argument("--listpack-value", type=int, default=256)
     args = ap.parse_args()
     if args.kind == "text":
         if not args.text_file:
@@ -170,6 +173,8 @@ def main() -> None:
         server = RedisServer(Path(tmp)).start()
         client = redis.Redis.from_url(server.url)
         try:
+            if args.listpack_value:
+                client.config_set("hash-max-listpack-value", args.listpack_value)
             base = client.info("memory")["used_memory"]
             store = RedisStore(server.url, Rule(), prefix=PREFIX, reset=True, blocks=args.blocks)
             t0 = time.perf_counter()
@@ -188,6 +193,12 @@ def main() -> None:
             raw = 8 + 64 + 8 + 8 + len(page_key(args.n // 2, args.key_length)) + 4
             print(f"{args.kind}, {_layout(store.layout)}, rule {store.rule.describe()}")
             print(f"page keys like {page_key(args.n // 2, args.key_length)!r}")
+            limits = {**client.config_get("hash-max-listpack-*")}
+            bucket = "{" + PREFIX + "}:b8000"
+            print(
+                f"server {limits}; a bucket's encoding: {client.object('encoding', bucket)!r}, "
+                f"{client.hlen(bucket)} entries"
+            )
             print(
                 f"imported {held:,} entries in {took:.1f} s ({held / took:,.0f}/s); redis "
                 f"used_memory +{used / 1e6:.0f} MB = {used / held:.0f} B/entry "

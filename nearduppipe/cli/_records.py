@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ..stores import Store, StoreError
 from ..stores.base import _scheme
-from ..stores.redis.codec import DamagedRecord, decode_decision, decode_entry
+from ..stores.redis.buckets import damaged
+from ..stores.redis.codec import DamagedRecord, decode_decision
 from ._io import CliError, redact
 from ._stores import _client, _redis_call, is_redis, resolve_redis_prefix, sqlite_file
 
@@ -35,12 +36,9 @@ def _find_damage(uri: str, prefix: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
 
     def scan() -> None:
-        for field, raw in client.hscan_iter(f"{base}:e", count=1000):
-            try:
-                decode_entry(raw)
-            except DamagedRecord as e:
-                where = f"{base}:e field {_cli_bytes(field)} ({e})"
-                found.append((where, f"redis-cli HDEL '{base}:e' {_cli_bytes(field)}"))
+        for name, field, e in damaged(client, prefix):  # (format 3: the bucket hashes)
+            where = f"{name} field {_cli_bytes(field)} ({e})"
+            found.append((where, f"redis-cli HDEL '{name}' {_cli_bytes(field)}"))
         n = int(client.llen(f"{base}:d"))
         for start in range(0, n, 1000):
             for i, raw in enumerate(client.lrange(f"{base}:d", start, start + 999), start):
@@ -169,8 +167,8 @@ def _redis_leftovers(uri: str, prefix: str, store: Store, copied: int) -> list[s
     pages = len(store)
     if pages != copied:
         out.append(
-            f"the store counts {pages} pages ({base}:k) but held {copied} entry records "
-            f"({base}:e): the copy holds the {copied}"
+            f"the store counts {pages} pages ({base}:meta live) but held {copied} entry "
+            f"records ({base}:b…): the copy holds the {copied}"
         )
     return out
 
@@ -178,7 +176,7 @@ def _redis_leftovers(uri: str, prefix: str, store: Store, copied: int) -> list[s
 def copy_warnings(uri: str, prefix: str | None, store: Store, copied: int) -> list[str]:
     """What a copy of ``store`` (``copied`` entries) left behind, each in a line; nothing for a
     store as nearduppipe writes it."""
-    if store.format_version != 2:  # (format 1: several rows per key; not checked)
+    if store.format_version not in (2, 3):  # (format 1: several rows per key; not checked)
         return []
     path = sqlite_file(uri)
     if path:

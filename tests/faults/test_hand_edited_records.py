@@ -16,6 +16,7 @@ import contextlib
 import random
 import shutil
 import sqlite3
+import struct
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ import redis
 
 from nearduppipe import StoreError, open_store
 from nearduppipe.fingerprint.rule import Fingerprints
-from nearduppipe.stores.redis.codec import encode_entry
+from nearduppipe.stores.redis.format3 import Record, digest, encode_record
 
 from ..support.cli import run, run_process
 from ..support.redis_server import RedisServer
@@ -222,14 +223,16 @@ def test_sqlite_process_says_it_in_one_line(sqlite_store: Path, tmp_path: Path) 
 # -- Redis ---------------------------------------------------------------------------------------
 
 PREFIX = "hand"
-GOOD = encode_entry(0x0123_4567_89AB_CDEF, None, 1.5, b"", None, "k0", None)
+# a format-3 record of k0 (no host prefix: id 0; no job), as the store writes it
+GOOD = encode_record(Record(0x0123_4567_89AB_CDEF, 1.5, 1, None, 0, 0, "k0", None))
 
 # (name, "e" = an entry field / "d" = a decision item, the bytes written by hand)
 REDIS_DAMAGE = [
     ("entry: empty", "e", b""),
     ("entry: truncated", "e", GOOD[:12]),
-    ("entry: a key that is not UTF-8", "e", GOOD[:-3] + b"\xff\xfe" + GOOD[-1:]),
-    ("entry: a length beyond its end", "e", GOOD[:-8] + b"\xff\xff\xff\x00" + GOOD[-4:]),
+    ("entry: a key that is not UTF-8", "e", GOOD[:-2] + b"\xff\xfe"),
+    ("entry: a length beyond its end", "e", GOOD[:-3] + b"\x7f" + GOOD[-2:]),
+    ("entry: a time that is NaN", "e", GOOD[:9] + struct.pack("<d", float("nan")) + GOOD[17:]),
     ("entry: an unknown kind (flags)", "e", b"\x07" + GOOD[1:]),
     ("entry: JSON instead", "e", b'{"fp": "0123456789abcdef", "t": 1.5, "key": "k0"}'),
     ("entry: trailing bytes", "e", GOOD + b"more"),
@@ -258,16 +261,22 @@ REDIS_DAMAGE = [
 ]
 
 
+def _address(prefix: str, key: str) -> tuple[str, bytes]:
+    """The bucket hash and field of a page key's entry (format 3: its key's xxh3 digest)."""
+    d = digest(key)
+    return "{" + prefix + "}:b" + d[:2].hex(), d[2:]
+
+
 def _redis_edit(server: RedisServer, kind: str, value: bytes) -> str:
     """HSET / LSET ``value`` over k0's entry record or the first decision; what names it."""
     client = redis.Redis.from_url(server.url)
     try:
         base = "{" + PREFIX + "}"
         if kind == "e":
-            field = client.hget(f"{base}:k", "k0")
-            assert field is not None
-            client.hset(f"{base}:e", field, value)
-            return f"{base}:e field"
+            bucket, field = _address(PREFIX, "k0")
+            assert client.hexists(bucket, field)
+            client.hset(bucket, field, value)
+            return f"{bucket} field"
         client.lset(f"{base}:d", 0, value)  # type: ignore[arg-type]
         return f"{base}:d item 0"
     finally:
@@ -299,7 +308,7 @@ def test_redis_open_for_a_crawl_and_the_damaged_entry(server: RedisServer) -> No
     another exception."""
     uri = f"{server.url}?prefix={PREFIX}"
     _fill(uri)
-    _redis_edit(server, "e", GOOD[:-3] + b"\xff\xfe" + GOOD[-1:])
+    _redis_edit(server, "e", GOOD[:9] + struct.pack("<d", float("nan")) + GOOD[17:])
     pages = _pages()
     with open_store(uri) as s:
         assert s.check(pages[4], "k4").status == "unchanged"
@@ -321,9 +330,7 @@ def test_redis_copy_says_what_it_did_not_copy(server: RedisServer, tmp_path: Pat
     try:
         base = "{" + PREFIX + "}"
         client.set(f"{base}:mine", "a note of my own")
-        field = client.hget(f"{base}:k", "k5")
-        assert field is not None
-        client.hdel(f"{base}:e", field)
+        assert client.hdel(*_address(PREFIX, "k5")) == 1
     finally:
         client.close()
     dst = tmp_path / "copy.sqlite"

@@ -39,7 +39,7 @@ def test_store_flushed_mid_crawl_stops_the_crawl(tmp_path: Path) -> None:
             proc, output = start_crawl(tmp_path, "flushed", urls, settings)
             client = redis.Redis.from_url(server.url)
             deadline = time.monotonic() + 60
-            while client.hlen("{neardup:probe}:e") < 20:  # mid-crawl: 20 entries stored
+            while int(client.hget("{neardup:probe}:meta", "live") or 0) < 20:  # mid-crawl
                 assert time.monotonic() < deadline and proc.poll() is None
                 time.sleep(0.05)
             client.flushdb()

@@ -100,7 +100,7 @@ def test_a_crawl_with_redis_down_mid_way_asks_it_rarely(
     try:
         client = redis.Redis.from_url(server.url)
         deadline = time.monotonic() + 60
-        while client.hlen("{neardup:probe}:e") < 20:
+        while int(client.hget("{neardup:probe}:meta", "live") or 0) < 20:
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
         client.close()

@@ -127,6 +127,10 @@ class RedisServer:
             "no",
             "--loglevel",
             "warning",
+            # what the format-3 store asks of a server (it warns at open otherwise): bucket
+            # hashes of records up to 256 bytes stay listpacks (6.2's name; 7 takes it too)
+            "--hash-max-ziplist-value",
+            "256",
         ]
         if self.password:
             args += ["--requirepass", self.password]

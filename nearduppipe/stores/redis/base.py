@@ -10,6 +10,7 @@ to do, while ``similarity`` and ``legacy_distance`` (thresholds, not layout) may
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -21,15 +22,21 @@ from ...index.layout import Layout
 from ..base import Decision, Entry, Store, StoreError, StoreUnavailable
 from ..memory import MemoryStore
 from ..scope import check_scope
+from . import buckets
 from . import keys as rk
-from .codec import encode_entry
 from .format1 import format1_keys, read_format1
+from .format3 import listpack_advice, listpack_limits
 from .log import LogIndex, compact, new_epoch
 from .loss import GONE, Watch, gone, lost_at_open
-from .program import SINGLE
+from .names import Names
+from .program import SINGLE3
 from .wire import Packed, Wire, _bytes, bulk
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+logger = logging.getLogger(__name__)
+# Server limits under which a bucket hash stays a listpack (format3.listpack_advice): records
+# of URLs up to ~180 characters, and 512 records per bucket (~30 M entries).
+_LISTPACK = (256, 512)
 # (a store's other keys without its meta are a lost store, never one to create: loss.py)
 _INIT_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
   if redis.call('EXISTS', unpack(KEYS, 2)) > 0 then return 0 end
@@ -37,13 +44,22 @@ _INIT_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 return redis.call('HGETALL', KEYS[1])"""
 _COUNT_ENTRIES_LUA = """if redis.call('HEXISTS', KEYS[1], 'new_total') == 0 then
-  redis.call('HSET', KEYS[1], 'new_total', redis.call('HLEN', KEYS[2]))
+  redis.call('HSET', KEYS[1], 'new_total', redis.call('HGET', KEYS[1], 'live') or 0)
 end"""
+
+
+def migrate_first(where: str, uri: str, fmt: int) -> StoreError:
+    """The refusal of a store this version does not write until it is migrated."""
+    return StoreError(
+        f"{where}: a format-{fmt} store (an earlier nearduppipe wrote it); this version "
+        f"reads and writes format {FORMAT_VERSION}: migrate it first: nearduppipe migrate {uri}"
+    )
 
 
 class RedisBase(Store):
     """State and opening logic shared by the Redis store (see ``redis.py`` for the keys)."""
 
+    format_version = FORMAT_VERSION
     prefix: str
     layout: Layout
     clock: Callable[[], float] | None  # None: the server's TIME (keys.call_time)
@@ -59,6 +75,7 @@ class RedisBase(Store):
     _instance: str
     _reply_fields: set[str]
     _fixed_args: dict[tuple[int, bool], bytes]
+    _names: Names
     _watch: Watch
     _lost: str | None  # why the store is lost (gone or evicted): every later call fails
     _absent: bool  # opened read-only where no store was: nothing to find, nothing lost
@@ -75,7 +92,7 @@ class RedisBase(Store):
     def _record(
         self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None
     ) -> bytes:
-        return encode_entry(fps.fp, fps.wide, t, b"", job, key, text)
+        return self._names.record(fps, key, t, job, text)
 
     def _fixed(self, reply: bool) -> bytes:
         """ARGV[3] to ARGV[8] of this thread's search calls (the rule, the limits and the
@@ -90,7 +107,14 @@ class RedisBase(Store):
             fixed = self._fixed_args[ident, reply] = bulk(map(_bytes, [*rule, field]))
         return fixed
 
-    def _search_call(self, what: str, fp: int, args: list[Any], token: bytes = b"") -> Any:
+    def _search_call(
+        self,
+        what: str,
+        fp: int,
+        args: list[Any],
+        token: bytes = b"",
+        encode: Callable[[], list[Any]] | None = None,
+    ) -> Any:
         """A check or near call with the candidates of this client's index, which first
         catches up with the log when the script says it is too far behind or stale (a
         compaction or reset). Returns the script's result; the index takes the members the
@@ -120,6 +144,9 @@ class RedisBase(Store):
             if status == b"E":
                 with self._errors("load"):
                     self._log.load(self._client, self._k("meta"), self._k("n"))
+                    if encode is not None:  # (a reset store's prefix and job ids are new)
+                        self._names.forget()
+                        rest = [_bytes(a) for a in encode()[1:]]
                 continue
             if status == b"R":
                 with self._errors("load"):
@@ -147,8 +174,9 @@ class RedisBase(Store):
             raise StoreError(f"{self._where()}: {e}") from None
         self.rule = rule
         self._log = LogIndex(self.layout)
-        self._keys = rk.store_keys(self.prefix, 0)
-        self._wire = Wire(self._client, SINGLE, self._keys)
+        self._keys = rk.store_keys3(self.prefix)
+        self._wire = Wire(self._client, SINGLE3, self._keys)
+        self._names = Names(self._client, self.prefix)
 
     def _meta(self) -> dict[str, str]:
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
@@ -158,11 +186,12 @@ class RedisBase(Store):
         """Refuse a store the server lost part of: other keys without a meta, or a meta
         without a format (counters re-created by an older client's writes after a loss)."""
         if not meta:
-            others = rk.store_keys(self.prefix)[1:]
+            others = sorted({*rk.store_keys(self.prefix)[1:], *rk.store_keys3(self.prefix)[1:]})
             flags = self._client.pipeline(transaction=False)
             for name in others:
                 flags.exists(name)
             left = [name for name, n in zip(others, flags.execute(), strict=True) if n]
+            left += buckets.existing(self._client, self.prefix)
             if left:
                 raise lost_at_open(self._where(), self._k("meta"), left)
         elif "format" not in meta:
@@ -177,7 +206,14 @@ class RedisBase(Store):
                 "redis+cluster://"
             )
         fmt = int(meta.get("format", "0"))
-        if meta and fmt not in (1, 2):
+        if fmt == 2:
+            raise migrate_first(self._where(), self.uri, 2)
+        if fmt == 3 and "migrating" in meta:
+            raise StoreError(
+                f"{self._where()}: a migration from format 2 was interrupted; finish it: "
+                f"nearduppipe migrate {self.uri}"
+            )
+        if meta and fmt not in (1, 3):
             raise StoreError(
                 f"{self._where()}: format {meta.get('format')!r}: not a store this nearduppipe "
                 f"can read (format {FORMAT_VERSION}; a newer one wrote it?)"
@@ -191,16 +227,17 @@ class RedisBase(Store):
                 self._absent = True
                 return
             fields = {
-                "format": "2",
+                "format": "3",
                 "rule": json.dumps(self.rule.as_dict()),
                 "blocks": str(self.layout.n_blocks),
                 "epoch": new_epoch(),
                 "new_total": "0",
+                "live": "0",
             }
             if blocks is None:
                 fields["blocks_auto"] = "1"
             init = self._client.register_script(_INIT_LUA)
-            keys = rk.store_keys(self.prefix)
+            keys = rk.store_keys3(self.prefix)
             flat = init(keys=keys, args=[x for kv in fields.items() for x in kv])
             if flat == 0:  # (its other keys appeared meanwhile)
                 self._lost_keys({})
@@ -208,7 +245,7 @@ class RedisBase(Store):
             meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
         if "epoch" not in meta:
             raise StoreError(
-                f"{self._where()}: a format-2 store without a log (written by an unreleased "
+                f"{self._where()}: a store without a log (written by an unreleased "
                 "development version); reset it"
             )
         stored = Rule(**json.loads(meta["rule"]))
@@ -229,20 +266,29 @@ class RedisBase(Store):
         if rule is not None and rule != stored and not self.read_only:
             # similarity and legacy_distance are thresholds, not layout: the new default
             self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
-        if self.ttl is None and not self.read_only:  # undo the expiry of an earlier TTL run
-            pipe = self._client.pipeline(transaction=False)
-            for name in ("k", "e", "n"):
-                pipe.persist(self._k(name))
-            pipe.execute()
+        if self.ttl is None and not self.read_only and self._client.pttl(self._k("n")) > 0:
+            self._client.persist(self._k("n"))  # undo the expiry of an earlier TTL run
+            buckets.persist(self._client, self.prefix)
         if not self.read_only:
             if "new_total" not in meta:  # a store from before it was counted: its entries
-                self._client.eval(_COUNT_ENTRIES_LUA, 2, self._k("meta"), self._k("k"))
+                self._client.eval(_COUNT_ENTRIES_LUA, 1, self._k("meta"))
             self._compact_if_needed(meta)
+            self._check_listpack()  # (a read changes nothing: memory is the writers' business)
+
+    def _check_listpack(self) -> None:
+        """Warn when the server would keep the bucket hashes as hash tables (~1.4x memory)."""
+        try:
+            limits = listpack_limits(self._client)
+        except self._redis.RedisError:
+            limits = None
+        advice = listpack_advice(limits, *_LISTPACK)
+        if advice:
+            logger.warning("%s: %s", self._where(), advice)
 
     def _compact_if_needed(self, meta: dict[str, str]) -> None:
         """Compact the log once the members of removed entries outnumber the live ones."""
         dead = int(meta.get("dead", "0"))
-        if dead > max(10_000, int(self._client.hlen(self._k("e")))):
+        if dead > max(10_000, int(meta.get("live", "0"))):
             compact(self)
 
     def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:
@@ -265,7 +311,7 @@ class RedisBase(Store):
         pipe.hset(
             self._k("meta"),
             mapping={
-                "format": "2",
+                "format": "3",
                 "rule": json.dumps(self.rule.as_dict()),
                 "blocks": str(self.layout.n_blocks),
                 "decisions_total": str(n_decisions),
@@ -280,7 +326,7 @@ class RedisBase(Store):
 
     def _reset(self, blocks: int | None, rule: Rule | None) -> None:
         meta = self._meta()
-        doomed: set[str | bytes] = set(rk.store_keys(self.prefix, 0))
+        doomed: set[str | bytes] = {*rk.store_keys(self.prefix, 0), *rk.store_keys3(self.prefix)}
         try:
             counts = [Layout(distance=(rule or Rule()).radius, blocks=blocks).tables()]
         except ValueError as e:
@@ -295,6 +341,7 @@ class RedisBase(Store):
         names = sorted(doomed, key=lambda k: k if isinstance(k, bytes) else k.encode())
         for i in range(0, len(names), 1000):
             self._client.unlink(*names[i : i + 1000])
+        buckets.delete(self._client, self.prefix)
 
     # -- calls -------------------------------------------------------------------------------
     def _usable(self, write: bool) -> None:

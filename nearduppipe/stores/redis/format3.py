@@ -1,7 +1,8 @@
-"""The records of a format-3 Redis store (issue #33 item 5): the proposed layout, not yet used
-by the store, which still writes format 2 (:mod:`.codec`). ``benchmarks/redis_format3_layout.py``
-fills a redis-server with exactly these bytes to measure ``used_memory`` per entry, and
-``benchmarks/redis_format3_migrate.py`` converts a real format-2 store into them.
+"""The records of the single-node Redis store's format 3 (issue #33 item 5; keys and tables:
+:mod:`.names`, the buckets on the server: ``redis_entries3.lua``; format 2, still the Redis
+Cluster store's: :mod:`.codec`). ``benchmarks/redis_format3_layout.py`` fills a redis-server
+with these bytes alone to measure ``used_memory`` per entry; ``benchmarks/redis_bench.py``
+measures the store; ``nearduppipe migrate`` (:mod:`.migrate`) converts a format-2 store.
 
 Why: format 2 keeps, per entry, a field of the hash ``{P}:e`` (entry id -> record, the page
 key inside) and a field of ``{P}:k`` (page key -> id): two hash-table entries of ~24 bytes,
@@ -13,7 +14,8 @@ with the prefix (``scheme://host/``, shared by every page of a host) stored once
 A bucket is either a small hash (field: the digest's bytes after the bucket's, value: the
 record), compact only while every record fits ``hash-max-listpack-value`` (64 by default, a
 record with a 60-character URL is ~130: the server must be configured), or, with no server
-configuration, a string (:func:`encode_bucket`, read and rewritten by ``redis_bucket.lua``)::
+configuration, a string (:func:`encode_bucket`, read and rewritten by ``redis_bucket.lua``;
+measured, not used by the store: a script copies a string bucket per read and write)::
 
     count(2) digests(8 each) record ends(4 each, from the start of the records) records
 
@@ -45,6 +47,7 @@ from .codec import DamagedRecord
 __all__ = [
     "Record",
     "bucket_of",
+    "chunk",
     "decode_bucket",
     "decode_record",
     "digest",
@@ -53,6 +56,7 @@ __all__ = [
     "listpack_advice",
     "listpack_limits",
     "split_key",
+    "varint",
 ]
 
 _T = struct.Struct("<d")
@@ -98,7 +102,7 @@ def split_key(key: str) -> tuple[str, str]:
     return key[:cut], key[cut:]
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -107,7 +111,7 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-def _read_varint(raw: bytes, pos: int) -> tuple[int, int]:
+def _readvarint(raw: bytes, pos: int) -> tuple[int, int]:
     n = shift = 0
     while True:
         b = raw[pos]  # (an IndexError past the end: truncated)
@@ -122,9 +126,9 @@ def _read_varint(raw: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("a length or id of more than 5 varint bytes")
 
 
-def _chunk(s: str) -> bytes:
-    raw = s.encode("utf-8")
-    return _varint(len(raw)) + raw
+def chunk(s: str) -> bytes:
+    raw = s.encode("utf-8", "surrogatepass")
+    return varint(len(raw)) + raw
 
 
 def encode_record(r: Record) -> bytes:
@@ -141,9 +145,9 @@ def encode_record(r: Record) -> bytes:
     ]
     if r.wide is not None:
         parts.append(r.wide.to_bytes(64, "big"))
-    parts += (_varint(r.job_id), _varint(r.prefix_id), _chunk(r.suffix))
+    parts += (varint(r.job_id), varint(r.prefix_id), chunk(r.suffix))
     if r.text is not None:
-        parts.append(_chunk(r.text))
+        parts.append(chunk(r.text))
     return b"".join(parts)
 
 
@@ -163,8 +167,8 @@ def decode_record(raw: bytes) -> Record:
             raise ValueError(f"a time that is not a finite number ({t})")
         seq = int.from_bytes(raw[17:23], "big")
         wide = int.from_bytes(raw[23:87], "big") if has_wide else None
-        job_id, pos = _read_varint(raw, pos)
-        prefix_id, pos = _read_varint(raw, pos)
+        job_id, pos = _readvarint(raw, pos)
+        prefix_id, pos = _readvarint(raw, pos)
         suffix, pos = _read_chunk(raw, pos)
         text = None
         if has_text:
@@ -178,10 +182,10 @@ def decode_record(raw: bytes) -> Record:
 
 
 def _read_chunk(raw: bytes, pos: int) -> tuple[str, int]:
-    n, pos = _read_varint(raw, pos)
+    n, pos = _readvarint(raw, pos)
     if pos + n > len(raw):
         raise IndexError("a length beyond the record's end")
-    return raw[pos : pos + n].decode("utf-8"), pos + n
+    return raw[pos : pos + n].decode("utf-8", "surrogatepass"), pos + n
 
 
 def encode_bucket(items: list[tuple[bytes, bytes]]) -> bytes:

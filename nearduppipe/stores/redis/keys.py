@@ -5,6 +5,32 @@ without a colon, so a key names exactly one (prefix, name) pair: deleting a stor
 names, never a pattern that another prefix could also match (a prefix may hold ``* ? [ ] \\ { }
 :``). Format-1 stores had generation keys that must be found with ``SCAN``; :func:`glob_escape`
 and :func:`format1_key_pattern` make that exact too.
+
+The single-node store's keys, format 3 (``P`` is the prefix, default ``neardup:<name>``; in
+braces, so all keys share a Redis Cluster slot; the names are fixed, so resetting a store never
+needs a pattern):
+
+* ``{P}:meta`` hash: ``format`` (3), ``rule`` (JSON of :meth:`Rule.as_dict`), ``blocks`` (the
+  clients' index layout; ``blocks_auto`` when none was asked for), ``epoch`` (of the log),
+  the counters, the entry sequence, ``live`` (the entries stored), the count of dead log
+  members, the TTL sweep cursor (a log position) and the table counters.
+  Opening a store with a rule of another radius is an error, ``rule=None`` takes the stored
+  one.
+* ``{P}:b0000`` to ``{P}:bffff``: 65,536 bucket hashes; an entry is one field, at its page
+  key's 8-byte *address* (xxh3-64 of the key: the first two bytes name the bucket, the other
+  six are the field), the value its record (:mod:`.format3`: the key as host-prefix id and
+  rest, the job as an id; ~130 bytes at 60-character URLs, no key -> id index). A bucket stays
+  a compact listpack when the server's ``hash-max-listpack-value`` is at least 256 (checked
+  at open: a warning names the setting; the store works either way, at ~1.4x the memory).
+* ``{P}:u``/``{P}:v`` and ``{P}:j``/``{P}:w``: host prefixes and job names, each stored once
+  (:mod:`.names`).
+* ``{P}:n`` list: the log, one 16-byte member (fingerprint, address) per entry stored, in
+  order; a member is live while the record at its address has its fingerprint. An insert
+  appends; a removal leaves its member, skipped by searches, until the log is compacted (at
+  open or ``prune``, once dead members outnumber live entries).
+* ``{P}:d`` list of decisions, trimmed to ``max_decisions`` in the same script call.
+* ``{P}:r`` hash: the last reply per client thread, so a retried check is not applied twice.
+* ``{P}:c``: the log being compacted (exists only during a compaction).
 """
 
 from __future__ import annotations
@@ -21,6 +47,8 @@ from ..base import StoreError
 
 __all__ = [
     "FIXED_NAMES",
+    "FORMAT2_NAMES",
+    "FORMAT3_NAMES",
     "bad_params",
     "call_head",
     "call_time",
@@ -34,6 +62,7 @@ __all__ = [
     "server_time",
     "split_uri",
     "store_keys",
+    "store_keys3",
     "unavailable",
     "uri_ttl",
 ]
@@ -42,7 +71,19 @@ __all__ = [
 # record; d: decisions list; r: the last reply per client thread (retries are idempotent);
 # n: the log of every member stored, in order (each client's index reads it); c: the log
 # being compacted.
-FIXED_NAMES = ("meta", "k", "e", "d", "r", "n", "c")
+# The single-node store's format 3 (store.py): meta; u, v: prefix id <-> prefix; j, w: job id
+# <-> job; d, r, n, c as above; buckets b0000 to bffff (entries, :mod:`.buckets`). The
+# Cluster store's shards and format 2 use FORMAT2_NAMES; FIXED_NAMES is every name a store of
+# either format writes (``nearduppipe copy`` reports any other key under a prefix).
+FORMAT2_NAMES = ("meta", "k", "e", "d", "r", "n", "c")
+FORMAT3_NAMES = ("meta", "u", "j", "d", "r", "n", "c", "v", "w")
+FIXED_NAMES = (
+    *FORMAT2_NAMES,
+    *FORMAT3_NAMES[7:],
+    "u",
+    "j",
+    *(f"b{b:04x}" for b in range(1 << 16)),
+)
 _GLOB_SPECIAL = set("\\?*[]^-")
 
 
@@ -116,7 +157,12 @@ def key(prefix: str, name: str) -> str:
 def store_keys(prefix: str, tables: int = 0) -> list[str]:
     """Every key a format-2 store holds (fixed names), then ``tables`` block-table names that
     development versions of format 2 wrote (reset deletes them too)."""
-    return [key(prefix, n) for n in FIXED_NAMES] + [key(prefix, f"t{t}") for t in range(tables)]
+    return [key(prefix, n) for n in FORMAT2_NAMES] + [key(prefix, f"t{t}") for t in range(tables)]
+
+
+def store_keys3(prefix: str) -> list[str]:
+    """The KEYS of a format-3 store's script calls (its buckets are found by name)."""
+    return [key(prefix, n) for n in FORMAT3_NAMES]
 
 
 def glob_escape(text: str) -> str:

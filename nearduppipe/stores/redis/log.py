@@ -4,8 +4,9 @@ Why in the client: an exact search within radius 8 reads ~740 buckets of the 3-b
 Kept in Redis, as hash fields, that was ~740 random lookups in hashes of millions of fields
 per check (~1 us each, cache and TLB misses: ~1 ms of server time per check, the whole cost
 at 1 M entries) plus the bucket rewrites on every insert. Here Redis keeps only what must be
-shared: the records, the key index and an append-only log ``{P}:n`` of 16-byte members
-(fingerprint, entry id), one per entry ever stored. Each client reads the log once at open
+shared: the records and an append-only log ``{P}:n`` of 16-byte members (fingerprint, entry
+id: format 3's is the entry's 8-byte address, format 2's, the Cluster shards', a sequence
+number), one per entry ever stored. Each client reads the log once at open
 into a :class:`~nearduppipe.index.BlockIndex` (at its first search: commands that only read
 records never pay for it) and then follows it: every check sends the
 position its index has read up to, the script scans the members logged since (so the verdict
@@ -13,7 +14,8 @@ is exact whatever the other clients did meanwhile) and returns them, so the inde
 current without another round trip.
 
 Removed and replaced entries leave their member in the log (an insert appends, nothing is
-rewritten); the script skips ids no longer in ``{P}:e``. :func:`compact` rewrites the log
+rewritten); the script skips ids whose record is gone (format 3: or holds another
+fingerprint: an address outlives its entry). :func:`compact` rewrites the log
 without them under a new *epoch* when they outnumber the live entries; a client whose epoch
 is stale reloads. The epoch is random per store and per compaction, so a store reset and
 rebuilt under the same prefix is never mistaken for the log a client read.

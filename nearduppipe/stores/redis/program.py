@@ -119,6 +119,12 @@ SINGLE = Program(
     "return modes()",
     "single",
 )
+# the single-node store (format 3: buckets addressed by key digests, redis_entries3.lua)
+SINGLE3 = Program(
+    ("redis_entries3.lua", "redis_search.lua", "redis_check_and_add.lua"),
+    "return modes()",
+    "single3",
+)
 CLUSTER = Program(
     ("redis_entries.lua", "redis_search.lua", "redis_cluster.lua", "redis_check_and_add.lua"),
     "local r = cluster_modes()\n  if r ~= nil then return r end\n  return modes()",

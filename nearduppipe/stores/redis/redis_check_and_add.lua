@@ -56,7 +56,7 @@ local function modes()
     local late = behind()
     if late then return {late, POS, ''} end
     local exclude = nil
-    if ARGV[12] ~= '' then exclude = redis.call('HGET', KIDX, ARGV[12]) or nil end
+    if ARGV[12] ~= '' then exclude = exclude_id(ARGV[12]) end
     local out = {}
     for _, h in ipairs(search(ARGV[13], ARGV[14], exclude)) do out[#out + 1] = match_reply(h[2], h[5], h[4]) end
     return {table.concat(out), POS, since()}
@@ -101,7 +101,7 @@ local function modes()
   elseif mode == 'prune' then
     local n = 0
     for i = 12, #ARGV do
-      local rec = redis.call('HGET', ENT, ARGV[i])
+      local rec = read_rec(ARGV[i])
       if rec then
         local _, t = head(rec)
         if t < now - ttl then
@@ -114,8 +114,8 @@ local function modes()
   elseif mode == 'live' then -- compaction: the members of a log chunk whose entry is stored
     local blob, out = ARGV[12], {}
     for pos = 1, #blob, 16 do
-      local id = string.sub(blob, pos + 8, pos + 15)
-      if redis.call('HEXISTS', ENT, id) == 1 then out[#out + 1] = string.sub(blob, pos, pos + 15) end
+      local member = string.sub(blob, pos, pos + 15)
+      if member_live(member) then out[#out + 1] = member end
     end
     return table.concat(out)
   elseif mode == 'switch' then

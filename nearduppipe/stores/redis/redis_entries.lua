@@ -199,3 +199,30 @@ local function seq_of(id)
   local hi, lo = unpack_('>I4I4', id)
   return hi * 4294967296 + lo
 end
+
+-- The record access that redis_search.lua and redis_check_and_add.lua use, which the format-3
+-- store's redis_entries3.lua defines for its buckets: records by entry id, whether a log
+-- member's entry is still stored, an entry's place in the order stored, the id of a key.
+local function read_rec(id) return redis.call('HGET', ENT, id) end
+local function read_recs(ids) return redis.call('HMGET', ENT, unpack(ids)) end
+local function put_rec(id, rec) redis.call('HSET', ENT, id, rec) end
+local function member_live(member)
+  return redis.call('HEXISTS', ENT, string.sub(member, 9, 16)) == 1
+end
+local function rec_order(id, _) return seq_of(id) end
+local function exclude_id(key) return redis.call('HGET', KIDX, key) or nil end
+
+-- With a TTL: look at a few entries per write (a cursor over the records) and delete those
+-- older than 2 * ttl; every data key expires 2 * ttl after the last write.
+local function sweep()
+  if not ttl then return end
+  local res = redis.call('HSCAN', ENT, redis.call('HGET', META, 'sweep') or '0', 'COUNT', 16)
+  redis.call('HSET', META, 'sweep', res[1])
+  local items = res[2]
+  for i = 1, #items, 2 do
+    local _, t = head(items[i + 1])
+    if t < now - 2 * ttl then drop(items[i], items[i + 1]) end
+  end
+  local ms = math.ceil(2000 * ttl)
+  for _, i in ipairs({2, 3, 6}) do redis.call('PEXPIRE', KEYS[i], ms) end
+end

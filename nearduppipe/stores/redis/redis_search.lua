@@ -1,7 +1,8 @@
 -- The Redis store's search (the second of its script's files, after redis_entries.lua, whose
--- locals this part uses): the candidate search, the log position checks, decisions, the TTL
--- sweep and the revisit of a page's own entry. Shared by the single-node script (then
--- redis_check_and_add.lua) and the cluster's shard script (then redis_cluster.lua).
+-- locals and record access this part uses; or the format-3 store's redis_entries3.lua): the
+-- candidate search, the log position checks, decisions and the revisit of a page's own entry.
+-- Shared by the single-node scripts (then redis_check_and_add.lua) and the cluster's shard
+-- script (then redis_cluster.lua).
 -- Members of a bucket string (16 bytes each) within the radius of the query, into ids/ds.
 local function scan(b, qhi, qlo, exclude, seen, ids, ds)
   for pos = 1, #b, 16 do
@@ -75,16 +76,18 @@ local function search(qrec, cand, exclude)
   end
   local hits = {}
   if #ids == 0 then return hits end
-  local recs = redis.call('HMGET', ENT, unpack(ids))
+  local recs = read_recs(ids)
   for j = 1, #ids do
     local rec = recs[j]
     if rec then -- (gone if removed or replaced)
       local fp, t, w = head(rec)
-      local d = ds[j] or distance(fp, qfp)
+      -- (the record's fingerprint, not the member's: in format 3 an address outlives a
+      -- changed or replaced entry)
+      local d = distance(fp, qfp)
       if d <= radius and not (ttl and t < now - ttl) then
         local dw = nil
         if w and qw then dw = wide_distance(qw, w) end
-        if is_near(d, dw) then hits[#hits + 1] = {dw or d * 8, d, seq_of(ids[j]), rec, dw, ids[j]} end
+        if is_near(d, dw) then hits[#hits + 1] = {dw or d * 8, d, rec_order(ids[j], rec), rec, dw, ids[j]} end
       end
     end
   end
@@ -119,21 +122,6 @@ local function record_decisions(list, from, to)
   end
 end
 
--- With a TTL: look at a few entries per write (a cursor over the records) and delete those
--- older than 2 * ttl; every data key expires 2 * ttl after the last write.
-local function sweep()
-  if not ttl then return end
-  local res = redis.call('HSCAN', ENT, redis.call('HGET', META, 'sweep') or '0', 'COUNT', 16)
-  redis.call('HSET', META, 'sweep', res[1])
-  local items = res[2]
-  for i = 1, #items, 2 do
-    local _, t = head(items[i + 1])
-    if t < now - 2 * ttl then drop(items[i], items[i + 1]) end
-  end
-  local ms = math.ceil(2000 * ttl)
-  for _, i in ipairs({2, 3, 6}) do redis.call('PEXPIRE', KEYS[i], ms) end
-end
-
 
 -- A page's own entry: 'A' (the same job stored it), 'U' .. match (near its stored
 -- fingerprints: time and job refreshed) or nil (no live entry, or a changed page), then the
@@ -152,7 +140,7 @@ local function revisit(key, job_given, job, rec)
   local d, dw = distance(ofp, qfp), nil
   if ow and qw then dw = wide_distance(words(qw), ow) end
   if is_near(d, dw) then
-    redis.call('HSET', ENT, own_id, string.sub(own_rec, 1, 9) .. pack('<d', now)
+    put_rec(own_id, string.sub(own_rec, 1, 9) .. pack('<d', now)
       .. string.sub(own_rec, 18, jpos - 1) .. job .. string.sub(own_rec, kpos))
     redis.call('HINCRBY', META, 'revisits_unchanged', 1)
     return 'U' .. match_reply(d, dw, own_rec), own_id, own_rec, true

@@ -1,5 +1,7 @@
 """``redis://host:port/db``, ``rediss://…``, ``unix:///path/redis.sock?db=0``: one store shared by
-many crawler processes and machines (store format 2).
+many crawler processes and machines (store format 3; a format-2 store of an earlier release is
+refused, for reading too, with the command that converts it in place: ``nearduppipe migrate
+URI``, :mod:`.migrate`).
 
 A check is one atomic call of ``redis_check_and_add.lua``: the own entry, the candidate
 search, the verdict by the rule, the insert or the decision. On Redis 7 the call is an
@@ -16,36 +18,18 @@ reads the log; one whose log was compacted or reset meanwhile reloads it, and so
 whose server was restored from an older snapshot (the same epoch comes back with it: the log
 is shorter than the client's position, or the member there is not the last one it read).
 
-Keys (``P`` is the prefix, default ``neardup:<name>``; in braces, so all keys share a Redis
-Cluster slot; the names are fixed, so resetting a store never needs a pattern):
+Keys: :mod:`.keys` lists them (format 3: 65,536 bucket hashes at the page keys' 8-byte
+addresses, host prefixes and job names stored once, the log of 16-byte members).
 
-* ``{P}:meta`` hash: ``format`` (2), ``rule`` (JSON of :meth:`Rule.as_dict`), ``blocks`` (the
-  clients' index layout; ``blocks_auto`` when none was asked for), ``epoch`` (of the log),
-  the counters, the entry sequence, the count of dead log members and the TTL sweep cursor.
-  Opening a store with a rule of another radius is an error, ``rule=None`` takes the stored
-  one.
-* ``{P}:k`` hash: page key -> entry id (8 bytes); ``{P}:e`` hash: entry id -> record
-  (:mod:`.codec`); one entry per key.
-* ``{P}:n`` list: the log, one 16-byte member (fingerprint, entry id) per entry stored, in
-  order. An insert appends; a removal leaves its member, skipped by searches, until the log
-  is compacted (at open or :meth:`prune`, once dead members outnumber live entries).
-* ``{P}:d`` list of decisions, trimmed to ``max_decisions`` in the same script call.
-* ``{P}:r`` hash: the last reply per client thread, so a retried check is not applied twice.
-* ``{P}:c``: the log being compacted (exists only during a compaction).
-
-**Cost** (``benchmarks/redis_bench.py``, docs/operations.md): one round trip per check, and
-the server reads only the records of the candidates and the members logged since the
-client's last call. Keeping the index in Redis instead (hash fields per block-table bucket)
-cost ~740 random hash lookups per check at radius 8, ~1 ms of server time at 1 M entries,
-and rewrote buckets on every insert; the server now spends 28-41 us per check from 200 k to 10 M
-entries. The price is client memory and start-up: each process holds the index (66 MB at 1 M
-entries, 556 MB at 10 M) and reads the log at its first search (0.7-0.9 s at 1 M, 6.8 s at 10 M
-with hiredis).
+**Cost** (``benchmarks/redis_bench.py``, docs/operations.md; why the index is in the client:
+:mod:`.log`): one round trip per check; the server reads only the candidates' records and the
+members logged since the client's last call.
 
 **TTL.** Entries older than ``ttl`` never match and an expired own entry counts as none. Each
-write looks at 16 records (a cursor over ``{P}:e``) and deletes those older than ``2 * ttl``;
-:meth:`prune` deletes all older than ``ttl``; the data keys expire ``2 * ttl`` after the last
-write, so an abandoned store leaves Redis by itself (its meta and decisions stay).
+write looks at the entries of 16 log members (a cursor over the log) and deletes those older
+than ``2 * ttl``; :meth:`prune` deletes all older than ``ttl``; each bucket and the log expire
+``2 * ttl`` after their last write, so an abandoned store leaves Redis by itself (its meta,
+decisions and prefix and job tables stay).
 
 **Time** is the server's: the script reads ``TIME`` for the TTL cutoffs and sweeps and stamps
 the entries (``stored_at``) and decisions it writes with it, so a crawler on a machine whose
@@ -91,21 +75,14 @@ from ..base import (
     register_store,
 )
 from ..memory import MemoryStore
+from . import buckets
 from . import keys as rk
 from .base import RedisBase
-from .codec import (
-    decision_head,
-    decode_decision,
-    decode_entry,
-    decode_match,
-    encode_decision,
-    encode_entry,
-    encode_job,
-    entry_head,
-)
+from .codec import decision_head, decode_decision, encode_decision
+from .format3 import decode_record
 from .log import compact
 from .loss import Watch, parse_flag
-from .program import SINGLE
+from .program import SINGLE3
 
 __all__ = ["RedisStore", "StoreUnavailable"]
 
@@ -168,7 +145,7 @@ class RedisStore(RedisBase):
             self._client = redis.Redis.from_url(client_uri, **{**options, **(params or {})})
         except (ValueError, TypeError) as e:
             raise StoreError(f"{self.uri}: {rk.redact(str(e), uri)}") from e
-        self._script = self._client.register_script(SINGLE.script)
+        self._script = self._client.register_script(SINGLE3.script)
         with rk.bad_params(self.uri, uri), self._errors("open"):
             self._watch.start(self._client, self.read_only)  # (before anything is written)
             if reset:
@@ -195,19 +172,25 @@ class RedisStore(RedisBase):
             raise StoreError(f"store {self.uri} was opened read-only")
         now = rk.call_time(self.clock)
         t = rk.record_time(now)  # (the server's time replaces it: see TIME above)
-        args = [
-            now,
-            key,
-            b"0" if job is None else b"1",
-            encode_job(job),
-            self._record(fps, key, t, job, text),
-            decision_head(fps.fp, t, key, text),
-            b"items" if source == "items" else b"pages",
-        ]
-        reply: bytes = self._search_call("check", fps.fp, args, os.urandom(8))
+
+        def encode() -> list[Any]:
+            with self._errors("check", write=True):  # (a new host's or job's id: a round trip)
+                return [
+                    now,
+                    self._names.address(key),
+                    b"0" if job is None else b"1",
+                    self._names.job_part(job),
+                    self._record(fps, key, t, job, text),
+                    decision_head(fps.fp, t, key, text),
+                    b"items" if source == "items" else b"pages",
+                ]
+
+        reply: bytes = self._search_call("check", fps.fp, encode(), os.urandom(8), encode)
         status = _STATUS[reply[:1]]
         if len(reply) > 1:
-            return Verdict(status, decode_match(reply, 1)[0])  # type: ignore[arg-type]
+            with self._errors("check"):
+                match = self._names.match(reply, 1)[0]
+            return Verdict(status, match)  # type: ignore[arg-type]
         return Verdict(status)  # type: ignore[arg-type]
 
     def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
@@ -217,12 +200,18 @@ class RedisStore(RedisBase):
         if self._f1 is not None:
             return self._f1.near(fps, exclude=exclude)
         now = rk.call_time(self.clock)
-        args = [now, exclude or "", self._record(fps, "", rk.record_time(now), None, None)]
-        reply: bytes = self._search_call("near", fps.fp, args)
+
+        def encode() -> list[Any]:
+            with self._errors("near"):
+                away = self._names.address(exclude, assign=False) if exclude else None
+                return [now, away or b"", self._record(fps, "", rk.record_time(now), None, None)]
+
+        reply: bytes = self._search_call("near", fps.fp, encode(), encode=encode)
         out, pos = [], 0
-        while pos < len(reply):
-            m, pos = decode_match(reply, pos)
-            out.append(m)
+        with self._errors("near"):
+            while pos < len(reply):
+                m, pos = self._names.match(reply, pos)
+                out.append(m)
         return out
 
     def add(
@@ -238,37 +227,48 @@ class RedisStore(RedisBase):
         check_key(key)
         now = rk.call_time(self.clock, stamp=stored_at is None)
         t = rk.record_time(now) if stored_at is None else check_time(stored_at)
-        args = [*self._head_args("add", now), key, self._record(fps, key, t, job, clean_text(text))]
+        with self._errors("add", write=True):
+            rec = self._record(fps, key, t, job, clean_text(text))
+            args = [*self._head_args("add", now), self._names.address(key), rec]
         self._run("add", args)
 
     def get(self, key: str) -> Entry | None:
         check_key(key)
         if self._f1 is not None:
             return self._f1.get(key)
-        raw = self._run("get", [*self._head_args("get", 0.0), key], write=False)
-        return decode_entry(raw) if raw else None
+        with self._errors("get"):
+            address = self._names.address(key, assign=False)
+            if address is None:  # (a host the store never saw)
+                return None
+            raw = self._script(keys=self._keys, args=[*self._head_args("get", 0.0), address])
+            return self._names.entry(raw) if raw else None
 
     def remove(self, key: str) -> bool:
         check_key(key)
-        return bool(self._run("remove", [*self._head_args("remove", 0.0), key]))
+        with self._errors("remove", write=True):
+            address = self._names.address(key, assign=False)
+            if address is None:
+                return False
+            return bool(
+                self._script(keys=self._keys, args=[*self._head_args("remove", 0.0), address])
+            )
 
     def __len__(self) -> int:
         if self._f1 is not None and not self._closed:
             return len(self._f1)
         with self._errors("count"):
-            return int(self._client.hlen(self._k("k")))
+            return int(self._client.hget(self._k("meta"), "live") or 0)
 
     def entries(self) -> Iterator[Entry]:
         if self._f1 is not None:
             yield from self._f1.entries()
             return
-        rows = []
         with self._errors("scan"):
-            for eid, raw in self._client.hscan_iter(self._k("e"), count=1000):
-                rows.append((int.from_bytes(eid, "big"), raw))
-        rows.sort(key=lambda r: r[0])  # ids count up: the order stored (base.Store.entries)
-        for _, raw in rows:
-            yield decode_entry(raw)
+            raws = [raw for _, raw in buckets.records(self._client, self.prefix, len(self))]
+            rows = self._names.entries(raws)
+        rows.sort(key=lambda r: r[0])  # sequence numbers: the order stored (base.Store.entries)
+        for _, entry in rows:
+            yield entry
 
     def decisions(self) -> Iterator[Decision]:
         start, step = 0, 1000
@@ -318,10 +318,9 @@ class RedisStore(RedisBase):
 
             def encode() -> None:
                 for e, f in chunk:
-                    rec = encode_entry(
-                        f.fp, f.wide, check_time(e.stored_at), b"", e.job, e.key, clean_text(e.text)
-                    )
-                    batch.extend((e.key, rec))
+                    t = check_time(e.stored_at)
+                    rec = self._record(f, e.key, t, e.job, clean_text(e.text))
+                    batch.extend((self._names.address(e.key), rec))
                 chunk.clear()
                 send("add")
 
@@ -349,9 +348,9 @@ class RedisStore(RedisBase):
         with self._errors("prune", write=True):
             cutoff = (rk.server_time(self._client) if isinstance(now, str) else now) - self.ttl
             old = [
-                eid
-                for eid, raw in self._client.hscan_iter(self._k("e"), count=1000)
-                if entry_head(raw)[1] < cutoff
+                address
+                for address, raw in buckets.records(self._client, self.prefix, len(self))
+                if decode_record(raw).stored_at < cutoff
             ]
         removed = 0  # (the script judges each again by its own time)
         for i in range(0, len(old), _BATCH):

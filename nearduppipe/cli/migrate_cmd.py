@@ -1,0 +1,48 @@
+"""``migrate``: convert a Redis store of an earlier format to the current one, in place."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._io import CliError, emit, redact, say
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    if "://" not in args.store or args.store.startswith("redis+cluster://"):
+        raise CliError(
+            f"{redact(args.store)}: only single-node Redis stores (redis://, rediss://, "
+            "unix://) have a format to migrate"
+        )
+    if args.batch < 1:
+        raise CliError("--batch must be at least 1")
+    from ..stores.redis.migrate import migrate
+
+    moved = migrate(
+        args.store,
+        args.prefix,
+        batch=args.batch,
+        pause=args.pause,
+        progress=say if args.verbose else None,
+    )
+    emit(f"{redact(args.store)}: format 3 ({moved} entries moved by this run)\n")
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "migrate",
+        help="convert a format-2 Redis store to format 3, in place",
+        description="Convert a format-2 Redis store (written by an earlier nearduppipe) to "
+        "format 3 in place, in batches: the server never needs more memory than the "
+        "format-2 store holds. Stop every crawl using the store first. Interrupted, it "
+        "resumes where it stopped when run again; a store already in format 3 is left as it is.",
+    )
+    p.add_argument("store", help="store URI (redis://, rediss://, unix://)")
+    p.add_argument("--prefix", help="key prefix of the store (as ?prefix= in the URI)")
+    p.add_argument("--batch", type=int, default=1000, help="entries per step (default 1000)")
+    p.add_argument(
+        "--pause", type=float, default=0.0, help="seconds between steps, to spare a busy server"
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="print progress")
+    p.set_defaults(func=cmd_migrate)

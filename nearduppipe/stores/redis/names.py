@@ -1,0 +1,163 @@
+"""Page keys, jobs and records as a format-3 Redis store holds them (issue #33 item 5).
+
+A record keeps its page key as (prefix id, suffix) and its job as an id (:mod:`.format3`);
+the prefixes (``scheme://host/``, shared by every page of a host) and job names are stored
+once each, in the tables ``{P}:u`` / ``{P}:v`` (id -> prefix, prefix -> id) and ``{P}:j`` /
+``{P}:w`` (the same for jobs). Ids are assigned by a script (one ``HINCRBY`` of a counter in
+meta, then both directions), never changed, so every client encodes a key to the same bytes
+and the store tells two keys apart by comparing them. Each client caches the tables it has
+seen: a crawl pays one extra round trip per new host per process, none per page.
+
+A page key's *address argument* (what the script takes instead of the key): the key's two
+possible addresses, xxh3-64 of its UTF-8 bytes with seed 0 and with seed 1 (8 bytes each; the
+second is used only when another key holds the first), then its key bytes (prefix id and
+suffix, as the record holds them).
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from typing import Any
+
+import xxhash
+
+from ...fingerprint.rule import Fingerprints
+from ..base import Entry, Match
+from .codec import NO_WIDE
+from .format3 import Record, chunk, decode_record, encode_record, split_key, varint
+from .keys import key
+
+__all__ = ["Names"]
+
+# assign ids to names: KEYS meta, id -> name, name -> id; ARGV counter field, names...
+_ASSIGN_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
+  return redis.error_reply('NEARDUP_GONE the store meta key is missing')
+end
+local out = {}
+for i = 2, #ARGV do
+  local id = redis.call('HGET', KEYS[3], ARGV[i])
+  if not id then
+    id = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+    redis.call('HSET', KEYS[3], ARGV[i], id)
+    redis.call('HSET', KEYS[2], id, ARGV[i])
+  end
+  out[#out + 1] = tonumber(id)
+end
+return out"""
+
+
+class _Table:
+    """One table (prefixes or jobs): both directions, cached."""
+
+    def __init__(self, client: Any, prefix: str, ids: str, names: str, counter: str) -> None:
+        self._client = client
+        self._keys = [key(prefix, "meta"), key(prefix, ids), key(prefix, names)]
+        self._counter = counter
+        self._assign = client.register_script(_ASSIGN_LUA)
+        self._ids: dict[str, int] = {"": 0}
+        self._names: dict[int, str] = {0: ""}
+        self._lock = threading.Lock()
+
+    def _remember(self, name: str, i: int) -> None:
+        with self._lock:
+            self._ids[name] = i
+            self._names[i] = name
+
+    def id(self, name: str, assign: bool) -> int | None:
+        """``name``'s id; assigned when new and ``assign`` (a write), else None."""
+        found = self._ids.get(name)
+        if found is not None:
+            return found
+        raw = self._client.hget(self._keys[2], name.encode("utf-8", "surrogatepass"))
+        if raw is None:
+            if not assign:
+                return None
+            (raw,) = self._assign(
+                keys=self._keys, args=[self._counter, name.encode("utf-8", "surrogatepass")]
+            )
+        self._remember(name, int(raw))
+        return int(raw)
+
+    def names(self, ids: set[int]) -> None:
+        """Read the names of ``ids`` not cached yet (one round trip)."""
+        wanted = sorted(i for i in ids if i not in self._names)
+        if not wanted:
+            return
+        for i, raw in zip(wanted, self._client.hmget(self._keys[1], wanted), strict=True):
+            # (an id without a name: a table lost with its store; shown as such, not guessed)
+            name = f"<unknown {i}>" if raw is None else raw.decode("utf-8", "surrogatepass")
+            self._remember(name, i)
+
+    def name(self, i: int) -> str:
+        if i not in self._names:
+            self.names({i})
+        return self._names[i]
+
+
+class Names:
+    """A client's view of a format-3 store's prefix and job tables, and the encoding of keys
+    and records that depends on them."""
+
+    def __init__(self, client: Any, prefix: str) -> None:
+        self._prefix = prefix
+        self.prefixes = _Table(client, prefix, "u", "v", "prefixes")
+        self.jobs = _Table(client, prefix, "j", "w", "jobs")
+
+    def forget(self) -> None:
+        """Drop the cached ids: the store was reset (or restored) since they were read."""
+        self.prefixes = _Table(self.prefixes._client, self._prefix, "u", "v", "prefixes")
+        self.jobs = _Table(self.jobs._client, self._prefix, "j", "w", "jobs")
+
+    def address(self, page_key: str, assign: bool = True) -> bytes | None:
+        """The address argument of ``page_key`` (module doc); None when its prefix is not in
+        the store (and not ``assign``): then no entry has that key."""
+        prefix, suffix = split_key(page_key)
+        pid = self.prefixes.id(prefix, assign)
+        if pid is None:
+            return None
+        raw = page_key.encode("utf-8", "surrogatepass")
+        return (
+            xxhash.xxh3_64_digest(raw)
+            + xxhash.xxh3_64_digest(raw, seed=1)
+            + varint(pid)
+            + chunk(suffix)
+        )
+
+    def job_part(self, job: str | None) -> bytes:
+        return varint(0 if job is None else self.job_id(job))
+
+    def job_id(self, job: str) -> int:
+        i = self.jobs.id(job, True)
+        assert i is not None
+        return i
+
+    def record(
+        self, fps: Fingerprints, page_key: str, t: float, job: str | None, text: str | None
+    ) -> bytes:
+        """A record to store (its sequence number is the script's to set)."""
+        prefix, suffix = split_key(page_key)
+        pid = self.prefixes.id(prefix, True) or 0
+        jid = 0 if job is None else self.job_id(job)
+        return encode_record(Record(fps.fp, t, 0, fps.wide, jid, pid, suffix, text))
+
+    def entries(self, raws: list[bytes]) -> list[tuple[int, Entry]]:
+        """(sequence number, entry) of records, their names read in one round trip each."""
+        recs = [decode_record(raw) for raw in raws]
+        self.prefixes.names({r.prefix_id for r in recs})
+        self.jobs.names({r.job_id for r in recs})
+        return [(r.seq, self._entry(r)) for r in recs]
+
+    def entry(self, raw: bytes) -> Entry:
+        return self.entries([raw])[0][1]
+
+    def _entry(self, r: Record) -> Entry:
+        page_key = self.prefixes.name(r.prefix_id) + r.suffix
+        job = self.jobs.name(r.job_id) if r.job_id else None
+        return Entry(page_key, r.fp, r.stored_at, r.text, r.wide, job)
+
+    def match(self, raw: bytes, pos: int = 0) -> tuple[Match, int]:
+        """A script reply item: distance(2) wide(2) record length(4) record."""
+        d, wide, n = struct.unpack_from(">HHI", raw, pos)
+        e = self.entry(raw[pos + 8 : pos + 8 + n])
+        return Match(e.key, e.fingerprint, d, None if wide == NO_WIDE else wide), pos + 8 + n

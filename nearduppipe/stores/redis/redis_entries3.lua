@@ -1,0 +1,251 @@
+-- The format-3 Redis store's entries (issue #33): this file replaces redis_entries.lua in the
+-- single-node store's program (then redis_search.lua and redis_check_and_add.lua, which reach
+-- records only through the functions at the end of this file). Layout: format3.py, store3.py.
+--
+-- An entry lives in a bucket hash {P}:b<hhhh> (the first two bytes of its 8-byte address, in
+-- hex), field = the address's other 6 bytes, value = the record. A page key's address is
+-- xxh3-64 of the key, or, when another key holds that one, xxh3-64 with seed 1 (a third key on
+-- both is refused): the client sends both and the key's own bytes (prefix id and suffix, as
+-- the record holds them), so the record with those bytes is the key's. The log's members are
+-- (fingerprint, address): an address outlives a changed or replaced entry, so a member is
+-- live only while the record at its address has its fingerprint.
+--
+-- KEYS: meta, u (prefix id -> prefix), j (job id -> job), d (decisions), r (replies), n (the
+--       log), c (the log being compacted)
+-- ARGV: as redis_entries.lua, except that a page key is an address argument (address 0,
+--       address 1, key bytes) and a job part is the job's id as a varint.
+local mode, now, ttl, maxd, radius, wthr, legacy, POS, EPOCH, LAST, STAMP
+local META, PFX, DEC, REPLY, NEW, BPRE
+local LEN, LOGGED
+local band, bxor, rshift, unpack_, pack, WFMT
+local MAXGAP = 4096 -- members a call scans itself; a client further behind reads the log first
+local NO_WIDE = 65535
+local GONE = 'NEARDUP_GONE the store meta key is missing'
+local function meta_gone()
+  return redis.call('EXISTS', META) == 0
+end
+
+local function setup()
+  mode = ARGV[1]
+  local t = ARGV[2]
+  STAMP = t == 'S'
+  if STAMP or t == 'T' then
+    local st = redis.call('TIME')
+    now = tonumber(st[1]) + tonumber(st[2]) / 1000000
+  else
+    now = tonumber(t)
+  end
+  ttl, maxd = tonumber(ARGV[3]), tonumber(ARGV[4])
+  radius, wthr, legacy = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  POS, EPOCH, LAST = tonumber(ARGV[10]), ARGV[11], nil
+  local bar = string.find(EPOCH, '/', 1, true)
+  if bar then EPOCH, LAST = string.sub(EPOCH, 1, bar - 1), string.sub(EPOCH, bar + 1) end
+  META, PFX, DEC, REPLY, NEW = KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]
+  BPRE = string.sub(META, 1, #META - 4) .. 'b'
+  LEN, LOGGED = nil, nil
+  band, bxor, rshift = bit.band, bit.bxor, bit.rshift
+  unpack_, pack = struct.unpack, struct.pack
+  WFMT = '>' .. string.rep('I4', 16)
+end
+
+-- SWAR popcount of a 32-bit word. The byte counts are summed with shifts, not the usual
+-- multiplication by 0x01010101: that product reaches 2^51 when all 32 bits are set, beyond
+-- what Lua BitOp converts exactly from a double (a 512-bit distance came out 16 short).
+local function popcount(x)
+  x = x - band(rshift(x, 1), 0x55555555)
+  x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
+  x = band(x + rshift(x, 4), 0x0F0F0F0F)
+  x = x + rshift(x, 8)
+  return band(x + rshift(x, 16), 0x3F)
+end
+
+local function words(s)
+  local w = {unpack_(WFMT, s)}
+  w[17] = nil
+  return w
+end
+local function wide_distance(qw, s)
+  local w = {unpack_(WFMT, s)}
+  local d = 0
+  for i = 1, 16 do d = d + popcount(bxor(qw[i], w[i])) end
+  return d
+end
+
+-- A record (at = 10) or a decision head (at = 9) this call writes, with the call's time when
+-- the server's time stamps it (the client sent a placeholder).
+local function stamped(rec, at)
+  if not STAMP then return rec end
+  return string.sub(rec, 1, at - 1) .. pack('<d', now) .. string.sub(rec, at + 8)
+end
+
+local function distance(a, b)
+  local ahi, alo = unpack_('>I4I4', a)
+  local bhi, blo = unpack_('>I4I4', b)
+  return popcount(bxor(ahi, bhi)) + popcount(bxor(alo, blo))
+end
+
+-- Rule.is_near (nearduppipe/fingerprint/rule.py), exactly
+local function is_near(d, dw)
+  if d > radius then return false end
+  if wthr < 0 then return true end
+  if dw == nil then return d <= legacy end
+  return dw <= wthr
+end
+
+-- fp (8 bytes), stored_at, wide (64 bytes or nil), position of the job id
+local function head(rec)
+  local t = unpack_('<d', rec, 10)
+  if string.byte(rec, 1) % 2 == 1 then return string.sub(rec, 2, 9), t, string.sub(rec, 24, 87), 88 end
+  return string.sub(rec, 2, 9), t, nil, 24
+end
+
+local function varint(rec, pos) -- the value of the varint at pos, and the position after it
+  local n, mul = 0, 1
+  while true do
+    local b = string.byte(rec, pos)
+    pos = pos + 1
+    if b < 128 then return n + b * mul, pos end
+    n, mul = n + (b - 128) * mul, mul * 128
+  end
+end
+
+-- where a record's job id starts and where its key part (prefix id, suffix) starts
+local function job_span(rec, fpos)
+  local _, kpos = varint(rec, fpos)
+  return fpos, kpos
+end
+
+-- the key part's bytes, and the prefix id and suffix
+local function key_part(rec)
+  local _, _, _, fpos = head(rec)
+  local _, kpos = job_span(rec, fpos)
+  local pid, spos = varint(rec, kpos)
+  local n, p = varint(rec, spos)
+  return string.sub(rec, kpos, p + n - 1), pid, string.sub(rec, p, p + n - 1)
+end
+
+local function key_of(rec)
+  local _, pid, suffix = key_part(rec)
+  if pid == 0 then return suffix end
+  return (redis.call('HGET', PFX, pid) or '') .. suffix
+end
+
+local function bucket(addr)
+  return BPRE .. string.format('%02x%02x', string.byte(addr, 1, 2))
+end
+local function read_rec(addr) return redis.call('HGET', bucket(addr), string.sub(addr, 3)) end
+local function read_recs(addrs)
+  local out = {}
+  for j = 1, #addrs do out[j] = read_rec(addrs[j]) or false end
+  return out
+end
+local function touch(addr)
+  if ttl then redis.call('PEXPIRE', bucket(addr), math.ceil(2000 * ttl)) end
+end
+local function put_rec(addr, rec)
+  redis.call('HSET', bucket(addr), string.sub(addr, 3), rec)
+  touch(addr)
+end
+local function member_live(member)
+  local rec = read_rec(string.sub(member, 9, 16))
+  return rec ~= nil and rec ~= false and string.sub(rec, 2, 9) == string.sub(member, 1, 8)
+end
+local function rec_order(_, rec)
+  local hi, lo = unpack_('>I2I4', rec, 18)
+  return hi * 4294967296 + lo
+end
+
+-- Remove an entry; its log member stays until the log is compacted.
+local function drop(addr, _)
+  redis.call('HDEL', bucket(addr), string.sub(addr, 3))
+  redis.call('HINCRBY', META, 'dead', 1)
+  redis.call('HINCRBY', META, 'live', -1)
+end
+
+-- The key's address and record (an address argument: address 0, address 1, key bytes).
+local function own(arg)
+  local kb = string.sub(arg, 17)
+  for i = 1, 9, 8 do
+    local addr = string.sub(arg, i, i + 7)
+    local rec = read_rec(addr)
+    if rec and key_part(rec) == kb then return addr, rec end
+  end
+  return nil, nil
+end
+local function exclude_id(arg) return (own(arg)) end
+
+-- Where a key without an entry goes: its first address, or its second when another key
+-- holds the first; nil when other keys hold both.
+local function free_addr(arg)
+  for i = 1, 9, 8 do
+    local addr = string.sub(arg, i, i + 7)
+    if not read_rec(addr) then return addr end
+  end
+  return nil
+end
+
+local COLLISION = 'NEARDUP_COLLISION two other page keys hold both addresses of this key'
+
+local function with_seq(rec, seq)
+  return string.sub(rec, 1, 17) .. pack('>I2I4', math.floor(seq / 4294967296), seq % 4294967296)
+    .. string.sub(rec, 24)
+end
+
+local function log_member(member)
+  redis.call('RPUSH', NEW, member)
+  if LOGGED then LOGGED = LOGGED .. member end
+end
+
+-- Store a record for a key (replacing its entry, at the same address); refused before any
+-- write when the key has no entry and no free address.
+local function store(arg, rec, old_addr, old_rec)
+  local addr = old_addr or free_addr(arg)
+  if not addr then error(COLLISION) end
+  if old_addr then drop(old_addr, old_rec) end
+  rec = with_seq(rec, redis.call('HINCRBY', META, 'seq', 1))
+  put_rec(addr, rec)
+  redis.call('HINCRBY', META, 'live', 1)
+  log_member(string.sub(rec, 2, 9) .. addr)
+end
+
+-- Store a batch of new, distinct keys (ARGV from 12: address argument, record, ...) at their
+-- first addresses; false (nothing written) if the batch does not qualify.
+local function add_new(args)
+  local seen = {}
+  for _, a in ipairs(args) do
+    local first = string.sub(a, 1, 8)
+    if seen[first] or own(a) or read_rec(first) then return false end
+    seen[first] = true
+  end
+  local seq = redis.call('HINCRBY', META, 'seq', #args) - #args
+  local members = {}
+  for j, a in ipairs(args) do
+    local addr = string.sub(a, 1, 8)
+    local rec = with_seq(stamped(ARGV[11 + 2 * j], 10), seq + j)
+    put_rec(addr, rec)
+    members[j] = string.sub(rec, 2, 9) .. addr
+  end
+  redis.call('HINCRBY', META, 'live', #args)
+  redis.call('RPUSH', NEW, unpack(members))
+  return true
+end
+
+-- With a TTL: look at the next 16 log members per write (a cursor over log positions, from
+-- the start again at the end) and delete their entries when older than 2 * ttl; buckets and
+-- the log expire 2 * ttl after their last write.
+local function sweep()
+  if not ttl then return end
+  local pos = tonumber(redis.call('HGET', META, 'sweep') or '0') or 0
+  local members = redis.call('LRANGE', NEW, pos, pos + 15)
+  for _, m in ipairs(members) do
+    local addr = string.sub(m, 9, 16)
+    local rec = read_rec(addr)
+    if rec and string.sub(rec, 2, 9) == string.sub(m, 1, 8) then
+      local _, t = head(rec)
+      if t < now - 2 * ttl then drop(addr, rec) end
+    end
+  end
+  if #members < 16 then pos = 0 else pos = pos + 16 end
+  redis.call('HSET', META, 'sweep', pos)
+  redis.call('PEXPIRE', NEW, math.ceil(2000 * ttl))
+end
