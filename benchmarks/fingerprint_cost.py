@@ -7,11 +7,14 @@ a faithful copy of the pipeline as it was (``legacy_*`` below: a Python loop per
 hash call per feature, float64 products over the unpacked bits); "after" is the package. Both
 are checked to give the same fingerprints on every text before anything is timed.
 
-Stages, each timed on its own input: normalise (NFKC + case-fold), tokens (normalise, regex,
-segmenter, counting and stop words; rjieba included), weights (stop words and ``1 + log tf``), hashing (the feature
-rows: xxh3_64 and the wide words; "before" hashes only, its wide words are in its sums), sums (fixed point and both sign reductions), and the whole
-call. The feature-row cache is warm after one pass over the texts; "total, cold rows" empties
-it before every page (every feature hashed again: the cost for a page of only unseen words).
+Stages, each timed on its own input: normalise (NFKC + case-fold), tokens (normalise, regex or
+split, segmenter, counting and stop words; rjieba included), weights ("before": ``1 + log tf``
+per feature; "after": the fixed-point weights looked up by term frequency), hashing (the
+feature rows: xxh3_64 and the wide words; "before" hashes only, its wide words are in its sums),
+sums (both sign reductions; "after": numba's compiled loop, fingerprint/compiled.py), and the
+whole call. The feature-row cache is warm after one pass over the texts; "total, cold rows"
+empties it before every page (every feature hashed again: the cost for a page of only unseen
+words).
 
 The machine is shared: each number is the median over pages of one round, then the median of
 ``--rounds`` rounds, as wall time and as the thread's CPU time. ``floor`` is rjieba cutting the
@@ -23,7 +26,13 @@ With ``--texts real``: the main texts of the crawl benchmark's real-world-shaped
 language and all languages together ("all": the per-page median the issue's 1 ms is about).
 "before: normalise" is ``unicodedata.normalize`` itself, "after" the full-width fast path.
 
+With ``--first-call``: what a fresh process (a crawl's worker) pays at its start, with numba's
+disk cache and without one (an empty ``NUMBA_CACHE_DIR``: the first run after an install): the
+first fingerprints (dictionaries), the first page while numba loads on a thread (numpy reduces
+it), and when the compiled reduction is ready; against ``NEARDUP_PAGE_TIMEOUT``'s default.
+
     python benchmarks/fingerprint_cost.py [--pages 40] [--rounds 7] [--texts portal|real]
+    python benchmarks/fingerprint_cost.py --first-call [--rounds 3]
 """
 
 from __future__ import annotations
@@ -215,36 +224,37 @@ def cold(text: str) -> Any:
 def measure(label: str, texts: list[str], rounds: int) -> None:
     norms = [legacy_normalise(t) for t in texts]
     legacy_c = [legacy_counts(n) for n in norms]
-    new_c = [F._counts(t, F.DEFAULT_FEATURES) for t in texts]
-    feats = [F._weigh(c, F.DEFAULT_FEATURES) for c in new_c]
+    new_c = [F.term_counts(t, F.DEFAULT_FEATURES) for t in texts]
+    feats = [F.weigh(c, F.DEFAULT_FEATURES) for c in new_c]
     for t, f in zip(texts, feats, strict=True):  # identity first: the same features, same bits
         new = S.fingerprints(t)
         assert (new.fp, new.wide) == legacy_fingerprints(t), t[:80]
         assert list(f.items()) == list(legacy_weigh(legacy_counts(legacy_normalise(t))).items())
     legacy_hw = [(legacy_hashes(f), list(f.values())) for f in feats]
-    rows = [(S._feature_rows(f), list(f.values())) for f in feats]
+    rows = [(S._feature_rows(c), S._fixed_from_counts(c)) for c in new_c]
     stages: dict[str, Callable[[Any], Any]] = {
         "floor: rjieba.cut(Han runs)": lambda t: rjieba.cut("\n".join(_HAN_RUN.findall(t))),
         "floor: xxh3_64(text)": lambda t: xxhash.xxh3_64_intdigest(t.encode("utf-8")),
         "before: normalise": legacy_normalise,
         "after: normalise": T.normalise,
         "before: tokens": lambda t: legacy_counts(legacy_normalise(t)),
-        "after: tokens": lambda t: F._counts(t, F.DEFAULT_FEATURES),
+        "after: tokens": lambda t: F.term_counts(t, F.DEFAULT_FEATURES),
         "before: weights": legacy_weigh,
-        "after: weights": lambda c: F._weigh(c, F.DEFAULT_FEATURES),
+        "after: weights": S._fixed_from_counts,
         "before: hashing": legacy_hashes,
         "after: hashing": S._feature_rows,
         "before: sums": lambda hw: legacy_sums(*hw),
-        "after: sums": lambda rw: S._sign_bits(rw[0], S._fixed_point(rw[1]), 576),
+        "after: sums": lambda rw: S._sign_bits(rw[0], rw[1], 576),
         "before: total": legacy_fingerprints,
         "after: total": S.fingerprints,
     }
     by_input: dict[str, list[Any]] = {"before: weights": legacy_c, "after: weights": new_c}
-    by_input |= {"before: hashing": feats, "after: hashing": feats}
+    by_input |= {"before: hashing": feats, "after: hashing": new_c}
     by_input |= {"before: sums": legacy_hw, "after: sums": rows}
     inputs = {k: by_input.get(k, texts) for k in stages}
     for t in texts:  # warm: dictionaries loaded, feature hashes cached
         S.fingerprints(t)
+    S.warm(wait=True)  # the compiled reduction loaded (a worker has it ~1 s after its start)
     # the benchmark's own data (every text, count and matrix above) is no business of the
     # collector: frozen, so a collection during a stage costs what it would in a lean process
     gc.collect()
@@ -267,6 +277,50 @@ def measure(label: str, texts: list[str], rounds: int) -> None:
     )
 
 
+_FIRST_CALL = """
+import time
+t0 = time.perf_counter()
+from nearduppipe.fingerprint import FingerprintParams, fingerprint_text, fingerprints
+from nearduppipe.fingerprint.simhash import warm
+t1 = time.perf_counter()
+warm()  # what a worker's initializer does: start loading numba on a thread
+fingerprint_text("预热分词词典 warm up the dictionaries " * 20, FingerprintParams())
+t2 = time.perf_counter()
+fingerprints("the first page after start-up " * 30)  # numpy, or compiled if loaded by now
+t3 = time.perf_counter()
+warm(wait=True)
+t4 = time.perf_counter()
+print(t1 - t0, t2 - t1, t3 - t2, t4 - t1)
+"""
+
+
+def first_call(rounds: int) -> None:
+    """Seconds a fresh process spends importing, on its first fingerprints (dictionaries) and
+    first page while numba loads on a thread, and until the compiled reduction is loaded (from
+    the start of warm()), with and without numba's disk cache."""
+    import os
+    import subprocess
+    import tempfile
+
+    from nearduppipe.settings import DEFAULTS
+
+    limit = DEFAULTS["NEARDUP_PAGE_TIMEOUT"]
+    root = str(Path(__file__).resolve().parents[1])
+    print(f"== first call in a fresh process, seconds (NEARDUP_PAGE_TIMEOUT default: {limit})")
+    print(f"  {'numba cache':12s} {'import':>7s} {'1st text':>8s} {'1st page':>8s} {'loaded':>7s}")
+    for cache in ("on disk", "none") * rounds:
+        with tempfile.TemporaryDirectory() as empty:
+            env = dict(os.environ, PYTHONPATH=root)
+            if cache == "none":
+                env["NUMBA_CACHE_DIR"] = empty
+            out = subprocess.run(
+                [sys.executable, "-c", _FIRST_CALL], env=env, capture_output=True, text=True,
+                check=True,
+            )  # fmt: skip
+        imp, text, page, loaded = map(float, out.stdout.split())
+        print(f"  {cache:12s} {imp:7.3f} {text:8.3f} {page:8.4f} {loaded:7.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=40)
@@ -277,7 +331,11 @@ def main() -> None:
         default="portal",
         help="portal: synthetic portal pages; real: benchmarks/real_pages.py by both extractors",
     )
+    parser.add_argument("--first-call", action="store_true", help="fresh-process start-up cost")
     args = parser.parse_args()
+    if args.first_call:
+        first_call(args.rounds)
+        return
     if args.texts == "real":
         texts = {}
         for extractor in ("resiliparse", "trafilatura"):

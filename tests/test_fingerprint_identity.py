@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 
 from nearduppipe.fingerprint.features import FeatureConfig
 from nearduppipe.fingerprint.simhash import EmptyFeaturesError, fingerprints
-from nearduppipe.fingerprint.tokenize import Segmenter, token_counts, tokenize
+from nearduppipe.fingerprint.tokenize import _HAN, _NOSPACE, Segmenter, token_counts, tokenize
 
 DATA = Path(__file__).parent / "data"
 SENTENCES = [s for s in (DATA / "zh_sentences.txt").read_text("utf-8").splitlines() if s][:58]
@@ -639,3 +640,16 @@ def test_token_counts_are_the_counts_of_the_tokens_in_order(segmenter: Segmenter
     for text in texts()[::step]:
         want = list(Counter(tokenize(text, segmenter)).items())
         assert list(token_counts(text, segmenter).items()) == want, text[:80]
+
+
+def test_token_counts_of_texts_without_han_or_no_space_scripts() -> None:
+    # the seeded texts with their Han and no-space characters taken out (each replaced by a
+    # space, a letter or nothing): plain texts, which token_counts splits instead of matching;
+    # the counts, in order, are still those of tokenize (the regex)
+    special = re.compile(f"[{_HAN}{_NOSPACE}]")
+    plain = [special.sub(rep, text) for text in texts() for rep in (" ", "", "q")]
+    plain = [text for text in plain if text]
+    assert len(plain) > 800
+    for text in plain:
+        want = list(Counter(tokenize(text)).items())
+        assert list(token_counts(text).items()) == want, ascii(text[:80])

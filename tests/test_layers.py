@@ -35,8 +35,11 @@ ALLOWED = {
     "batch": {"batch", "stores", "index", "fingerprint"},
 }
 CORE_FORBIDDEN = {"scrapy", "twisted"}  # at any depth of a core module, even TYPE_CHECKING
-# third-party libraries the fingerprint layer may use (besides the standard library)
-FINGERPRINT_LIBS = {"trafilatura", "jieba", "rjieba", "xxhash", "numpy", "lxml", "resiliparse"}
+# third-party libraries the fingerprint layer may use (besides the standard library); numba
+# compiles the SimHash reduction (fingerprint/compiled.py), as it does the index's loops
+FINGERPRINT_LIBS = {
+    "trafilatura", "jieba", "rjieba", "xxhash", "numpy", "lxml", "resiliparse", "numba",
+}  # fmt: skip
 # the store registry loads its backends lazily (a function-level import: see stores/__init__)
 REGISTRY = {
     ("nearduppipe.stores.base", "nearduppipe.stores"),

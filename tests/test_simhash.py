@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from nearduppipe import EmptyFeaturesError, FeatureConfig, features, fingerprint, hamming, simhash
-from nearduppipe.fingerprint.simhash import xxh3_64
+from nearduppipe.fingerprint.simhash import fingerprints, xxh3_64
 
 
 def test_seed_001_five_keywords_six_bits() -> None:
@@ -186,3 +186,58 @@ def test_sign_bits_equal_a_plain_loop() -> None:
                 expected |= (total > 0) << j
             assert S._sign_bits(words, w, bits) == expected, (n, m)
             assert S._sign_bits(words, w, bits - 7) == expected & ((1 << (bits - 7)) - 1)
+            # both ways of the reduction: numpy (while numba loads) and compiled
+            assert S._sign_bits_numpy(words, w, bits) == expected, (n, m)
+            S.warm(wait=True)
+            assert S._compiled is not None
+            assert S._sign_bits(words, w, bits) == expected, (n, m)
+
+
+def test_fingerprints_from_counts_equal_those_from_weights() -> None:
+    # fingerprints() looks the fixed-point weights up by term frequency; the same features
+    # weighed one by one (features() then simhash_pair()) give the same bits, including past
+    # the end of the lookup table (tf >= 4096, where it falls back to weighing)
+    import random
+
+    import numpy as np
+
+    from nearduppipe.fingerprint import simhash as S
+    from nearduppipe.fingerprint.features import features, term_counts
+
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(300)] + ["东京", "新闻", "发布会", "don't", "Größe"]
+    texts = [" ".join(rng.choices(vocab, k=rng.randint(1, 3000))) for _ in range(60)]
+    texts += ["solo", "echo " * 4095 + "other", "echo " * 4096 + "other", "a b " * 5000]
+    for text in texts:
+        counts = term_counts(text)
+        fixed = S._fixed_from_counts(counts)
+        weights = list(features(text).values())
+        if max(counts.values()) < 4096:
+            assert fixed is not None
+            assert np.array_equal(fixed, S._fixed_point(weights).astype(np.int64))
+        else:
+            assert fixed is None
+        assert S.fingerprints(text) == S.simhash_pair(features(text)), text[:40]
+        assert S.fingerprint(text) == S.simhash(features(text))
+        for config in (FeatureConfig(top_k=5), FeatureConfig(weighting="tfidf", shingle=2)):
+            assert S.fingerprint(text, config) == S.simhash(features(text, config))
+            assert S.fingerprints(text, config) == S.simhash_pair(features(text, config))
+
+
+def test_first_fingerprint_in_a_fresh_process_loads_the_compiled_reduction() -> None:
+    # a new process (a crawl's worker): numba is not imported with the package; the first
+    # fingerprints are reduced by numpy while a thread loads the compiled reduction, the later
+    # ones by the compiled loop, and both give this process's fingerprints
+    code = (
+        "import sys\n"
+        "from nearduppipe.fingerprint import fingerprints, simhash\n"
+        "assert 'numba' not in sys.modules and simhash._compiled is None\n"
+        "f = fingerprints('the first page of a worker 东京新闻')\n"
+        "simhash.warm(wait=True)\n"
+        "assert 'numba' in sys.modules and simhash._compiled is not None\n"
+        "g = fingerprints('the first page of a worker 东京新闻')\n"
+        "print(f.fp, f.wide, g.fp, g.wide)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    here = fingerprints("the first page of a worker 东京新闻")
+    assert out.stdout.split() == [str(here.fp), str(here.wide)] * 2

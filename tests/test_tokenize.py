@@ -11,7 +11,15 @@ from pathlib import Path
 import jieba
 import pytest
 
-from nearduppipe.fingerprint.tokenize import get_segmenter, normalise, tokenize
+from nearduppipe.fingerprint.tokenize import (
+    _ASCII_SEPARATORS,
+    _MATCH_RE,
+    _SPECIAL_RE,
+    _plain_words,
+    get_segmenter,
+    normalise,
+    tokenize,
+)
 
 DATA = Path(__file__).parent / "data"
 SENTENCES = [s for s in (DATA / "zh_sentences.txt").read_text("utf-8").splitlines() if s]
@@ -89,3 +97,38 @@ def test_normalise_equals_unicodedata_nfkc_casefold() -> None:
     texts += ["".join(rng.choice(pool) for _ in range(rng.randint(0, 30))) for _ in range(20000)]
     for text in texts:
         assert normalise(text) == unicodedata.normalize("NFKC", text).casefold(), ascii(text)
+
+
+def test_plain_word_characters_are_what_the_regex_calls_word_characters() -> None:
+    # the premises of tokenize._plain_words, over every code point: str.isalnum is the regex's
+    # [^\W_]; no word character is white space (so split() never cuts inside a word); the ASCII
+    # table keeps exactly the ASCII word characters and the apostrophe
+    word = re.compile(r"[^\W_]")
+    for code in range(0x110000):
+        c = chr(code)
+        assert c.isalnum() == bool(word.fullmatch(c)), hex(code)
+        assert not (c.isalnum() and c.isspace()), hex(code)
+    for b in range(0x80):
+        kept = _ASCII_SEPARATORS[b] == b != 0x20
+        assert kept == (chr(b).isalnum() or chr(b) == "'"), b
+        assert kept or _ASCII_SEPARATORS[b] == 0x20, b
+
+
+def test_plain_words_equal_the_regex_on_random_text() -> None:
+    # texts without Han or no-space scripts (the ones _plain_words is used for) made of what
+    # cuts or joins words: apostrophes in every position, ASCII and other punctuation, white
+    # space of every kind, letters, digits and numerals of other scripts, combining marks,
+    # connector punctuation, symbols, lone surrogates
+    pool = [
+        *"abcXYZ0189'''’’’ _-.,;:!?\"()[]{}/\\@#$%&*+=<>|~^`\t\n\r\x0b\x0c\x1c\x1f\x00\x7f",
+        "é", "ß", "ü", "Ω", "ж", "ا", "ה", "ğ", "ǅ", "²", "½", "①", "٣", "ⅷ", "\u0301",
+        "\u0308", "\u200d", "\u00a0", "\u2028", "\u3000", "\u2009", "“", "”", "—", "…", "«",
+        "»", "‿", "€", "😀", "\ud800", "\udfff", "\ufeff", "ʼ", "‘", "`", "´", "क", "ा", "ि", "।", "\u064e", "،",
+    ]  # fmt: skip
+    rng = random.Random(11)
+    texts = ["don't rock’n’roll 'tis o''brien ’90s x'y'z a'’b", "", "'", "’", "a'", "'a"]
+    texts += ["".join(rng.choice(pool) for _ in range(rng.randint(0, 40))) for _ in range(30000)]
+    texts += [" ".join(rng.choice(texts) for _ in range(50)) for _ in range(200)]
+    for text in texts:
+        assert not _SPECIAL_RE.search(text)
+        assert _plain_words(text) == _MATCH_RE.findall(text), ascii(text)

@@ -1,8 +1,9 @@
 """The fingerprint layer: HTML → main text → weighted features → 64-bit and wide SimHash.
 
-Pure functions of their input (stdlib, trafilatura, jieba, xxhash, numpy; never Scrapy, never a
-store). The functions ``simhash``, ``features`` and ``tokenize`` share their modules' names, so
-they are re-exported by :mod:`nearduppipe`, not here: import them from their modules.
+Pure functions of their input (stdlib, trafilatura, resiliparse, jieba, xxhash, numpy, numba
+for the SimHash sums; never Scrapy, never a store). The functions ``simhash``, ``features`` and
+``tokenize`` share their modules' names, so they are re-exported by :mod:`nearduppipe`, not
+here: import them from their modules.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import Literal
 from .stopwords import STOP_WORDS
 from .tokenize import Segmenter, normalise, token_counts, tokenize
 
-__all__ = ["FeatureConfig", "features", "idf_table"]
+__all__ = ["FeatureConfig", "features", "idf_table", "term_counts", "weigh"]
 
 Weighting = Literal["tfidf", "tf"]
 
@@ -93,8 +93,9 @@ def _shingles(tokens: list[str], n: int) -> list[str]:
 _SUBLINEAR = [0.0, *(1.0 + math.log(c) for c in range(1, 4096))]
 
 
-def _counts(text: str, config: FeatureConfig) -> Counter[str]:
-    """Term frequencies of the selected features, in the order of their first occurrence."""
+def term_counts(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> Counter[str]:
+    """Term frequencies of the selected features (tokens, stop words dropped, shingled), in the
+    order of their first occurrence: what :func:`weigh` weighs."""
     if config.shingle == 1 and config.min_token_chars == 1:
         # Count first, then drop the stop words: the same counts in the same order as counting
         # the filtered tokens, with a set operation over the distinct words instead of a
@@ -110,10 +111,11 @@ def _counts(text: str, config: FeatureConfig) -> Counter[str]:
 
 def features(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> dict[str, float]:
     """Weighted features of ``text``; empty when it has no usable token."""
-    return _weigh(_counts(text, config), config)
+    return weigh(term_counts(text, config), config)
 
 
-def _weigh(counts: Counter[str], config: FeatureConfig) -> dict[str, float]:
+def weigh(counts: Counter[str], config: FeatureConfig = DEFAULT_FEATURES) -> dict[str, float]:
+    """Weighted features of term frequencies (see :func:`term_counts`)."""
     if not counts:
         return {}
     weights: dict[str, float]

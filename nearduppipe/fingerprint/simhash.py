@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from itertools import compress, repeat
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from .features import DEFAULT_FEATURES, FeatureConfig, features
+from .features import _SUBLINEAR, DEFAULT_FEATURES, FeatureConfig, features, term_counts, weigh
 from .rule import WIDE_BITS, Fingerprints
 
 __all__ = [
@@ -156,24 +157,71 @@ def _hashes_and_weights(
     return _hash_pairs(pairs, hashfunc or xxh3_64, bits)
 
 
-def _sign_bits(words: np.ndarray, w: np.ndarray, bits: int) -> int:
-    """SimHash reduction: ``words`` is an (n, m) little-endian uint64 matrix of feature hash
-    words; returns the ``bits``-bit integer whose bit j is set when the weighted sum of the
-    features' bit j is positive.
+# The reduction runs compiled (.compiled, numba) once that is loaded, and as numpy calls until
+# then: both sums are exact, so the bits are the same. Loading takes ~1 s of numba's import and
+# disk cache (a few seconds the first time, compiling), on a thread of its own, started by the
+# first reduction or by warm(): no page waits for it, none is slowed by more than the share of
+# the CPU that thread takes, and a worker starts taking pages as soon as before.
+_compiled: Any = None
+_loader: threading.Thread | None = None
+_loader_lock = threading.Lock()
 
-    ``sum_j = sum_i w_i * (2*b_ij - 1) = 2 * sum_g W_g * c_gj - sum(w)`` where ``g`` runs over
-    blocks of features of equal weight ``W_g`` and ``c_gj`` counts the features of block ``g``
-    with bit j set. The bits are unpacked one byte each and a block's bytes are added as uint64
-    words, eight byte-wide counters at a time (a block has at most 255 features, so no counter
-    carries into the next). Weights are integers (see :func:`_fixed_point`) and every sum is
-    below 2**53: exact, so the same as any other exact order of summation.
+
+def warm(wait: bool = False) -> None:
+    """Start loading the compiled reduction in the background (once per process); with
+    ``wait``, return when it is loaded (or failed to load: numpy then stays in use)."""
+    global _loader
+    with _loader_lock:
+        if _loader is None:
+            _loader = threading.Thread(target=_load, name="nearduppipe-numba", daemon=True)
+            _loader.start()
+    if wait:
+        _loader.join()
+
+
+def _load() -> None:
+    global _compiled
+    from . import compiled
+
+    compiled.warm()
+    _compiled = compiled
+
+
+def _sign_bits(words: np.ndarray, w: np.ndarray, bits: int) -> int:
+    """SimHash reduction: ``words`` is an (n, m) uint64 matrix of feature hash words; returns
+    the ``bits``-bit integer whose bit j (bit ``j % 64`` of word ``j // 64``) is set when the
+    weighted sum of the features' bit j is positive:
+    ``sum_j = sum_i w_i * (2*b_ij - 1) = 2 * sum_i w_i * b_ij - sum(w)``. Weights are integers
+    (see :func:`_fixed_point`) and every sum is below 2**53: exact, so the same as any other
+    exact order of summation. One compiled loop over the packed words (:mod:`.compiled`), or
+    :func:`_sign_bits_numpy` while that is loading.
+    """
+    kernel = _compiled
+    if kernel is None:
+        warm()
+        return _sign_bits_numpy(words, w, bits)
+    packed = kernel.sign_words(
+        np.ascontiguousarray(words, dtype=np.uint64), np.ascontiguousarray(w, dtype=np.int64)
+    )
+    value = int.from_bytes(packed.astype("<u8", copy=False).tobytes(), "little")
+    return value & ((1 << bits) - 1)
+
+
+def _sign_bits_numpy(words: np.ndarray, w: np.ndarray, bits: int) -> int:
+    """:func:`_sign_bits` as numpy calls (~4x slower than compiled).
+
+    ``sum_j = 2 * sum_g W_g * c_gj - sum(w)`` where ``g`` runs over blocks of features of equal
+    weight ``W_g`` and ``c_gj`` counts the features of block ``g`` with bit j set. The bits are
+    unpacked one byte each and a block's bytes are added as uint64 words, eight byte-wide
+    counters at a time (a block has at most 255 features, so no counter carries into the next).
     """
     n = words.shape[0]
     wi = w.astype(np.int64)
     order = np.argsort(wi, kind="stable")
     ws = wi[order]
     starts = _block_starts(np.flatnonzero(ws[1:] != ws[:-1]).tolist(), n)
-    hbits = np.unpackbits(words[order].view(np.uint8), axis=1, bitorder="little")
+    rows = np.ascontiguousarray(words[order], dtype="<u8")
+    hbits = np.unpackbits(rows.view(np.uint8), axis=1, bitorder="little")
     blocks = np.add.reduceat(hbits.view(np.uint64), starts, axis=0)
     counts = blocks.view(np.uint8)[:, :bits].astype(np.int64)
     sums = 2 * (ws[starts] @ counts) - int(wi.sum())
@@ -250,9 +298,44 @@ def simhash_pair(features: Features, wide_bits: int = WIDE_BITS) -> Fingerprints
     return Fingerprints(both & _MASK64, both >> 64)
 
 
+# The fixed-point weight of a term frequency under sublinear tf (``1 + log tf``, see
+# features._SUBLINEAR) at the full scale: rint(weight * 2**16), as _fixed_point computes it.
+_FIXED_SUBLINEAR = np.rint(np.array(_SUBLINEAR) * float(2**_SCALE_BITS)).astype(np.int64)
+
+
+def _fixed_from_counts(counts: Mapping[str, int]) -> np.ndarray | None:
+    """``_fixed_point`` of the sublinear tf weights of ``counts`` (the same integers), looked up
+    by term frequency instead of weighed one by one; None for a frequency beyond the table.
+
+    ``_fixed_point`` keeps the full scale (2**16) while ``peak * n + 1 <= 2**36``; the peak
+    weight here is below 1 + log 4096 < 16, so any ``n`` below 2**32 keeps it."""
+    if len(counts) >= 1 << 32:
+        return None
+    tf = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+    try:
+        weights: np.ndarray = _FIXED_SUBLINEAR[tf]
+    except IndexError:  # a term frequency of 4096 or more
+        return None
+    return weights
+
+
 def fingerprints(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> Fingerprints:
-    """Both fingerprints of a text through the default pipeline."""
-    feats = features(text, config)
+    """Both fingerprints of a text through the default pipeline.
+
+    With sublinear tf weights and every feature kept (the default), a feature's weight depends
+    only on its term frequency: the fixed-point weights are looked up from the counts, skipping
+    the float weights :func:`features` returns (the same bits: tests pin them)."""
+    if config.weighting == "tf" and config.sublinear_tf and config.top_k is None:
+        counts = term_counts(text, config)
+        if not counts:
+            raise EmptyFeaturesError("text has no usable token")
+        fixed = _fixed_from_counts(counts)
+        if fixed is not None:
+            both = _sign_bits(_feature_rows(counts), fixed, 64 + WIDE_BITS)
+            return Fingerprints(both & _MASK64, both >> 64)
+        feats = weigh(counts, config)
+    else:
+        feats = features(text, config)
     if not feats:
         raise EmptyFeaturesError("text has no usable token")
     return simhash_pair(feats)
@@ -261,12 +344,11 @@ def fingerprints(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> Fingerp
 def fingerprint(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> int:
     """64-bit SimHash of a text through the default pipeline (tokenize, weight, hash, reduce).
 
-    Raises :class:`EmptyFeaturesError` when the text has no usable token.
+    Raises :class:`EmptyFeaturesError` when the text has no usable token. The low word of
+    :func:`fingerprints` (the same sums of the same hashes): the wide words cost less than
+    weighing the features one by one, which that path skips.
     """
-    feats = features(text, config)
-    if not feats:
-        raise EmptyFeaturesError("text has no usable token")
-    return simhash(feats)
+    return fingerprints(text, config).fp
 
 
 def hamming(a: int, b: int) -> int:

@@ -106,12 +106,17 @@ def _with_params(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
 def _worker_init(params: FingerprintParams, parent: int) -> None:
     """Worker process start: leave Ctrl-C to the crawl process, exit with it even if it was
     killed (possibly before this worker finished starting: ``parent`` is the crawl's pid, not
-    whatever ``getppid()`` says by now), keep the parameters pages refer to, and load the
-    dictionaries up front."""
+    whatever ``getppid()`` says by now), keep the parameters pages refer to, load the
+    dictionaries up front, and start loading the compiled SimHash reduction (numba: ~1 s, a
+    few seconds to compile without a disk cache) on a thread: the worker takes pages at once,
+    reduced by numpy (the same bits) until it is loaded."""
+    from ..fingerprint.simhash import warm as warm_fingerprints
+
     global _worker_params
     _worker_params = params
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    warm_fingerprints()
     fingerprint_text("预热分词词典 warm up the dictionaries " * 20, params)
 
 
