@@ -20,7 +20,14 @@ one that spent its time on CPU is the store's own work (a resize, a copy).
 
 Prints per store: p50, p99, p99.9, max of wall time, calls over 5/20/50 ms, the ten slowest
 calls with their position (entries stored before the call), CPU and GC time inside them, and
-the same figures for the floor; load averages before and after.
+the same figures for the floor; load averages before and after. At the end, with the store
+full, the objects the garbage collector tracks and what a full ``gc.collect()`` costs (what a
+collection started by the crawler's own garbage would add to one call), against the same
+measured before the store was opened.
+
+The benchmark keeps its own data out of the collector's way (numpy arrays and an
+``array.array`` for the fingerprints of a chunk, not a list of a million ints), so a full
+collection inside a call costs what the process and the store make it cost.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import shutil
 import sys
 import tempfile
 import time
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +110,17 @@ def calibrate(target_ns: float, table: dict[int, int]) -> int:
         reps *= 2
 
 
+def full_collections(label: str, rounds: int = 3) -> str:
+    """Tracked objects and the time of ``rounds`` full collections, ms."""
+    ms = []
+    for _ in range(rounds):
+        t0 = time.perf_counter_ns()
+        gc.collect()
+        ms.append((time.perf_counter_ns() - t0) / 1e6)
+    return (f"full gc.collect() {label}: {len(gc.get_objects()):,} tracked objects; "
+            + " ".join(f"{x:.1f}" for x in ms) + " ms")  # fmt: skip
+
+
 def stats(name: str, wall: np.ndarray) -> str:
     ms = wall / 1e6
     p50, p99, p999 = np.percentile(ms, [50, 99, 99.9])
@@ -112,17 +131,36 @@ def stats(name: str, wall: np.ndarray) -> str:
     )
 
 
-def fill(uri: str, n: int, seed: int, slowest: int) -> None:
+def slow_calls(
+    wall: np.ndarray, cpu: np.ndarray, queued: np.ndarray, gcs: np.ndarray, k: int
+) -> list[str]:
+    """The ``k`` slowest calls of ``wall[2000:]``: position, wall = CPU + run queue + blocked,
+    GC time inside."""
+    out = []
+    for i in (np.argsort(wall[2000:])[::-1][:k] + 2000).tolist():
+        blocked = max(0, wall[i] - cpu[i] - queued[i])
+        out.append(
+            f"at {i:>11,}: {wall[i] / 1e6:8.1f} ms wall = {cpu[i] / 1e6:6.1f} CPU + "
+            f"{queued[i] / 1e6:6.1f} run queue + {blocked / 1e6:6.1f} blocked; "
+            f"{gcs[i] / 1e6:5.1f} ms GC"
+        )
+    return out
+
+
+def fill(
+    uri: str, n: int, seed: int, slowest: int, floor_every: int = 1, freeze: bool = False
+) -> None:
     rng = np.random.default_rng(seed)
     fps = skewed_fps(rng, n)
     wall = np.zeros(n, dtype=np.int64)
     cpu = np.zeros(n, dtype=np.int64)
     queued = np.zeros(n, dtype=np.int64)
     gcs = np.zeros(n, dtype=np.int64)
-    fwall = np.zeros(n, dtype=np.int64)
+    fwall = np.full(n, -1, dtype=np.int64)  # -1: not timed (--floor-every)
     table = {j: j for j in range(1024)}
     clock, tclock = time.perf_counter_ns, time.thread_time_ns
     print(f"\n== {uri}  n={n:,}  load before: {load()}", flush=True)
+    print(full_collections("before the store"), flush=True)
     gt = GcTimer()
     reps = 0
     t_start = time.perf_counter()
@@ -130,7 +168,7 @@ def fill(uri: str, n: int, seed: int, slowest: int) -> None:
     store = open_store(uri)
     try:
         for lo in range(0, n, CHUNK):
-            part = fps[lo : lo + CHUNK].tolist()
+            part = array("Q", fps[lo : lo + CHUNK].tobytes())  # untracked, items are ints
             if lo == 0:  # the floor's size: the median of the first calls of the store
                 for j, fp in enumerate(part[:2000]):
                     t0 = clock()
@@ -139,6 +177,10 @@ def fill(uri: str, n: int, seed: int, slowest: int) -> None:
                     wall[j] = clock() - t0
                 reps = calibrate(float(np.median(wall[1000:2000])), table)
                 start = 2000
+                if freeze:  # the process's objects so far (numba's among them) out of reach
+                    gc.collect()
+                    gc.freeze()
+                    print(full_collections("after gc.freeze()"), flush=True)
             else:
                 start = 0
             for j in range(start, len(part)):
@@ -158,19 +200,32 @@ def fill(uri: str, n: int, seed: int, slowest: int) -> None:
                 gcs[i] = gt.total - g0
                 if m is not None:
                     dropped += 1
-                t0 = clock()
-                floor_work(reps, table)
-                fwall[i] = clock() - t0
+                if i % floor_every == 0:
+                    t0 = clock()
+                    floor_work(reps, table)
+                    fwall[i] = clock() - t0
+            upto = lo + len(part)  # so far (what a run stopped early still shows)
+            own = np.maximum(wall[2000:upto] - queued[2000:upto], 0)
+            top_cpu = np.argsort(cpu[:upto])[::-1][:3]
             print(
-                f"  {lo + len(part):>11,} stored  {time.perf_counter() - t_start:7.1f} s"
-                f"  load {load()}",
-                file=sys.stderr,
+                f"  {upto:>11,} stored  {time.perf_counter() - t_start:7.1f} s  load {load()}"
+                f"  {gt.count} collections ({gt.total / 1e6:.0f} ms, longest in a call "
+                f"{gcs[:upto].max() / 1e6:.1f} ms)\n    "
+                + stats("so far", wall[2000:upto])
+                + "\n    "
+                + stats("minus run queue", own)
+                + "\n    most CPU: "
+                + ", ".join(f"{cpu[i] / 1e6:.1f} ms at {i:,}" for i in top_cpu.tolist())
+                + "\n    slowest: "
+                + "\n             ".join(slow_calls(wall[:upto], cpu, queued, gcs, 5)),
                 flush=True,
             )
         fill_s = time.perf_counter() - t_start
         index = getattr(store, "_index", None)  # (runs searched per query: merges kept up?)
         if index is not None:
             print(f"index: {index.runs} runs, {len(index._pending)} merges pending")
+        in_calls = gt.count, gt.total  # (before the collections timed here)
+        print(full_collections(f"at {n:,} entries"), flush=True)
         t0 = time.perf_counter()
         store.close()
         close_s = time.perf_counter() - t0
@@ -179,10 +234,11 @@ def fill(uri: str, n: int, seed: int, slowest: int) -> None:
         gt.stop()
     w = wall[2000:]
     print(f"load after: {load()}; {fill_s:.1f} s to fill ({n / fill_s:,.0f} calls/s), close "
-          f"{close_s:.2f} s, {dropped:,} dropped as near-duplicates, {gt.count:,} collections "
-          f"({gt.total / 1e6:.0f} ms)")  # fmt: skip
+          f"{close_s:.2f} s, {dropped:,} dropped as near-duplicates, {in_calls[0]:,} collections "
+          f"({in_calls[1] / 1e6:.0f} ms)")  # fmt: skip
     print(stats("store", w))
-    print(stats("floor", fwall[2000:]) + f"  ({reps} dict lookups)")
+    timed = fwall[2000:][fwall[2000:] >= 0]
+    print(stats("floor", timed) + f"  ({reps} dict lookups, after every {floor_every} call(s))")
     # a call is a wait (scheduling or another thread's GIL) when little of it was CPU
     order = np.argsort(wall)[::-1][:slowest]
     print(f"slowest {slowest} store calls (position = entries stored before it):")
@@ -208,7 +264,7 @@ def fill(uri: str, n: int, seed: int, slowest: int) -> None:
             f"{busy[:20].tolist()}; inside a collection: {int((gcs[over] > 0).sum())}; "
             f"mostly run-queue delay: {int((queued[over] > wall[over] // 2).sum())}"
         )
-    fo = np.flatnonzero(fwall[2000:] > 20e6)
+    fo = np.flatnonzero(timed > 20e6)
     print(f"floor calls over 20 ms: {len(fo)}")
 
 
@@ -219,16 +275,31 @@ def main() -> None:
     ap.add_argument("--dir", default=tempfile.gettempdir())
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--slowest", type=int, default=10)
+    ap.add_argument(
+        "--floor-every", type=int, default=1, help="time the floor after every Nth call"
+    )
+    ap.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() once the store is warm (what a crawler can do after start-up)",
+    )
     args = ap.parse_args()
     print(f"nearduppipe from {Path(nearduppipe.__file__).parent}; python {sys.version.split()[0]}"
           f"; numpy {np.__version__}; {os.cpu_count()} cores")  # fmt: skip
     for kind in args.stores.split(","):
         if kind == "memory":
-            fill("memory:", args.n, args.seed, args.slowest)
+            fill("memory:", args.n, args.seed, args.slowest, args.floor_every, args.gc_freeze)
         elif kind == "sqlite":
             folder = tempfile.mkdtemp(prefix="growth-", dir=args.dir)
             try:
-                fill(f"sqlite:///{folder}/store.sqlite", args.n, args.seed, args.slowest)
+                fill(
+                    f"sqlite:///{folder}/store.sqlite",
+                    args.n,
+                    args.seed,
+                    args.slowest,
+                    args.floor_every,
+                    args.gc_freeze,
+                )
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
         else:

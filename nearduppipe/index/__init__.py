@@ -1,8 +1,9 @@
 """The index layer: exact Hamming-ball search over 64-bit fingerprints with block tables.
 
 What a full scan would return, found through pigeonhole block tables (:mod:`.layout` chooses
-them, :mod:`.runs` and :mod:`.columns` hold them, :mod:`.compiled` scans them, :mod:`.merge`
-and :mod:`.steps` merge them a slice per add); imports only the fingerprint layer.
+them, :mod:`.runs` and :mod:`.columns` hold them, :mod:`.compiled` scans them, :mod:`.schedule`
+decides which merge, :mod:`.merge` and :mod:`.steps` merge them a slice per add, :mod:`.joins`
+joins a whole run for batch dedup); imports only the fingerprint layer.
 """
 
 from __future__ import annotations

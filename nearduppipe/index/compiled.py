@@ -1,4 +1,4 @@
-"""The index's inner loops, compiled by numba.
+"""The index's inner loops, compiled by numba: what a store's add and check run.
 
 A radius-8 search probes 50-700 buckets per run and verifies hundreds to thousands of candidates;
 as numpy calls that is ~20 vectorised steps with a temporary array each (~65 us at 1 M stored),
@@ -12,6 +12,9 @@ Compiled code is cached beside this file (``cache=True``); without a cache, comp
 Table keys follow :func:`nearduppipe.index.layout.table_key`: a table's key is its blocks
 ``(shift, width)`` concatenated, most significant first; a run files each fingerprint in the
 bucket given by the top ``dir_bits`` bits of that key (``key >> drop``).
+
+The batch kernels (a run's self-join, connected components) are in :mod:`.joins`; the slices
+of a merge in :mod:`.steps`. :func:`nearduppipe.index.runs.kernels` gathers them all.
 """
 
 from __future__ import annotations
@@ -26,12 +29,10 @@ from numba.extending import intrinsic
 __all__ = [
     "bucket",
     "build_run",
-    "components",
     "count_live",
     "live_ids",
     "query_run",
     "scan_range",
-    "self_join",
     "verdicts",
     "warm",
 ]
@@ -225,61 +226,6 @@ def query_run(
 
 
 @njit(cache=True, nogil=True)
-def self_join(
-    offsets: Any,
-    tfps: Any,
-    tids: Any,
-    shifts: Any,
-    widths: Any,
-    drops: Any,
-    masks: Any,
-    n_masks: Any,
-    probes: Any,
-    fps: Any,
-    radius: int,
-    alive: Any,
-) -> tuple[Any, Any, Any]:
-    """Every pair ``(i, j, d)``, ``i < j``, of live ids of one run holding all of ``fps``
-    within ``radius``: :func:`query_run` for each id, in one compiled loop (batch dedup)."""
-    cap = 1 << 16
-    out_i = np.empty(cap, dtype=np.int64)
-    out_j = np.empty(cap, dtype=np.int64)
-    out_d = np.empty(cap, dtype=np.int64)
-    buf_ids = np.empty(4096, dtype=np.int64)
-    buf_d = np.empty(4096, dtype=np.int64)
-    m = 0
-    for i in range(len(fps)):
-        if not alive[i]:
-            continue
-        args = (
-            offsets, tfps, tids, shifts, widths, drops, masks, n_masks, probes, fps[i], radius,
-            alive,
-        )  # fmt: skip
-        k = query_run(*args, buf_ids, buf_d, 0)
-        if k > len(buf_ids):
-            buf_ids = np.empty(2 * k, dtype=np.int64)
-            buf_d = np.empty(2 * k, dtype=np.int64)
-            k = query_run(*args, buf_ids, buf_d, 0)
-        for x in range(k):
-            j = buf_ids[x]
-            if j <= i:
-                continue
-            if m == cap:
-                cap *= 2
-                out_i, out_j, out_d = _grown(out_i, cap), _grown(out_j, cap), _grown(out_d, cap)
-            out_i[m], out_j[m], out_d[m] = i, j, buf_d[x]
-            m += 1
-    return out_i[:m], out_j[:m], out_d[:m]
-
-
-@njit(cache=True, nogil=True)
-def _grown(a: Any, cap: int) -> Any:
-    out = np.empty(cap, dtype=a.dtype)
-    out[: len(a)] = a
-    return out
-
-
-@njit(cache=True, nogil=True)
 def scan_range(
     fps: Any, alive: Any, lo: int, hi: int, q: Any, radius: int, out_ids: Any, out_d: Any, k: int
 ) -> int:
@@ -338,43 +284,13 @@ def verdicts(
     return kept
 
 
-@njit(cache=True, nogil=True)
-def _root(parent: Any, x: int) -> int:
-    root = x
-    while parent[root] != root:
-        root = parent[root]
-    while parent[x] != root:  # path compression
-        nxt = parent[x]
-        parent[x] = root
-        x = nxt
-    return root
-
-
-@njit(cache=True, nogil=True)
-def components(n: int, first: Any, second: Any) -> Any:
-    """Union-find over the pairs ``(first[k], second[k])``: ``label[i]`` is the smallest index
-    of i's connected component."""
-    parent = np.arange(n)
-    for k in range(len(first)):
-        a = _root(parent, first[k])
-        b = _root(parent, second[k])
-        if a != b:
-            # the smaller index becomes the root, so a component's label is its first item
-            if a < b:
-                parent[b] = a
-            else:
-                parent[a] = b
-    for i in range(n):
-        parent[i] = _root(parent, i)
-    return parent
-
-
 _warm = False
 
 
 def warm() -> None:
-    """Compile (or load from the disk cache) every kernel with the argument types the index
-    uses, so the first add or query of a crawl does not pay for it (up to seconds)."""
+    """Compile (or load from the disk cache) every kernel of this module with the argument
+    types the index uses, so the first add or query of a crawl does not pay for it (up to
+    seconds). (The batch kernels of :mod:`.joins` are compiled at their first call.)"""
     global _warm
     if _warm:
         return

@@ -36,25 +36,41 @@ _IMPORTING = threading.Lock()
 
 def kernels() -> Any:
     """The compiled kernels, imported on first use: importing numba costs about a second,
-    which processes that never search (extraction workers, most CLI commands) do not pay."""
+    which processes that never search (extraction workers, most CLI commands) do not pay.
+    One object with every kernel as an attribute (those of :mod:`.compiled` and
+    :mod:`.joins`) and their ``warm()``."""
     global _KERNELS
     if _KERNELS is None:
         with _IMPORTING:
             if _KERNELS is None:
-                _KERNELS = _import_compiled()
+                _KERNELS = _Kernels(*_import_compiled())
     return _KERNELS
 
 
-def _import_compiled() -> Any:
-    """:mod:`.compiled`, whose functions numba caches on disk (``cache=True``).
+class _Kernels:
+    """The functions named in the ``__all__`` of each module (but ``warm``), and
+    :meth:`warm`, which warms what :func:`nearduppipe.index.compiled.warm` does."""
+
+    def __init__(self, compiled: Any, *others: Any) -> None:
+        for module in (compiled, *others):
+            for name in module.__all__:
+                if name != "warm":
+                    setattr(self, name, getattr(module, name))
+        self.warm = compiled.warm
+
+
+def _import_compiled() -> tuple[Any, Any]:
+    """:mod:`.compiled` and :mod:`.joins`, whose functions numba caches on disk
+    (``cache=True``).
 
     numba takes the first folder it can write a file to: ``NUMBA_CACHE_DIR``, the package's
     ``__pycache__``, the user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``); with none
     (a package installed by root, a service user whose HOME is /nonexistent) it raises at the
-    first ``cache=True`` function. Then the module is imported again with a private folder in
+    first ``cache=True`` function. Then the modules are imported again with a private folder in
     the temporary directory as ``NUMBA_CACHE_DIR``, and one warning."""
     try:
-        from . import compiled, steps  # (steps: imported here for the same cache folder)
+        # (steps: imported here for the same cache folder)
+        from . import compiled, joins, steps
     except RuntimeError as e:
         if "no locator available" not in str(e):
             raise
@@ -79,10 +95,10 @@ def _import_compiled() -> Any:
         saved = config.CACHE_DIR
         config.CACHE_DIR = folder
         try:
-            from . import compiled, steps  # noqa: F401
+            from . import compiled, joins, steps  # noqa: F401
         finally:
             config.CACHE_DIR = saved  # (each function located its cache at decoration)
-    return compiled
+    return compiled, joins
 
 
 def _private_cache_dir() -> str:
