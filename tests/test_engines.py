@@ -18,10 +18,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nearduppipe.batch.core import explode, join_tables, partition_pairs, sort_pairs
-from nearduppipe.batch.pairs import verdicts
+from nearduppipe.batch.core import (
+    explode,
+    join_tables,
+    partition_pairs,
+    rest_parts,
+    sort_pairs,
+)
+from nearduppipe.batch.engine_frames import against_pairs
+from nearduppipe.batch.engine_local import LocalEngine
+from nearduppipe.batch.pairs import near_pairs_against, verdicts
 from nearduppipe.batch.records import DedupResult, dedup_records
 from nearduppipe.fingerprint.rule import Rule
+from nearduppipe.index.search import table_keys
 
 from .test_dedup_inputs import as_html, planted, write_jsonl, write_warc
 
@@ -36,9 +45,27 @@ def brute_force(fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: 
     return np.stack([i, j, d, dw], axis=1)[near]
 
 
-def join(fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule, parts: int) -> Any:
+def brute_force_against(
+    fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule, split: int
+) -> Any:
+    """Every near pair ``(query, stored, d, dw)`` of queries ``split..`` and stored ``..split``."""
+    q, s = (x.ravel() for x in np.meshgrid(np.arange(split, len(fps)), np.arange(split)))
+    d = np.bitwise_count(fps[q] ^ fps[s]).astype(np.int64)
+    near, dw = verdicts(np.stack([q, s, d], axis=1), wides, has_wide, rule)
+    found = np.stack([q - split, s, d, dw], axis=1)[near]
+    return found[np.lexsort((found[:, 1], found[:, 0]))]
+
+
+def join(
+    fps: np.ndarray,
+    wides: np.ndarray,
+    has_wide: np.ndarray,
+    rule: Rule,
+    parts: int,
+    split: int | None = None,
+) -> Any:
     """The shared join as an engine runs it: exploded, split by (table, key) into ``parts``
-    partitions (as a shuffle does), each joined alone."""
+    partitions (as a shuffle does), each joined alone (``split``: against a stored set)."""
     tables = join_tables(rule.radius)
     t, key, rows = explode(np.arange(len(fps)), fps, tables)
     where = (t * 7919 + key) % parts
@@ -46,7 +73,9 @@ def join(fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule, p
     for p in range(parts):
         m = where == p
         r = rows[m]
-        found.append(partition_pairs(t[m], key[m], r, fps[r], wides[r], has_wide[r], tables, rule))
+        found.append(
+            partition_pairs(t[m], key[m], r, fps[r], wides[r], has_wide[r], tables, rule, split)
+        )
     return sort_pairs(found)
 
 
@@ -87,6 +116,87 @@ def test_join_equals_a_brute_force_scan(kind: str, rule: Rule) -> None:
         assert np.array_equal(join(fps, wides, has_wide, rule, parts), expected)
         if kind != "random" and n > 2:
             assert len(expected)  # (the data has near pairs to find)
+
+
+@pytest.mark.parametrize("kind", ["random", "clustered", "adversarial"])
+@pytest.mark.parametrize("rule", [Rule(), Rule.paper(3), Rule(similarity=0.9, radius=5)])
+def test_join_against_a_stored_set_equals_a_brute_force_scan(kind: str, rule: Rule) -> None:
+    """Queries against stored fingerprints, both ways the engines run it (the local engine's
+    sorted keys, the shuffled join with ``split``): exactly the cross pairs of a scan."""
+    rng = np.random.default_rng(zlib.crc32(f"against {kind} {rule.radius}".encode()))
+    for n, split in ((2, 1), (400, 300), (1500, 1000)):
+        fps, wides = data(kind, n, rng)
+        has_wide = rng.random(n) > 0.05
+        expected = brute_force_against(fps, wides, has_wide, rule, split)
+        queries = (fps[split:], wides[split:], has_wide[split:])
+        stored = (fps[:split], wides[:split], has_wide[:split])
+        assert np.array_equal(near_pairs_against(queries, stored, rule), expected)
+        assert np.array_equal(LocalEngine().search_against(queries, stored, rule), expected)
+        found = against_pairs(join(fps, wides, has_wide, rule, 5, split), split)
+        assert np.array_equal(found, expected)
+        if kind != "random" and n > 2:
+            assert len(expected)
+
+
+@pytest.mark.parametrize("radius", [1, 2, 3, 4, 5])
+def test_sub_block_keys_catch_every_pair_of_a_group_within_the_radius(radius: int) -> None:
+    """A large group's keys (rest_parts) are exact only if two fingerprints with equal table
+    keys and at most ``radius`` other bits apart agree on one of them: checked on random
+    pairs whose flips are spread, bunched in one sub-block, and on the edges between them."""
+    rng = np.random.default_rng(radius)
+    for parts in join_tables(radius):
+        keys = rest_parts(parts, radius)
+        if keys is None:  # (too short to narrow anything: the self-join is used)
+            continue
+        used = {b for shift, width in parts for b in range(shift, shift + width)}
+        free = np.array([b for b in range(64) if b not in used])
+        covered = {b for key in keys for shift, width in key for b in range(shift, shift + width)}
+        assert covered == set(free.tolist())
+        fps = rng.integers(0, 2**64, 3000, dtype=np.uint64)
+        other = fps.copy()
+        for row in range(len(fps)):
+            if row % 3 == 0:  # spread over the free bits
+                bits = rng.choice(free, radius, replace=False)
+            else:  # a run of neighbouring free bits, from anywhere
+                at = int(rng.integers(0, len(free) - radius + 1))
+                bits = free[at : at + radius]
+            for b in bits.tolist():
+                other[row] ^= np.uint64(1 << b)
+        assert np.array_equal(table_keys(fps, parts), table_keys(other, parts))
+        agree = np.zeros(len(fps), dtype=bool)
+        for key in keys:
+            agree |= table_keys(fps, key) == table_keys(other, key)
+        assert agree.all()
+
+
+def test_local_pool_does_not_fork_a_threaded_driver(tmp_path: Path) -> None:
+    """The fingerprint pool starts its workers without fork(), which Python 3.12+ warns about
+    (and which can deadlock a child) once the driver has threads: none is warned of here
+    while a thread runs, and the pool's results are the driver's own."""
+    import threading
+    import warnings
+
+    from nearduppipe.batch.core import Fields, fingerprint_job
+    from nearduppipe.fingerprint.page import FingerprintParams
+
+    params = FingerprintParams()
+    words = [f"w{i}" for i in range(500)]
+    jobs = [(" ".join(words[i : i + 300]), None, params, None) for i in range(0, 150, 3)]
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        # (recorded, not raised: os.fork() reports an error-filtered warning as unraisable)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fields = Fields("text", "html", "url")
+            got = list(LocalEngine(2).fingerprints([], fields, params, iter(jobs)))
+    finally:
+        stop.set()
+        thread.join()
+    assert not [w for w in caught if "fork" in str(w.message)], [str(w.message) for w in caught]
+    assert [g.fingerprints for g in got] == [fingerprint_job(j).fingerprints for j in jobs]
+    assert all(g.fingerprints is not None for g in got)
 
 
 # --- the engines on a planted set --------------------------------------------------------
@@ -200,3 +310,23 @@ def test_engine_joins_equal_a_brute_force_scan(spark: Any, dask: Any, kind: str)
     assert len(expected)
     for engine in (spark, dask):
         assert np.array_equal(engine.search(fps, wides, has_wide, rule), expected), engine.name
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("kind", ["clustered", "adversarial"])
+def test_engine_joins_against_a_stored_set_equal_a_brute_force_scan(
+    spark: Any, dask: Any, kind: str
+) -> None:
+    rng = np.random.default_rng(23)
+    fps, wides = data(kind, 1200, rng)
+    has_wide = rng.random(1200) > 0.05
+    for rule in (Rule(), Rule.paper(3)):
+        expected = brute_force_against(fps, wides, has_wide, rule, 900)
+        assert len(expected)
+        queries, stored = (
+            (fps[900:], wides[900:], has_wide[900:]),
+            (fps[:900], wides[:900], has_wide[:900]),
+        )
+        for engine in (spark, dask):
+            found = engine.search_against(queries, stored, rule)
+            assert np.array_equal(found, expected), (engine.name, rule)

@@ -33,7 +33,7 @@ from ..index.layout import Layout, Parts, table_keys
 from ..index.search import BlockIndex
 from ..index.words import wide_words
 from .inputs import Input, open_input
-from .pairs import verdicts
+from .pairs import _pairs_sharing_keys, verdicts
 from .precomputed import MixedFingerprintsError, precomputed
 
 __all__ = [
@@ -53,6 +53,8 @@ __all__ = [
 Job = tuple[str | None, str | bytes | None, FingerprintParams, Fingerprinted | None]
 _U64 = np.uint64
 SMALL_GROUP = 48  # groups up to this size: all their pairs, vectorised; larger: a self-join
+MIN_SUB_BITS = 16  # keys of large groups (rest_parts): shorter ones narrow too little
+SUB_GROUP = 8  # with sub-blocks, groups above this size go through them (k = 3: n / 65,536 rows)
 
 
 def _as_text(value: Any) -> str | None:
@@ -177,15 +179,82 @@ def explode(
     return t, keys.astype(np.int64), rows
 
 
+def rest_parts(parts: Parts, radius: int) -> list[Parts] | None:
+    """Keys on the bits outside a table's key (each as parts for :func:`table_keys`): those
+    bits cut into ``radius + 2`` sub-blocks, one key per pair of them. Two fingerprints of one
+    group (equal table keys) within ``radius`` differ in at most ``radius`` sub-blocks, so
+    they agree on two, that is on some key (pigeonhole again). Pairs of sub-blocks, not single
+    ones: a template's pages share bits, and a sub-block made mostly of shared bits puts a
+    large group's rows in a few buckets (a 200,000-row group at 10 M took a Spark worker to
+    6 GB); two sub-blocks of ~10 bits keep ~16 free bits even then. ``None`` when a key would
+    be shorter than :data:`MIN_SUB_BITS`: it would match too often to narrow anything."""
+    used = {b for shift, width in parts for b in range(shift, shift + width)}
+    free = [b for b in range(63, -1, -1) if b not in used]
+    pieces = radius + 2
+    base, extra = divmod(len(free), pieces)
+    if 2 * base < MIN_SUB_BITS:
+        return None
+    subs: list[list[int]] = []
+    at = 0
+    for p in range(pieces):
+        subs.append(free[at : at + base + (1 if p < extra else 0)])
+        at += len(subs[-1])
+    out: list[Parts] = []
+    for x, first in enumerate(subs):
+        for second in subs[x + 1 :]:
+            runs: list[tuple[int, int]] = []
+            for b in first + second:
+                if runs and runs[-1][0] - 1 == b:  # (shift, width): extend the run downwards
+                    runs[-1] = (b, runs[-1][1] + 1)
+                else:
+                    runs.append((b, 1))
+            out.append(tuple(runs))
+    return out
+
+
+def _sub_block_candidates(
+    pos: np.ndarray, group: np.ndarray, fps: np.ndarray, subs: list[Parts]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs ``(a, b)`` of positions ``pos`` (rows of large groups ``group``, one table)
+    that share a group and one of the sub-blocks ``subs``: every pair of them within the
+    radius, among few others, from one sort (no per-group loop). Each pair once."""
+    m = len(pos)
+    rank = np.unique(group, return_inverse=True)[1].astype(_U64).ravel()
+    width = max(sum(w for _, w in parts) for parts in subs)
+    s_bits = max(1, (len(subs) - 1).bit_length())
+    g_bits = max(1, int(np.max(rank)).bit_length())
+    head = rank << _U64(s_bits + width)
+    keys = np.concatenate(
+        [head | _U64(s << width) | table_keys(fps[pos], parts) for s, parts in enumerate(subs)]
+    )
+    i, j = _pairs_sharing_keys(keys, g_bits + s_bits + width)
+    a, b = pos[i % m], pos[j % m]
+    span = int(np.max(pos)) + 1
+    code = np.unique(np.minimum(a, b) * span + np.maximum(a, b))
+    return code // span, code % span
+
+
 def _group_candidates(
-    starts: np.ndarray, sizes: np.ndarray, fps: np.ndarray, radius: int
+    starts: np.ndarray,
+    sizes: np.ndarray,
+    group_table: np.ndarray,
+    fps: np.ndarray,
+    radius: int,
+    tables: list[Parts],
 ) -> tuple[np.ndarray, np.ndarray]:
     """Positions ``(a, b)`` of pairs inside groups (rows sorted so groups are contiguous) that
-    may be within ``radius``: every pair of a small group, the self-join's of a large one."""
+    may be within ``radius``: every pair of a small group; in larger ones, the pairs that
+    also share a sub-block of the bits outside their table's key (:func:`rest_parts`; at
+    k = 3 groups hold ``n / 65,536`` rows, ~150 at 10 M, whose all pairs grow as ``n^2``:
+    this is one sort per table instead), or a self-join per group (:class:`BlockIndex`)
+    where sub-blocks would be too short to narrow (radius 5 and up: groups of ``n / 128``
+    rows at the default radius 8)."""
     firsts: list[np.ndarray] = []
     seconds: list[np.ndarray] = []
     n = int(sizes.sum()) if len(sizes) else 0
-    small = (sizes >= 2) & (sizes <= SMALL_GROUP)
+    subs = [rest_parts(parts, radius) for parts in tables]
+    limit = np.array([SMALL_GROUP if x is None else SUB_GROUP for x in subs])[group_table]
+    small = (sizes >= 2) & (sizes <= limit)
     if small.any():
         group = np.repeat(np.arange(len(sizes)), sizes)
         in_small = np.repeat(small, sizes)
@@ -196,17 +265,44 @@ def _group_candidates(
             pos = np.flatnonzero(same)
             firsts.append(pos)
             seconds.append(pos + shift)
-    for g in np.flatnonzero(sizes > SMALL_GROUP).tolist():
-        s, size = int(starts[g]), int(sizes[g])
-        index = BlockIndex(Layout(distance=radius))
-        index.add_many(fps[s : s + size])
-        found = index.pairs()
-        firsts.append(found[:, 0] + s)
-        seconds.append(found[:, 1] + s)
+    large = sizes > limit
+    for t in np.unique(group_table[large]).tolist():
+        these = np.flatnonzero(large & (group_table == t))
+        if subs[t] is None:
+            for g in these.tolist():
+                s, size = int(starts[g]), int(sizes[g])
+                index = BlockIndex(Layout(distance=radius))
+                index.add_many(fps[s : s + size])
+                found = index.pairs()
+                firsts.append(found[:, 0] + s)
+                seconds.append(found[:, 1] + s)
+            continue
+        group = np.repeat(these, sizes[these])
+        pos = np.repeat(starts[these] - np.cumsum(sizes[these]) + sizes[these], sizes[these])
+        pos += np.arange(len(pos))
+        a, b = _sub_block_candidates(pos.astype(np.int64), group, fps, subs[t])
+        firsts.append(a)
+        seconds.append(b)
     if not firsts:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     return np.concatenate(firsts).astype(np.int64), np.concatenate(seconds).astype(np.int64)
+
+
+def _group_order(table: np.ndarray, key: np.ndarray, tables: list[Parts]) -> np.ndarray:
+    """An order of the rows that makes each ``(table, key)`` contiguous: one sort of packed
+    ``(table, key, row)`` values where they fit 64 bits (a lexsort took half the join)."""
+    n = len(table)
+    t_bits = max(1, (len(tables) - 1).bit_length())
+    k_bits = max(sum(w for _, w in parts) for parts in tables)
+    i_bits = max(1, (n - 1).bit_length())
+    if t_bits + k_bits + i_bits > 64:
+        order: np.ndarray = np.lexsort((key, table))
+        return order
+    packed = (table.astype(_U64) << _U64(k_bits)) | key.astype(_U64)
+    packed = np.sort((packed << _U64(i_bits)) | np.arange(n, dtype=_U64))
+    rows: np.ndarray = (packed & _U64((1 << i_bits) - 1)).astype(np.int64)
+    return rows
 
 
 def partition_pairs(
@@ -218,20 +314,26 @@ def partition_pairs(
     has_wide: np.ndarray,
     tables: list[Parts],
     rule: Rule,
+    split: int | None = None,
 ) -> np.ndarray:
     """The near-duplicate pairs ``(i, j, d, wide_d)`` (global ids, ``i < j``) of the rows of
     one partition of the shuffle, which holds every row of each ``(table, key)`` it has.
     Each pair comes from the first table its two fingerprints agree on, so the partitions'
-    results together hold every near pair within the radius exactly once."""
+    results together hold every near pair within the radius exactly once. With ``split``
+    (queries against a stored set: ids below it stored, from it on queries), only the pairs
+    of a stored row and a query are verified and returned."""
     if not len(ids):
         return np.zeros((0, 4), dtype=np.int64)
-    order = np.lexsort((ids, key, table))
+    order = _group_order(table, key, tables)
     table, key, ids = table[order], key[order], ids[order]
     fps, wides, has_wide = fps[order].astype(_U64), wides[order].astype(_U64), has_wide[order]
     cut = np.flatnonzero((table[1:] != table[:-1]) | (key[1:] != key[:-1])) + 1
     starts = np.concatenate([[0], cut]).astype(np.int64)
     sizes = np.diff(np.concatenate([starts, [len(ids)]]))
-    a, b = _group_candidates(starts, sizes, fps, rule.radius)
+    a, b = _group_candidates(starts, sizes, table[starts], fps, rule.radius, tables)
+    if split is not None:
+        cross = (ids[a] >= split) != (ids[b] >= split)
+        a, b = a[cross], b[cross]
     d = np.bitwise_count(fps[a] ^ fps[b]).astype(np.int64)
     keep = d <= rule.radius
     t = table[a]

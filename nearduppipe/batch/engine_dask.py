@@ -32,7 +32,17 @@ from .core import (
     sort_pairs,
     stripe_tasks,
 )
-from .engine_frames import PAIR_COLUMNS, explode_frame, fingerprint_frame, pairs_frame
+from .engine_frames import (
+    PAIR_COLUMNS,
+    against_pairs,
+    concat_sides,
+    explode_frame,
+    fingerprint_frame,
+    pairs_frame,
+    shuffle_partitions,
+    wide_distances,
+)
+from .engine_local import Side
 from .inputs import Input
 
 __all__ = ["DaskEngine"]
@@ -47,12 +57,18 @@ def _run_stripe(
 
 class DaskEngine:
     """``scheduler``: a scheduler address (``tcp://host:8786``), or None for a LocalCluster
-    of ``workers`` single-threaded worker processes (default 2), closed by :meth:`close`."""
+    of ``workers`` single-threaded worker processes (default 2), closed by :meth:`close`;
+    ``memory_limit`` per worker (``"4GiB"``; default: the machine's memory over the workers),
+    beyond which a worker spills and then restarts."""
 
     name = "dask"
 
     def __init__(
-        self, scheduler: str | None = None, workers: int | None = None, blocks: int | None = None
+        self,
+        scheduler: str | None = None,
+        workers: int | None = None,
+        blocks: int | None = None,
+        memory_limit: str | None = None,
     ) -> None:
         try:
             importlib.import_module("dask.dataframe")
@@ -70,6 +86,7 @@ class DaskEngine:
                 threads_per_worker=1,
                 processes=True,
                 dashboard_address=None,
+                memory_limit=memory_limit or "auto",
             )
             self.client: Any = distributed.Client(self.cluster)
         else:
@@ -91,20 +108,40 @@ class DaskEngine:
     def search(
         self, fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule
     ) -> np.ndarray:
+        if len(fps) < 2:
+            return np.zeros((0, 4), dtype=np.int64)
+        if rule.wide_threshold is not None:
+            return self._join(fingerprint_frame(fps, wides, has_wide), rule, None)
+        pairs = self._join(fingerprint_frame(fps, wides, has_wide, False), rule, None)
+        return wide_distances(pairs, np.asarray(wides, dtype=np.uint64), has_wide)
+
+    def search_against(self, queries: Side, stored: Side, rule: Rule) -> np.ndarray:
+        """Near pairs ``(q, s, d, wide_d)`` of queries and stored records, sorted by
+        ``(q, s)``: one join of both sets in which only pairs across them are verified."""
+        if not len(queries[0]) or not len(stored[0]):
+            return np.zeros((0, 4), dtype=np.int64)
+        split = len(stored[0])
+        words = rule.wide_threshold is not None
+        pairs = self._join(concat_sides(queries, stored, words), rule, split)
+        if not words:  # (the 512-bit distances, from the driver's words)
+            both = np.concatenate([np.asarray(stored[1]), np.asarray(queries[1])])
+            has = np.concatenate([np.asarray(stored[2]), np.asarray(queries[2])]).astype(bool)
+            pairs = wide_distances(pairs, both.astype(np.uint64), has)
+        return against_pairs(pairs, split)
+
+    def _join(self, frame: Any, rule: Rule, split: int | None) -> np.ndarray:
         dd: Any = importlib.import_module("dask.dataframe")
         pd: Any = importlib.import_module("pandas")
 
-        if len(fps) < 2:
-            return np.zeros((0, 4), dtype=np.int64)
         tables = join_tables(rule.radius, self.blocks)
-        frame = fingerprint_frame(fps, wides, has_wide)
-        parts = max(1, min(2 * self.cores, len(frame)))
+        partitions = shuffle_partitions(len(frame) * len(tables), 2 * self.cores)
+        parts = max(1, min(partitions, len(frame)))  # (each explodes into len(tables) rows)
         ddf = dd.from_pandas(frame, npartitions=parts)
         meta = explode_frame(frame.iloc[:0], tables)
         exploded = ddf.map_partitions(explode_frame, tables, meta=meta)
-        shuffled = exploded.shuffle(on=["table", "key"], npartitions=2 * self.cores)
+        shuffled = exploded.shuffle(on=["table", "key"], npartitions=partitions)
         empty = pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in PAIR_COLUMNS})
-        found = shuffled.map_partitions(pairs_frame, tables, rule, meta=empty)
+        found = shuffled.map_partitions(pairs_frame, tables, rule, split, meta=empty)
         result = self.client.compute(found).result()
         return sort_pairs([result[PAIR_COLUMNS].to_numpy(dtype=np.int64)])
 

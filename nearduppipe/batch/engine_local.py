@@ -4,6 +4,7 @@ so its pairs are those of the distributed engines' block-permutation join)."""
 
 from __future__ import annotations
 
+import multiprocessing
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -16,9 +17,12 @@ from ..fingerprint.page import Fingerprinted, FingerprintParams
 from ..fingerprint.rule import Rule
 from .core import Fields, Job, fingerprint_job
 from .inputs import Input
-from .pairs import near_pairs
+from .pairs import near_pairs, near_pairs_against
 
-__all__ = ["Engine", "LocalEngine"]
+__all__ = ["Engine", "LocalEngine", "Side"]
+
+# one side of a join against a stored set: 64-bit fingerprints, 512-bit words, has-wide flags
+Side = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class Engine(Protocol):
@@ -35,6 +39,8 @@ class Engine(Protocol):
     def search(
         self, fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule
     ) -> np.ndarray: ...
+
+    def search_against(self, queries: Side, stored: Side, rule: Rule) -> np.ndarray: ...
 
     def close(self) -> None: ...
 
@@ -69,13 +75,24 @@ class LocalEngine:
         self, sources: list[Input], fields: Fields, params: FingerprintParams, jobs: Iterator[Job]
     ) -> Iterator[Fingerprinted]:
         window = 4 * (self.workers or 2) + 2
-        with ProcessPoolExecutor(max_workers=self.workers) as pool:
+        # forkserver, not fork: the driver has threads by now (progress, a store's client),
+        # and fork() under threads can deadlock a child (Python 3.12+ warns of it). Workers
+        # get their jobs pickled either way, so results are the same.
+        context = multiprocessing.get_context("forkserver")
+        # (the server imports the fingerprint code once; each worker forks from it ready)
+        context.set_forkserver_preload(["nearduppipe.batch.core"])
+        with ProcessPoolExecutor(max_workers=self.workers, mp_context=context) as pool:
             yield from _bounded_map(pool, jobs, chunk=64, window=window)
 
     def search(
         self, fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule
     ) -> np.ndarray:
         return near_pairs(fps, wides, has_wide, rule)
+
+    def search_against(self, queries: Side, stored: Side, rule: Rule) -> np.ndarray:
+        """Near pairs ``(q, s, d, wide_d)`` of queries and stored records, sorted: no pair of
+        two stored records is computed (:func:`.pairs.near_pairs_against`)."""
+        return near_pairs_against(queries, stored, rule)
 
     def close(self) -> None:
         pass

@@ -35,7 +35,17 @@ from .core import (
     sort_pairs,
 )
 from .core import stripe_tasks as _stripe_tasks
-from .engine_frames import FP_COLUMNS, PAIR_COLUMNS, explode_frame, fingerprint_frame, pairs_frame
+from .engine_frames import (
+    PAIR_COLUMNS,
+    against_pairs,
+    concat_sides,
+    explode_frame,
+    fingerprint_frame,
+    pairs_frame,
+    shuffle_partitions,
+    wide_distances,
+)
+from .engine_local import Side
 from .inputs import Input
 
 __all__ = ["SparkEngine"]
@@ -58,7 +68,8 @@ def _schema(columns: list[str], types: dict[str, str]) -> str:
 class SparkEngine:
     """``master``: a Spark master URL (``local[2]``, ``spark://host:7077``, ``yarn``), or None
     to take the session ``spark-submit`` made. ``partitions``: of the shuffle (default: twice
-    the default parallelism)."""
+    the default parallelism, more for large joins: :func:`.engine_frames.shuffle_partitions`).
+    ``conf``: more Spark settings (``spark.driver.memory`` for a large ``local`` join)."""
 
     name = "spark"
 
@@ -67,6 +78,7 @@ class SparkEngine:
         master: str | None = "local[2]",
         partitions: int | None = None,
         blocks: int | None = None,
+        conf: dict[str, str] | None = None,
     ) -> None:
         sql = _need_pyspark()
         local = master.startswith("local") if master else "PYSPARK_GATEWAY_PORT" not in os.environ
@@ -84,10 +96,12 @@ class SparkEngine:
         builder = builder.config("spark.sql.execution.arrow.pyspark.enabled", "true")
         builder = builder.config("spark.ui.enabled", "false")
         builder = builder.config("spark.ui.showConsoleProgress", "false")
+        for name, value in (conf or {}).items():  # (spark.driver.memory: before the JVM)
+            builder = builder.config(name, value)
         self.spark = builder.getOrCreate()
         self.spark.sparkContext.setLogLevel("ERROR")
         self.parallelism = int(self.spark.sparkContext.defaultParallelism)
-        self.partitions = partitions or 2 * self.parallelism
+        self.partitions = partitions  # None: by the join's size (shuffle_partitions)
         self.blocks = blocks
 
     def fingerprints(
@@ -117,10 +131,30 @@ class SparkEngine:
     ) -> np.ndarray:
         if len(fps) < 2:
             return np.zeros((0, 4), dtype=np.int64)
+        if rule.wide_threshold is not None:
+            return self._join(fingerprint_frame(fps, wides, has_wide), rule, None)
+        pairs = self._join(fingerprint_frame(fps, wides, has_wide, False), rule, None)
+        return wide_distances(pairs, np.asarray(wides, dtype=np.uint64), has_wide)
+
+    def search_against(self, queries: Side, stored: Side, rule: Rule) -> np.ndarray:
+        """Near pairs ``(q, s, d, wide_d)`` of queries and stored records, sorted by
+        ``(q, s)``: one join of both sets in which only pairs across them are verified."""
+        if not len(queries[0]) or not len(stored[0]):
+            return np.zeros((0, 4), dtype=np.int64)
+        split = len(stored[0])
+        words = rule.wide_threshold is not None
+        pairs = self._join(concat_sides(queries, stored, words), rule, split)
+        if not words:  # (the 512-bit distances, from the driver's words)
+            both = np.concatenate([np.asarray(stored[1]), np.asarray(queries[1])])
+            has = np.concatenate([np.asarray(stored[2]), np.asarray(queries[2])]).astype(bool)
+            pairs = wide_distances(pairs, both.astype(np.uint64), has)
+        return against_pairs(pairs, split)
+
+    def _join(self, frame: Any, rule: Rule, split: int | None) -> np.ndarray:
         tables = join_tables(rule.radius, self.blocks)
-        frame = fingerprint_frame(fps, wides, has_wide)
-        df = self.spark.createDataFrame(frame).repartition(self.parallelism)
-        exploded_schema = _schema(["table", "key", *FP_COLUMNS], {"hw": "boolean"})
+        # (createDataFrame slices the frame over the default parallelism already)
+        df = self.spark.createDataFrame(frame)
+        exploded_schema = _schema(["table", "key", *frame.columns], {"hw": "boolean"})
 
         def explode_batches(batches: Iterator[Any]) -> Iterator[Any]:
             for batch in batches:
@@ -131,10 +165,13 @@ class SparkEngine:
 
             parts = list(batches)  # (one partition in several Arrow batches: whole groups)
             if parts:
-                yield pairs_frame(pd.concat(parts, ignore_index=True), tables, rule)
+                yield pairs_frame(pd.concat(parts, ignore_index=True), tables, rule, split)
 
+        partitions = self.partitions or shuffle_partitions(
+            len(frame) * len(tables), 2 * self.parallelism
+        )
         exploded = df.mapInPandas(explode_batches, exploded_schema)
-        shuffled = exploded.repartition(self.partitions, "table", "key")
+        shuffled = exploded.repartition(partitions, "table", "key")
         found = shuffled.mapInPandas(pair_batches, _schema(PAIR_COLUMNS, {})).toPandas()
         return sort_pairs([found[PAIR_COLUMNS].to_numpy(dtype=np.int64)])
 
