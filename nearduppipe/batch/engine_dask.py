@@ -34,15 +34,11 @@ from .core import (
 )
 from .engine_frames import (
     PAIR_COLUMNS,
-    against_pairs,
-    concat_sides,
+    FrameSearch,
     explode_frame,
-    fingerprint_frame,
     pairs_frame,
     shuffle_partitions,
-    wide_distances,
 )
-from .engine_local import Side
 from .inputs import Input
 
 __all__ = ["DaskEngine"]
@@ -55,7 +51,7 @@ def _run_stripe(
     return n, fingerprint_stripe(source, s, k, fields, params)
 
 
-class DaskEngine:
+class DaskEngine(FrameSearch):
     """``scheduler``: a scheduler address (``tcp://host:8786``), or None for a LocalCluster
     of ``workers`` single-threaded worker processes (default 2), closed by :meth:`close`;
     ``memory_limit`` per worker (``"4GiB"``; default: the machine's memory over the workers),
@@ -104,30 +100,6 @@ class DaskEngine:
         rows = in_order(future.result() for future in futures)
         for row, _ in zip(rows, jobs, strict=True):  # (the driver's walk: keys, hosts)
             yield row_result(row)
-
-    def search(
-        self, fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule
-    ) -> np.ndarray:
-        if len(fps) < 2:
-            return np.zeros((0, 4), dtype=np.int64)
-        if rule.wide_threshold is not None:
-            return self._join(fingerprint_frame(fps, wides, has_wide), rule, None)
-        pairs = self._join(fingerprint_frame(fps, wides, has_wide, False), rule, None)
-        return wide_distances(pairs, np.asarray(wides, dtype=np.uint64), has_wide)
-
-    def search_against(self, queries: Side, stored: Side, rule: Rule) -> np.ndarray:
-        """Near pairs ``(q, s, d, wide_d)`` of queries and stored records, sorted by
-        ``(q, s)``: one join of both sets in which only pairs across them are verified."""
-        if not len(queries[0]) or not len(stored[0]):
-            return np.zeros((0, 4), dtype=np.int64)
-        split = len(stored[0])
-        words = rule.wide_threshold is not None
-        pairs = self._join(concat_sides(queries, stored, words), rule, split)
-        if not words:  # (the 512-bit distances, from the driver's words)
-            both = np.concatenate([np.asarray(stored[1]), np.asarray(queries[1])])
-            has = np.concatenate([np.asarray(stored[2]), np.asarray(queries[2])]).astype(bool)
-            pairs = wide_distances(pairs, both.astype(np.uint64), has)
-        return against_pairs(pairs, split)
 
     def _join(self, frame: Any, rule: Rule, split: int | None) -> np.ndarray:
         dd: Any = importlib.import_module("dask.dataframe")

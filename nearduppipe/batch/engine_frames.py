@@ -11,10 +11,12 @@ import numpy as np
 from ..fingerprint.rule import Rule
 from ..index.layout import Parts
 from .core import explode, partition_pairs
+from .engine_local import Side
 
 __all__ = [
     "FP_COLUMNS",
     "PAIR_COLUMNS",
+    "FrameSearch",
     "against_pairs",
     "explode_frame",
     "fingerprint_frame",
@@ -101,9 +103,7 @@ def against_pairs(pairs: np.ndarray, split: int) -> np.ndarray:
     return result
 
 
-def concat_sides(
-    queries: tuple[Any, Any, Any], stored: tuple[Any, Any, Any], words: bool = True
-) -> Any:
+def concat_sides(queries: Side, stored: Side, words: bool = True) -> Any:
     """One frame of the stored records (ids ``0..len(stored)-1``) then the queries."""
     return fingerprint_frame(
         np.concatenate([np.asarray(stored[0]), np.asarray(queries[0])]),
@@ -121,3 +121,38 @@ def wide_distances(pairs: np.ndarray, wides: np.ndarray, has_wide: np.ndarray) -
     out: np.ndarray = pairs.copy()
     out[:, 3] = np.where(has_wide[i] & has_wide[j], counts, np.int64(-1))
     return out
+
+
+class FrameSearch:
+    """The searches of an engine that joins a frame of fingerprints (Spark, Dask): the same
+    steps around the engine's own :meth:`_join`. Under the paper's rule the frame carries no
+    512-bit words (33 B a row instead of 97): their distances are filled in on the driver."""
+
+    def _join(self, frame: Any, rule: Rule, split: int | None) -> np.ndarray:
+        """Near pairs ``(i, j, d, dw)`` of ``frame``'s rows, sorted; with ``split``, only
+        pairs of a stored row (id ``< split``) and a query row."""
+        raise NotImplementedError
+
+    def search(
+        self, fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule
+    ) -> np.ndarray:
+        if len(fps) < 2:
+            return np.zeros((0, 4), dtype=np.int64)
+        if rule.wide_threshold is not None:
+            return self._join(fingerprint_frame(fps, wides, has_wide), rule, None)
+        pairs = self._join(fingerprint_frame(fps, wides, has_wide, False), rule, None)
+        return wide_distances(pairs, np.asarray(wides, dtype=np.uint64), has_wide)
+
+    def search_against(self, queries: Side, stored: Side, rule: Rule) -> np.ndarray:
+        """Near pairs ``(q, s, d, wide_d)`` of queries and stored records, sorted by
+        ``(q, s)``: one join of both sets in which only pairs across them are verified."""
+        if not len(queries[0]) or not len(stored[0]):
+            return np.zeros((0, 4), dtype=np.int64)
+        split = len(stored[0])
+        words = rule.wide_threshold is not None
+        pairs = self._join(concat_sides(queries, stored, words), rule, split)
+        if not words:  # (the 512-bit distances, from the driver's words)
+            both = np.concatenate([np.asarray(stored[1]), np.asarray(queries[1])])
+            has = np.concatenate([np.asarray(stored[2]), np.asarray(queries[2])]).astype(bool)
+            pairs = wide_distances(pairs, both.astype(np.uint64), has)
+        return against_pairs(pairs, split)
