@@ -241,3 +241,31 @@ def test_first_fingerprint_in_a_fresh_process_loads_the_compiled_reduction() -> 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     here = fingerprints("the first page of a worker 东京新闻")
     assert out.stdout.split() == [str(here.fp), str(here.wide)] * 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_fork_waits_for_the_compiled_reduction_to_load() -> None:
+    # a fork while the loader thread imports numba would hand the child an import lock that no
+    # thread of its own holds (its next import hangs): a fork first lets the loading finish, so
+    # the child has the compiled reduction and imports freely
+    code = (
+        "import os, sys\n"
+        "from nearduppipe.fingerprint import fingerprints, simhash\n"
+        "fingerprints('a page fingerprinted just before the process forks')\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    import json\n"
+        "    ok = simhash._compiled is not None and 'numba' in sys.modules\n"
+        "    fingerprints('the child fingerprints too')\n"
+        "    os._exit(0 if ok else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.waitstatus_to_exitcode(status))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore::DeprecationWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert out.stdout.split() == ["0"], out.stderr

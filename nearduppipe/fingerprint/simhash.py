@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from itertools import compress, repeat
@@ -174,9 +175,18 @@ def warm(wait: bool = False) -> None:
     with _loader_lock:
         if _loader is None:
             _loader = threading.Thread(target=_load, name="nearduppipe-numba", daemon=True)
+            # a fork while the thread imports would leave the child an import lock no thread
+            # of its own holds: the next import there would hang. Finish loading first.
+            os.register_at_fork(before=_finish_loading)
             _loader.start()
     if wait:
         _loader.join()
+
+
+def _finish_loading() -> None:
+    loader = _loader
+    if loader is not None and loader is not threading.current_thread():
+        loader.join()
 
 
 def _load() -> None:
