@@ -147,26 +147,33 @@ def child(name: str, inputs: list[str], join: int) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def run_child(name: str, inputs: list[Path], join: int) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", name, "--join", str(join)]
-    cmd += ["--inputs", *map(str, inputs)] if inputs else []
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def run_measured(cmd: list[str], every: float) -> tuple[str, str, int, int]:
+    """Run ``cmd`` to its end: (stdout, stderr, exit status, the peak resident bytes of its
+    process tree, sampled every ``every`` seconds)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = [0]
 
     def sample() -> None:
         while proc.poll() is None:
             peak[0] = max(peak[0], tree_rss(proc.pid))
-            time.sleep(0.2)
+            time.sleep(every)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    stdout, _ = proc.communicate()
+    stdout, stderr = proc.communicate()
     sampler.join()
+    return stdout, stderr, proc.returncode, peak[0]
+
+
+def run_child(name: str, inputs: list[Path], join: int) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", name, "--join", str(join)]
+    cmd += ["--inputs", *map(str, inputs)] if inputs else []
+    stdout, _, status, peak = run_measured(cmd, 0.2)
     line = next((x for x in stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
-        raise SystemExit(f"{name}: no result (exit {proc.returncode})")
+        raise SystemExit(f"{name}: no result (exit {status})")
     result: dict[str, Any] = json.loads(line[7:])
-    result["peak_mb"] = peak[0] / 2**20
+    result["peak_mb"] = peak / 2**20
     return result
 
 

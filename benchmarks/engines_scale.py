@@ -34,9 +34,7 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -46,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engines_bench import tree_rss
+from engines_bench import run_measured
 
 CORES = 2
 _U64 = np.uint64
@@ -143,24 +141,13 @@ def child(args: argparse.Namespace) -> None:
 
 def run_child(name: str, argv: list[str]) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", name, *argv]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = [0]
-
-    def sample() -> None:
-        while proc.poll() is None:
-            peak[0] = max(peak[0], tree_rss(proc.pid))
-            time.sleep(0.5)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    stdout, stderr = proc.communicate()
-    sampler.join()
+    stdout, stderr, status, peak = run_measured(cmd, 0.5)
     line = next((x for x in stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
         print(stderr[-3000:], file=sys.stderr)
-        return {"engine": name, "failed": proc.returncode, "peak_mb": peak[0] / 2**20}
+        return {"engine": name, "failed": status, "peak_mb": peak / 2**20}
     result: dict[str, Any] = json.loads(line[7:])
-    result["peak_mb"] = peak[0] / 2**20
+    result["peak_mb"] = peak / 2**20
     return result
 
 
