@@ -169,14 +169,19 @@ def test_canonical_link_parsing() -> None:
     assert canonical_link(None, base) is None
 
 
-def test_cli_says_which_rule_chose(tmp_path: Path, abc: tuple[str, str, str]) -> None:
+def _one_https_in_the_middle(tmp_path: Path, abc: tuple[str, str, str]) -> Path:
+    """A chain A ~ B ~ C whose middle page alone is https: --keep https keeps B for all three."""
     a, b, c = abc
     records = [
         {"url": "http://x.example/a", "text": a},
         {"url": "https://x.example/b", "text": b},
         {"url": "http://x.example/c", "text": c},
     ]
-    path = write_jsonl(tmp_path / "in.jsonl", records)
+    return write_jsonl(tmp_path / "in.jsonl", records)
+
+
+def test_cli_says_which_rule_chose(tmp_path: Path, abc: tuple[str, str, str]) -> None:
+    path = _one_https_in_the_middle(tmp_path, abc)
     out = tmp_path / "kept.jsonl"
     proc = run("dedup", str(path), "--keep", "https", "-o", str(out), "--quiet", "--workers", "2")
     assert proc.returncode == 0, proc.stderr
@@ -188,13 +193,7 @@ def test_cli_says_which_rule_chose(tmp_path: Path, abc: tuple[str, str, str]) ->
 def test_report_names_the_keep_rule(tmp_path: Path, abc: tuple[str, str, str]) -> None:
     """The written report (JSON, text, HTML) says which rule chose the kept copies, not only
     the command's summary line."""
-    a, b, c = abc
-    records = [
-        {"url": "http://x.example/a", "text": a},
-        {"url": "https://x.example/b", "text": b},
-        {"url": "http://x.example/c", "text": c},
-    ]
-    path = write_jsonl(tmp_path / "in.jsonl", records)
+    path = _one_https_in_the_middle(tmp_path, abc)
     for keep, other in (("https", 1), ("first", 0)):
         rep = tmp_path / f"{keep}.json"
         args = ("dedup", str(path), "--keep", keep, "--format", "json", "--report", str(rep))
