@@ -14,20 +14,27 @@ import numpy as np
 
 
 class GcClock:
-    """Seconds spent in the interpreter's garbage collector so far (``gc.callbacks``): an add
-    or a check during which a collection ran is reported apart, as the pause is the
-    interpreter's (:meth:`stop` when done)."""
+    """Time spent in the interpreter's garbage collector so far (``gc.callbacks``), and how
+    many collections: an add or a check during which a collection ran is reported apart, as
+    the pause is the interpreter's (:meth:`stop` when done)."""
 
     def __init__(self) -> None:
-        self.total = 0.0
-        self._t = 0.0
+        self.ns = 0  # nanoseconds in collections
+        self.count = 0
+        self._t = 0
         gc.callbacks.append(self._tick)
+
+    @property
+    def total(self) -> float:
+        """Seconds in collections."""
+        return self.ns / 1e9
 
     def _tick(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._t = time.perf_counter()
+            self._t = time.perf_counter_ns()
         else:
-            self.total += time.perf_counter() - self._t
+            self.ns += time.perf_counter_ns() - self._t
+            self.count += 1
 
     def stop(self) -> None:
         gc.callbacks.remove(self._tick)

@@ -43,32 +43,12 @@ from array import array
 from pathlib import Path
 
 import numpy as np
-from _common import skewed_fps
+from _common import GcClock, skewed_fps
 
 import nearduppipe
 from nearduppipe import open_store
 
 CHUNK = 1 << 20  # fingerprints converted to Python ints at a time (outside the timed calls)
-
-
-class GcTimer:
-    """Nanoseconds spent in collections so far (read before and after each call)."""
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.count = 0
-        self._t = 0
-        gc.callbacks.append(self._tick)
-
-    def _tick(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._t = time.perf_counter_ns()
-        else:
-            self.total += time.perf_counter_ns() - self._t
-            self.count += 1
-
-    def stop(self) -> None:
-        gc.callbacks.remove(self._tick)
 
 
 _SCHED = "/proc/thread-self/schedstat"
@@ -161,7 +141,7 @@ def fill(
     clock, tclock = time.perf_counter_ns, time.thread_time_ns
     print(f"\n== {uri}  n={n:,}  load before: {load()}", flush=True)
     print(full_collections("before the store"), flush=True)
-    gt = GcTimer()
+    gt = GcClock()
     reps = 0
     t_start = time.perf_counter()
     dropped = 0
@@ -187,7 +167,7 @@ def fill(
                 i = lo + j
                 key = key_of(i)
                 fp = part[j]
-                g0 = gt.total
+                g0 = gt.ns
                 q0 = delay()
                 c0 = tclock()
                 t0 = clock()
@@ -197,7 +177,7 @@ def fill(
                 queued[i] = delay() - q0
                 wall[i] = t1 - t0
                 cpu[i] = c1 - c0
-                gcs[i] = gt.total - g0
+                gcs[i] = gt.ns - g0
                 if m is not None:
                     dropped += 1
                 if i % floor_every == 0:
@@ -209,7 +189,7 @@ def fill(
             top_cpu = np.argsort(cpu[:upto])[::-1][:3]
             print(
                 f"  {upto:>11,} stored  {time.perf_counter() - t_start:7.1f} s  load {load()}"
-                f"  {gt.count} collections ({gt.total / 1e6:.0f} ms, longest in a call "
+                f"  {gt.count} collections ({gt.ns / 1e6:.0f} ms, longest in a call "
                 f"{gcs[:upto].max() / 1e6:.1f} ms)\n    "
                 + stats("so far", wall[2000:upto])
                 + "\n    "
@@ -224,7 +204,7 @@ def fill(
         index = getattr(store, "_index", None)  # (runs searched per query: merges kept up?)
         if index is not None:
             print(f"index: {index.runs} runs, {len(index._pending)} merges pending")
-        in_calls = gt.count, gt.total  # (before the collections timed here)
+        in_calls = gt.count, gt.ns  # (before the collections timed here)
         print(full_collections(f"at {n:,} entries"), flush=True)
         t0 = time.perf_counter()
         store.close()
