@@ -121,7 +121,8 @@ def test_a_dead_clients_pending_entry_is_gone_after_its_deadline(cluster: LocalC
     s = dead.shard("dead")
     rec = dead._record(Fingerprints(A, W), "dead", time.time(), None, None)
     head = dead._head("reserve", time.time())
-    args = [*head, "dead", "0", b"\xff" * 4, rec, "pages", 1.0, b"token001"]
+    address = dead._names.address("dead")
+    args = [*head, address, "0", b"\0", rec, "pages", 1.0, b"token001"]
     reply = dead._call("check", s, args)
     assert reply[0] == b"P"  # reserved, then the client "dies": no ticket, no settle
     assert dead._call("check", s, args) == reply  # a retried reserve gets its entry back
@@ -132,7 +133,7 @@ def test_a_dead_clients_pending_entry_is_gone_after_its_deadline(cluster: LocalC
     assert live.check(Fingerprints(A ^ 1, W), "other").status == "new"  # waited it out
     assert 0.5 < time.monotonic() - t0 < 5
     assert live.check(Fingerprints(A, W), "dead").status == "duplicate"  # its key is free
-    settle = [*dead._head("settle", time.time()), reply[1], "dead", "K", "pages"]
+    settle = [*dead._head("settle", time.time()), reply[1], address, "K", "pages", 150]
     assert dead._call("check", s, settle) == b"X"  # too late: its owner would start again
     assert [e.key for e in live.entries()] == ["other"] and len(live) == 1
     dead.close()
@@ -180,6 +181,68 @@ def test_each_master_holds_about_a_third(cluster: LocalCluster) -> None:
     shares = [g / sum(grown) for g in grown]
     print(f"used_memory growth per master: {grown} ({', '.join(f'{x:.0%}' for x in shares)})")
     assert all(0.25 < x < 0.42 for x in shares), shares
+
+
+def test_each_shard_uses_only_its_share_of_the_bucket_names(cluster: LocalCluster) -> None:
+    """Format 3 on a Cluster: 12 shards of 2^12 buckets (``bucket_bits`` 12 in every meta);
+    every record sits in one of its shard's 4,096 names (every 16th of the single node's),
+    and every one of them is found again by key."""
+    from nearduppipe.stores.redis import buckets
+
+    rng = random.Random(4)
+    entries = [
+        Entry(f"https://b{i % 7}.example/{i}", rng.getrandbits(64), 1.7e9, None, None)
+        for i in range(20_000)
+    ]
+    with RedisClusterStore(cluster.url, prefix="test:buckets", reset=True) as s:
+        assert s.import_records(entries, []) == 20_000
+        client = s._client
+        assert int(client.hget("{test:buckets}:meta", "bucket_bits")) == 12
+        for tag in s._tags:
+            assert int(client.hget("{" + tag + "}:meta", "bucket_bits")) == 12
+            every = buckets.existing(client, tag, 16)  # all 65,536 names
+            assert every == buckets.existing(client, tag, 12) and 0 < len(every) <= 4096
+        got = {e.key: e.fingerprint for e in s.entries()}
+        assert got == {e.key: e.fingerprint for e in entries}
+        assert all(s.get(e.key) is not None for e in entries[:500])
+
+
+def test_a_client_of_a_store_reset_under_it_encodes_its_hosts_anew(cluster: LocalCluster) -> None:
+    """As on one node: host prefixes are stored once, by id (``{P}:u``), cached by each
+    client; after another client resets the store (ids assigned again from 1), a check from
+    the first client must not store its host under the id the new store gave another host."""
+    url, prefix = cluster.url, "test:reset-ids"
+    with RedisClusterStore(url, prefix=prefix, reset=True) as a:
+        assert a.check(Fingerprints(A, W), "https://a.example/1").status == "new"
+        with RedisClusterStore(url, prefix=prefix, reset=True) as b:
+            assert b.check(Fingerprints(A ^ (0xFFFF << 30), W ^ 0xFF), "https://b.example/1").kept
+            assert a.check(Fingerprints(~A & (2**64 - 1), None), "https://a.example/2").kept
+            keys = sorted(e.key for e in b.entries())
+            assert keys == ["https://a.example/2", "https://b.example/1"]
+            assert [m.key for m in b.near(Fingerprints(~A & (2**64 - 1), None))] == [
+                "https://a.example/2"
+            ]
+
+
+def test_an_open_for_writing_warns_of_a_master_that_would_not_keep_buckets_compact(
+    cluster: LocalCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As on one node: each master's hash limits are read at an open for writing; one at
+    Redis's default (64-byte values) is named with the setting to raise."""
+    admin = redis.Redis.from_url(cluster.node_urls()[1])
+    try:
+        with caplog.at_level("WARNING"):
+            RedisClusterStore(cluster.url, prefix="test:listpack", reset=True).close()
+        assert "hash-max-listpack" not in caplog.text
+        admin.config_set("hash-max-ziplist-value", 64)
+        with caplog.at_level("WARNING"):
+            RedisClusterStore(cluster.url, prefix="test:listpack").close()
+            RedisClusterStore(cluster.url, prefix="test:listpack", read_only=True).close()
+        (line,) = [r.getMessage() for r in caplog.records if "hash-max-listpack" in r.getMessage()]
+        assert f":{cluster.ports[1]}:" in line and "'hash-max-listpack-value 256'" in line
+    finally:
+        admin.config_set("hash-max-ziplist-value", 256)
+        admin.close()
 
 
 # -- wrong servers, prefixes and the CLI --------------------------------------------------------

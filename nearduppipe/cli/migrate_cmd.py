@@ -9,16 +9,18 @@ from ._io import CliError, emit, redact, say
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    if "://" not in args.store or args.store.startswith("redis+cluster://"):
+    scheme = args.store.partition("://")[0].lower()
+    if scheme not in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
         raise CliError(
-            f"{redact(args.store)}: only single-node Redis stores (redis://, rediss://, "
-            "unix://) have a format to migrate"
+            f"{redact(args.store)}: only Redis stores (redis://, rediss://, unix://, "
+            "redis+cluster://) have a format to migrate"
         )
     if args.batch < 1:
         raise CliError("--batch must be at least 1")
+    from ..stores.redis.cluster_migrate import migrate_cluster
     from ..stores.redis.migrate import migrate
 
-    moved = migrate(
+    moved = (migrate_cluster if scheme.endswith("+cluster") else migrate)(
         args.store,
         args.prefix,
         batch=args.batch,
@@ -38,7 +40,7 @@ def add_parsers(sub: Any) -> None:
         "format-2 store holds. Stop every crawl using the store first. Interrupted, it "
         "resumes where it stopped when run again; a store already in format 3 is left as it is.",
     )
-    p.add_argument("store", help="store URI (redis://, rediss://, unix://)")
+    p.add_argument("store", help="store URI (redis://, rediss://, unix://, redis+cluster://)")
     p.add_argument("--prefix", help="key prefix of the store (as ?prefix= in the URI)")
     p.add_argument("--batch", type=int, default=1000, help="entries per step (default 1000)")
     p.add_argument(

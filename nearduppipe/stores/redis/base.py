@@ -36,7 +36,7 @@ FORMAT_VERSION = 3
 logger = logging.getLogger(__name__)
 # Server limits under which a bucket hash stays a listpack (format3.listpack_advice): records
 # of URLs up to ~180 characters, and 512 records per bucket (~30 M entries).
-_LISTPACK = (256, 512)
+LISTPACK = (256, 512)
 # (a store's other keys without its meta are a lost store, never one to create: loss.py)
 _INIT_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
   if redis.call('EXISTS', unpack(KEYS, 2)) > 0 then return 0 end
@@ -281,7 +281,7 @@ class RedisBase(Store):
             limits = listpack_limits(self._client)
         except self._redis.RedisError:
             limits = None
-        advice = listpack_advice(limits, *_LISTPACK)
+        advice = listpack_advice(limits, *LISTPACK)
         if advice:
             logger.warning("%s: %s", self._where(), advice)
 

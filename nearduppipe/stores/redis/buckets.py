@@ -22,10 +22,11 @@ __all__ = ["BUCKETS", "bucket_names", "damaged", "delete", "existing", "persist"
 
 BUCKETS = 1 << 16
 
-# KEYS[1] = the store's meta (its name gives the buckets'); ARGV: first bucket, end
+# KEYS[1] = the store's meta (its name gives the buckets'); ARGV: first bucket, end, step
+# (a Redis Cluster shard's buckets are every 2^(16 - bits)-th name: :mod:`.names`)
 _HEAD = """local base = string.sub(KEYS[1], 1, #KEYS[1] - 4) .. 'b'
 local out = {}
-for b = tonumber(ARGV[1]), tonumber(ARGV[2]) - 1 do
+for b = tonumber(ARGV[1]), tonumber(ARGV[2]) - 1, tonumber(ARGV[3]) do
   local name = base .. string.format('%04x', b)
 """
 _READ = (
@@ -45,54 +46,58 @@ _DELETE = _HEAD + "  redis.call('UNLINK', name)\nend\nreturn 0"
 _PERSIST = _HEAD + "  redis.call('PERSIST', name)\nend\nreturn 0"
 
 
-def bucket_names(prefix: str) -> list[str]:
-    return [key(prefix, f"b{b:04x}") for b in range(BUCKETS)]
+def bucket_names(prefix: str, bits: int = 16) -> list[str]:
+    return [key(prefix, f"b{b:04x}") for b in range(0, BUCKETS, 1 << (16 - bits))]
 
 
-def _ranges(step: int) -> Iterator[tuple[int, int]]:
-    for start in range(0, BUCKETS, step):
-        yield start, min(start + step, BUCKETS)
+def _ranges(count: int, bits: int) -> Iterator[tuple[int, int, int]]:
+    """``count`` buckets per call of the ``2^bits`` a store (or a Cluster shard) has."""
+    stride = 1 << (16 - bits)
+    span = count * stride
+    for start in range(0, BUCKETS, span):
+        yield start, min(start + span, BUCKETS), stride
 
 
-def records(client: Any, prefix: str, live: int) -> Iterator[tuple[bytes, bytes]]:
+def records(client: Any, prefix: str, live: int, bits: int = 16) -> Iterator[tuple[bytes, bytes]]:
     """(address, record) of every entry, a range of buckets per call: ranges of ~20,000
     records (a call of a few MB), judged from the store's entry count ``live``."""
-    step = max(16, min(BUCKETS, BUCKETS * 20_000 // max(live, 1)))
+    n = 1 << bits
     script = client.register_script(_READ)
-    for start, end in _ranges(step):
-        flat = script(keys=[key(prefix, "meta")], args=[start, end])
+    for start, end, stride in _ranges(max(16, min(n, n * 20_000 // max(live, 1))), bits):
+        flat = script(keys=[key(prefix, "meta")], args=[start, end, stride])
         for i in range(0, len(flat), 2):
             yield flat[i], flat[i + 1]
 
 
-def existing(client: Any, prefix: str) -> list[str]:
+def existing(client: Any, prefix: str, bits: int = 16) -> list[str]:
     """The bucket keys that exist (a store's, or a lost store's leftovers)."""
     script = client.register_script(_EXISTING)
     out: list[str] = []
-    for start, end in _ranges(BUCKETS // 4):
-        out += [n.decode() for n in script(keys=[key(prefix, "meta")], args=[start, end])]
+    for start, end, stride in _ranges(1 << max(0, bits - 2), bits):
+        meta = [key(prefix, "meta")]
+        out += [n.decode() for n in script(keys=meta, args=[start, end, stride])]
     return out
 
 
-def delete(client: Any, prefix: str) -> None:
+def delete(client: Any, prefix: str, bits: int = 16) -> None:
     script = client.register_script(_DELETE)
-    for start, end in _ranges(BUCKETS // 4):
-        script(keys=[key(prefix, "meta")], args=[start, end])
+    for start, end, stride in _ranges(1 << max(0, bits - 2), bits):
+        script(keys=[key(prefix, "meta")], args=[start, end, stride])
 
 
-def persist(client: Any, prefix: str) -> None:
+def persist(client: Any, prefix: str, bits: int = 16) -> None:
     """Undo the expiry an earlier run with a TTL set on the buckets."""
     script = client.register_script(_PERSIST)
-    for start, end in _ranges(BUCKETS // 4):
-        script(keys=[key(prefix, "meta")], args=[start, end])
+    for start, end, stride in _ranges(1 << max(0, bits - 2), bits):
+        script(keys=[key(prefix, "meta")], args=[start, end, stride])
 
 
-def damaged(client: Any, prefix: str) -> list[tuple[str, bytes, DamagedRecord]]:
+def damaged(client: Any, prefix: str, bits: int = 16) -> list[tuple[str, bytes, DamagedRecord]]:
     """(bucket key, field, why) of every record that is not one (edited by hand, or another
     program's): what ``nearduppipe report`` and ``copy`` name when they meet one."""
     live = int(client.hget(key(prefix, "meta"), "live") or 0)
     out = []
-    for address, raw in records(client, prefix, live):
+    for address, raw in records(client, prefix, live, bits):
         try:
             decode_record(raw)
         except DamagedRecord as e:

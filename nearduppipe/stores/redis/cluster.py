@@ -13,7 +13,8 @@ steps (docs/operations.md, "Redis Cluster", argues why exactly one page of a gro
 near-duplicates is kept):
 
 1. *reserve*, in the key's shard: the own entry (``again``, ``unchanged``: done), else the
-   page is stored as a *pending* entry and logged (one pending check per key at a time);
+   page is kept as a *pending* entry, apart from the stored ones (the key's old entry stays
+   where it is until settle) and not logged (one pending check per key at a time);
 2. a *ticket*: ``HINCRBY {P}:meta order 1``, the store's total order, taken after the entry
    is visible;
 3. *look*, every shard at once: the ticket is written to the pending entry, and each shard
@@ -21,7 +22,9 @@ near-duplicates is kept):
    pending with a ticket, or pending without one yet;
 4. *settle*: a kept near entry makes the page a duplicate. Otherwise it waits for each near
    pending entry without a ticket or with an earlier one (polling their shards) until it is
-   kept (duplicate) or gone; then it keeps itself, or removes itself and records the decision.
+   kept (duplicate) or gone; then it keeps itself (the record moves to its key's address and
+   is logged; a check that saw it pending finds a marker saying so,
+   :func:`.cluster_check.kept_for`), or removes itself and records the decision.
 
 A pending entry whose client died lives ``pending_timeout`` seconds (30), judged by its
 shard's clock; then it is gone for everyone and its owner's settle fails (the check starts
@@ -30,9 +33,11 @@ a retried reserve finds its pending entry by the check's token, the other steps 
 replayed from a stored reply as on one node (an abandoned pending entry expires).
 TTL (by the server's time: each shard's ``TIME`` stamps its entries and cuts off its own,
 unless a ``clock`` is given), ``max_decisions`` (one decisions list), counters (summed over
-shards), the record format and the log checks (a master restored from an older snapshot makes
+shards), the record format (format 3: each shard a single node's buckets, see
+:mod:`.cluster_open`) and the log checks (a master restored from an older snapshot makes
 its shards' logs reload) are the single-node store's; a record carries its ticket in the
-table-field slot (:func:`.cluster_check.ticket_of`).
+sequence slot (:func:`.cluster_check.ticket_of`). A format-2 store (an earlier release's) is
+refused until ``nearduppipe migrate URI`` converts it (:mod:`.cluster_migrate`).
 """
 
 from __future__ import annotations
@@ -56,14 +61,25 @@ from ..base import (
     clean_text,
     register_store,
 )
+from . import buckets
 from . import keys as rk
-from .cluster_check import ClusterBase, ticket_of
+from .cluster_check import ClusterBase
 from .cluster_log import READ_LUA, ShardLogs
-from .cluster_open import client_uri, open_meta, reset_keys, shard_keys, shard_tags
+from .cluster_open import (
+    check_params,
+    client_uri,
+    open_meta,
+    reset_keys,
+    shard_keys,
+    shard_tags,
+    warn_listpack,
+)
 from .cluster_wire import ClusterWire
-from .codec import decode_decision, decode_entry, encode_decision, entry_head
+from .codec import decode_decision, encode_decision
+from .format3 import decode_record
 from .log import compact
 from .loss import Watch, parse_flag
+from .names import Names
 from .program import CLUSTER
 
 __all__ = ["RedisClusterStore"]
@@ -114,7 +130,7 @@ class RedisClusterStore(ClusterBase):
         shard_tags(self.prefix, 1)  # a prefix with braces: refused before connecting
         try:
             defaults = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
-            _check_params(self.uri, params or {})
+            check_params(self.uri, params or {})
             with rk.bad_params(self.uri, uri):  # (the user's options win over the defaults)
                 self._client = RedisCluster.from_url(base, **{**defaults, **(params or {})})
         except redis.exceptions.RedisClusterException as e:
@@ -135,9 +151,19 @@ class RedisClusterStore(ClusterBase):
             self._watch.start(self._client, self.read_only)  # (every master; before writing)
             if reset:
                 reset_keys(self._client, self.prefix)
-            self.rule, self.layout, self.shards, exists = open_meta(
-                self._client, self._where(), self.prefix, rule, blocks, shards, self.read_only
+            opened = open_meta(
+                self._client,
+                self._where(),
+                self.uri,
+                self.prefix,
+                rule,
+                blocks,
+                shards,
+                self.read_only,
             )
+            self.rule, self.layout, self.shards, self.bits = opened[:4]
+            exists = opened.exists
+            self._names = Names(self._client, self.prefix, self.bits)
             self._tags = shard_tags(self.prefix, self.shards)
             self._keys = [shard_keys(t) for t in self._tags]
             self._global = shard_keys(self.prefix)
@@ -145,15 +171,16 @@ class RedisClusterStore(ClusterBase):
             self._read_script = self._client.register_script(READ_LUA)
             self._wire = ClusterWire(self._client, CLUSTER)
             self._empty = not exists
+            if not self.read_only:  # (as on one node: memory is the writers' business)
+                warn_listpack(self._client, self._where())
             if exists and not self.read_only:
                 for s, keys in enumerate(self._keys):
-                    if self.ttl is None:  # undo the expiry of an earlier TTL run
-                        for k in (keys[1], keys[2], keys[5]):
-                            self._client.persist(k)
-                    # as on one node: compact a log whose dead members (removed entries, and
-                    # here also the pending entries of duplicates) outnumber the live ones
-                    dead = int(self._client.hget(keys[0], "dead") or 0)
-                    if dead > max(10_000, int(self._client.hlen(keys[2]))):
+                    if self.ttl is None and self._client.pttl(keys[5]) > 0:
+                        self._client.persist(keys[5])  # undo the expiry of an earlier TTL run
+                        buckets.persist(self._client, self._tags[s], self.bits)
+                    # as on one node: compact a log whose dead members outnumber the live ones
+                    dead, live = self._client.hmget(keys[0], ["dead", "live"])
+                    if int(dead or 0) > max(10_000, int(live or 0)):
                         compact(_ShardView(self, s))
 
     def __enter__(self) -> RedisClusterStore:
@@ -179,28 +206,40 @@ class RedisClusterStore(ClusterBase):
         check_key(key)
         if self._empty:
             return None
-        raw = self._call("get", self.shard(key), [*self._head("get", 0.0), key], write=False)
-        return decode_entry(raw) if raw else None
+        with self._errors("get"):
+            address = self._names.address(key, assign=False)
+        if address is None:  # (a host the store never saw)
+            return None
+        raw = self._call("get", self.shard(key), [*self._head("get", 0.0), address], write=False)
+        if not raw:
+            return None
+        with self._errors("get"):
+            return self._names.entry(raw)
 
     def remove(self, key: str) -> bool:
         check_key(key)
-        return bool(self._call("remove", self.shard(key), [*self._head("remove", 0.0), key]))
+        with self._errors("remove", write=True):
+            address = self._names.address(key, assign=False)
+        if address is None:
+            return False
+        return bool(self._call("remove", self.shard(key), [*self._head("remove", 0.0), address]))
 
     def __len__(self) -> int:
         with self._errors("count"):
-            return sum(int(self._client.hlen(keys[1])) for keys in self._keys)
+            return sum(int(self._client.hget(keys[0], "live") or 0) for keys in self._keys)
+
+    def _records(self, shard: int) -> Iterator[tuple[bytes, bytes]]:
+        """(address, record) of every entry stored in ``shard`` (pending ones are not)."""
+        live = int(self._client.hget(self._keys[shard][0], "live") or 0)
+        return buckets.records(self._client, self._tags[shard], live, self.bits)
 
     def entries(self) -> Iterator[Entry]:
-        rows = []
         with self._errors("scan"):
-            for keys in self._keys:
-                pending = set(self._client.hkeys(keys[7]))
-                for eid, raw in self._client.hscan_iter(keys[2], count=1000):
-                    if eid not in pending:
-                        rows.append((ticket_of(raw), raw))
+            raws = [raw for s in range(self.shards) for _, raw in self._records(s)]
+            rows = self._names.entries(raws)
         rows.sort(key=lambda r: r[0])  # tickets count up: the order stored
-        for _, raw in rows:
-            yield decode_entry(raw)
+        for _, entry in rows:
+            yield entry
 
     def decisions(self) -> Iterator[Decision]:
         start, step = 0, 1000
@@ -258,9 +297,11 @@ class RedisClusterStore(ClusterBase):
                 with self._errors("import", write=True):
                     last = int(self._client.hincrby(self._global[0], "order", _BATCH))
                 tickets = range(last - _BATCH + 1, last + 1)
-            ticket, tickets = tickets[0].to_bytes(8, "big"), tickets[1:]
-            rec = self._record(f, e.key, check_time(e.stored_at), e.job, clean_text(e.text), ticket)
-            batches.setdefault(s, []).extend((e.key, rec))
+            ticket, tickets = tickets[0], tickets[1:]
+            with self._errors("import", write=True):
+                t, text = check_time(e.stored_at), clean_text(e.text)
+                rec = self._record(f, e.key, t, e.job, text, ticket)
+                batches.setdefault(s, []).extend((self._names.address(e.key), rec))
             n += 1
             if len(batches[s]) >= 2 * _BATCH:
                 queue(s)
@@ -285,13 +326,13 @@ class RedisClusterStore(ClusterBase):
         if self.ttl is None:
             return 0
         now, removed = rk.call_time(self.clock, stamp=False), 0
-        for s, keys in enumerate(self._keys):
+        for s in range(self.shards):
             with self._errors("prune", write=True):
                 t = rk.server_time(self._client) if isinstance(now, str) else now
                 old = [
-                    eid
-                    for eid, raw in self._client.hscan_iter(keys[2], count=1000)
-                    if entry_head(raw)[1] < t - self.ttl
+                    address
+                    for address, raw in self._records(s)
+                    if decode_record(raw).stored_at < t - self.ttl
                 ]
             for i in range(0, len(old), _BATCH):
                 removed += int(
@@ -333,24 +374,6 @@ class _ShardView:
 
     def _run(self, what: str, args: list[Any]) -> Any:
         return self._store._call(what, self._shard, args)
-
-
-def _check_params(where: str, params: dict[str, Any]) -> None:
-    """redis-py's ``RedisCluster`` drops the node options it does not know without a word:
-    refuse them here, as the single-node store's client does."""
-    import inspect
-
-    from redis import cluster
-
-    nodes = set(getattr(cluster, "REDIS_ALLOWED_KEYS", ()))
-    nodes -= set(getattr(cluster, "KWARGS_DISABLED_KEYS", ()))
-    known = nodes | set(inspect.signature(cluster.RedisCluster.__init__).parameters)
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise StoreError(
-            f"{where}: NEARDUP_REDIS_PARAMS (params=) holds options redis-py's RedisCluster "
-            f"does not take: {unknown}"
-        )
 
 
 _OPTIONS = rk.OPTIONS | {"shards", "pending_timeout"}

@@ -29,12 +29,12 @@ from ..base import (
 from . import keys as rk
 from .cluster_log import ShardLogs, reader
 from .cluster_wire import ClusterWire
-from .codec import decode_match, encode_decision, encode_entry, encode_job, entry_head
+from .codec import encode_decision
 from .loss import GONE, Watch, gone
+from .names import Names
 
-__all__ = ["ClusterBase", "ticket_of"]
+__all__ = ["ClusterBase", "kept_for", "ticket_of"]
 
-_NO_TICKET = b"\0" * 8
 _STATUS = {b"N": "new", b"C": "changed", b"A": "again", b"U": "unchanged", b"D": "duplicate"}
 
 
@@ -43,9 +43,25 @@ class _Restart(Exception):
 
 
 def ticket_of(raw: bytes) -> int:
-    """An entry's place in the store's order (the record's table-field slot; 0 if none)."""
-    pos = entry_head(raw)[3]
-    return int.from_bytes(raw[pos + 2 : pos + 10], "big") if raw[pos : pos + 2] == b"\0\2" else 0
+    """An entry's place in the store's order: its ticket, in a format-3 record's sequence
+    slot (0: a pending entry without one yet)."""
+    return int.from_bytes(raw[17:23], "big")
+
+
+def kept_for(pending_timeout: float) -> float:
+    """Seconds a kept pending entry's marker answers 'K' to polls (``redis_cluster.lua``).
+
+    Why this is enough: a check polls an entry only after its look saw it pending (before
+    its deadline), so the entry was kept at a time ``t_k`` after that look; the check polls
+    until it sees 'K' or 'G', and gives up ``2 * pending_timeout + 10`` seconds after its
+    wait starts (``_wait``), right after the look. So every poll comes less than
+    ``2 * pending_timeout + 10`` seconds (plus the look's reply time and any pause of the
+    client between the look and the wait) after ``t_k``; the marker lives
+    ``3 * pending_timeout + 60``, the margin covering such a pause of ``pending_timeout + 50``
+    seconds. The pending_timeout is each client's own option: the marker uses at least the
+    default (30 s), so clients that keep the default or less are covered whatever the
+    settling client's; clients with a longer one should all use the same."""
+    return 3 * max(pending_timeout, 30.0) + 60
 
 
 class _Hit:
@@ -66,6 +82,8 @@ class _Hit:
 class ClusterBase(Store):
     """State, calls and the check protocol of the Redis Cluster store."""
 
+    format_version = 3  # (each shard a format-3 layout; cluster_open.py)
+
     prefix: str
     layout: Layout
     clock: Callable[[], float] | None  # None: the server's TIME (keys.call_time)
@@ -78,6 +96,9 @@ class ClusterBase(Store):
     _empty: bool
     _keys: list[list[str]]
     _global: list[str]
+    _names: Names
+    _names_read = 0  # times the cached host and job ids were dropped (see check())
+    bits: int  # bucket bits per shard (cluster_open.bucket_bits)
     _logs: ShardLogs
     _read_script: Any
     _wire: ClusterWire
@@ -113,9 +134,11 @@ class ClusterBase(Store):
         t: float,
         job: str | None,
         text: str | None,
-        ticket: bytes = _NO_TICKET,
+        ticket: int = 0,
     ) -> bytes:
-        return encode_entry(fps.fp, fps.wide, t, ticket, job, key, text)
+        """A format-3 record (:mod:`.names`) with ``ticket`` in its sequence slot."""
+        rec = self._names.record(fps, key, t, job, text)
+        return rec[:17] + ticket.to_bytes(6, "big") + rec[23:] if ticket else rec
 
     @contextmanager
     def _errors(self, what: str, write: bool = False) -> Iterator[None]:
@@ -156,10 +179,16 @@ class ClusterBase(Store):
 
     # -- the search over every shard ---------------------------------------------------------
     def _look(
-        self, fp: int, qrec: bytes, skip_key: str, own: tuple[int, bytes, bytes] | None, clean: bool
+        self,
+        fp: int,
+        qrec: bytes,
+        skip_key: bytes,
+        own: tuple[int, bytes, bytes] | None,
+        clean: bool,
     ) -> list[_Hit]:
-        """Every shard's near entries (not gone) for the query record; ``own`` (shard, pending
-        id, ticket) also writes this check's ticket."""
+        """Every shard's near entries (not gone) for the query record, but those of the key
+        whose key bytes are ``skip_key``; ``own`` (shard, pending id, ticket) also writes this
+        check's ticket."""
         if not self._logs.loaded:
             with self._errors("load"):
                 self._logs.load(self._reader())
@@ -204,13 +233,17 @@ class ClusterBase(Store):
                 pos = 1
                 while pos < len(blob):
                     state, eid = blob[pos : pos + 1], blob[pos + 1 : pos + 9]
-                    m, end = decode_match(blob, pos + 9)
+                    with self._errors("search"):  # (a host not seen yet: its name is read)
+                        m, end = self._names.match(blob, pos + 9)
                     raw = blob[pos + 17 : end]
                     hits.append(_Hit(state, s, eid, m, ticket_of(raw)))
                     pos = end
             if reload:
                 with self._errors("load"):
                     self._logs.load(self._reader())
+                # (a log compacted, or the store reset: then its host and job ids are new)
+                self._names.forget()
+                self._names_read += 1
             if not again:
                 return hits
             todo = again
@@ -270,17 +303,20 @@ class ClusterBase(Store):
             if time.monotonic() > give_up:
                 raise StoreUnavailable(f"{self._where()}: check of {key!r}: gave up waiting")
             now = rk.call_time(self.clock)
-            rec = self._record(fps, key, rk.record_time(now), job, text)
-            args = [
-                *self._head("reserve", now),
-                key,
-                "0" if job is None else "1",
-                encode_job(job),
-                rec,
-                src,
-                self.pending_timeout,
-                os.urandom(8),  # a retried reserve (a lost reply) gets its entry back
-            ]
+            names_read = self._names_read
+            with self._errors("check", write=True):  # (a new host's or job's id: a round trip)
+                address = self._names.address(key)
+                assert address is not None
+                args = [
+                    *self._head("reserve", now),
+                    address,
+                    "0" if job is None else "1",
+                    self._names.job_part(job),
+                    self._record(fps, key, rk.record_time(now), job, text),
+                    src,
+                    self.pending_timeout,
+                    os.urandom(8),  # a retried reserve (a lost reply) gets its entry back
+                ]
             reply = self._call("check", s, args)
             kind = reply[0][:1]
             if kind == b"W":  # another check of this key is under way
@@ -289,17 +325,32 @@ class ClusterBase(Store):
                 continue
             if kind != b"P":
                 if len(reply[0]) > 1:
-                    return Verdict(_STATUS[kind], decode_match(reply[0], 1)[0])  # type: ignore[arg-type]
+                    with self._errors("check"):
+                        match = self._names.match(reply[0], 1)[0]
+                    return Verdict(_STATUS[kind], match)  # type: ignore[arg-type]
                 return Verdict(_STATUS[kind])  # type: ignore[arg-type]
             pid = reply[1]
             ticket = int(self._call("check", -1, self._head("ticket", now)))
             query = self._record(fps, "", 0.0, None, None)  # the fingerprints, not the text
             try:
-                hits = self._look(fps.fp, query, key, (s, pid, ticket.to_bytes(8, "big")), True)
+                own = (s, pid, ticket.to_bytes(8, "big"))
+                hits = self._look(fps.fp, query, address[16:], own, True)
                 best = self._wait(hits, ticket)
             except _Restart:
                 continue
-            settle = [*self._head("settle", now), pid, key, "D" if best else "K", src]
+            if self._names_read != names_read:
+                # the logs were reloaded: if the store was reset, the ids this record was
+                # encoded with may name other hosts now: drop it and encode it again
+                self._call("check", s, [*self._head("settle", now), pid, address, "D", "", 0])
+                continue
+            settle = [
+                *self._head("settle", now),
+                pid,
+                address,
+                "D" if best else "K",
+                src,
+                kept_for(self.pending_timeout),
+            ]
             status = self._call("check", s, settle)
             if status == b"X":
                 continue
@@ -318,7 +369,10 @@ class ClusterBase(Store):
             check_key(exclude)
         if self._empty:
             return []
-        hits = self._look(
-            fps.fp, self._record(fps, "", 0.0, None, None), exclude or "", None, False
-        )
+        skip = b""
+        if exclude is not None:
+            with self._errors("near"):
+                away = self._names.address(exclude, assign=False)
+            skip = b"" if away is None else away[16:]  # (its key bytes)
+        hits = self._look(fps.fp, self._record(fps, "", 0.0, None, None), skip, None, False)
         return [h.match for h in sorted((h for h in hits if h.state == b"K"), key=_Hit.order)]

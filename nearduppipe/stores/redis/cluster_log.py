@@ -1,12 +1,12 @@
 """A Redis Cluster store client's fingerprint index: one index over every shard's log.
 
-Each shard keeps the single-node store's log (``{T}:n``, members of fingerprint and entry id;
-see :mod:`.log`); entry ids count per shard. One :class:`~nearduppipe.index.BlockIndex`
-holds the members of all shards, each id tagged with its shard in the top byte, so a check
-searches once, not once per shard, and sends each shard the candidates that are its own, with
-the position its log has been read to. A shard whose log was compacted or reset (a new epoch)
-makes the whole index reload: the index cannot forget one shard's members alone, and
-compactions are rare (at open and :meth:`prune`).
+Each shard keeps the single-node store's log (``{T}:n``, members of fingerprint and address;
+see :mod:`.log`). One :class:`~nearduppipe.index.BlockIndex` holds the members of all shards,
+each address with its shard beside it (a column of bytes: an address uses all 64 bits), so
+a check searches once, not once per shard, and sends each shard the candidates that are its
+own, with the position its log has been read to. A shard whose log was compacted or reset
+(a new epoch) makes the whole index reload: the index cannot forget one shard's members
+alone, and compactions are rare (at open and :meth:`prune`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ __all__ = ["ShardLogs"]
 
 _CHUNK = 100_000  # members per read while loading (1.6 MB)
 _U64 = np.uint64
-_SHIFT = 56  # an entry id below 2**56, its shard in the top byte
-_LOW = (1 << _SHIFT) - 1
 # the epoch and a slice of the log in one atomic call (a compaction cannot shift it)
 READ_LUA = """return {redis.call('HGET', KEYS[1], 'epoch') or '',
   redis.call('LRANGE', KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]))}"""
@@ -50,7 +48,8 @@ class ShardLogs:
         self.epoch = [""] * self.shards
         self.last = [b""] * self.shards  # per shard, the member at pos - 1 (see log.py)
         self._index = BlockIndex(self.layout)
-        self._ids = Column(_U64)  # local id -> shard << 56 | entry id
+        self._ids = Column(_U64)  # local id -> address
+        self._shard = Column(np.uint8)  # local id -> shard (at most 255)
 
     def load(self, read: Reader) -> None:
         """Read every shard's log from its start (a shard compacted meanwhile is read again)."""
@@ -62,10 +61,12 @@ class ShardLogs:
             self.loaded = True
 
     def _append(self, shard: int, blob: bytes, bulk: bool = False) -> None:
-        self._ids = self._ids.owned(self._index.id_count)  # (a forked child's own copy)
-        self.pos[shard] += append_members(
-            self._index, self._ids, blob, tag=shard << _SHIFT, bulk=bulk
-        )
+        n0 = self._index.id_count
+        self._ids = self._ids.owned(n0)  # (a forked child's own copy)
+        self._shard = self._shard.owned(n0)
+        n = append_members(self._index, self._ids, blob, bulk=bulk)
+        self._shard.reserve(n0 + n)[n0 : n0 + n] = shard
+        self.pos[shard] += n
         if blob:
             self.last[shard] = blob[-16:]
 
@@ -92,14 +93,14 @@ class ShardLogs:
                 return True
 
     def candidates(self, fp: int, radius: int) -> list[tuple[int, str, bytes, bytes]]:
-        """Per shard: the log position and epoch read, the entry ids (8 bytes each) of the
+        """Per shard: the log position and epoch read, the addresses (8 bytes each) of the
         members within ``radius`` of ``fp`` logged before that position, and the last member
         read (a master restored from an older snapshot has another one there)."""
         with self._lock:
             count = self._index.search_into(fp, radius)
-            tagged = self._ids.array[self._index.hit_ids[:count]]
-            shard_of = (tagged >> _U64(_SHIFT)).astype(np.int64)
-            ids = (tagged & _U64(_LOW)).astype(">u8")
+            hits = self._index.hit_ids[:count]
+            shard_of = self._shard.array[hits]
+            ids = self._ids.array[hits].astype(">u8")
             return [
                 (self.pos[s], self.epoch[s], ids[shard_of == s].tobytes(), self.last[s])
                 for s in range(self.shards)
@@ -107,7 +108,7 @@ class ShardLogs:
 
     @property
     def nbytes(self) -> int:
-        return int(self._index.nbytes + self._ids.nbytes)
+        return int(self._index.nbytes + self._ids.nbytes + self._shard.nbytes)
 
 
 def _read_log(read: Reader, shard: int) -> tuple[str, bytes]:

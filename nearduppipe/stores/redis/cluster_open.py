@@ -1,10 +1,16 @@
 """Opening a Redis Cluster store: its URI, its shards' hash tags, its meta, reset.
 
-The store's global keys share the tag ``{P}``: ``{P}:meta`` (format, ``cluster``, the number of
-shards, rule and layout, the ticket counter ``order``, the decision counters) and ``{P}:d``
-(the decisions, one list so ``max_decisions`` bounds them exactly). Shard ``s`` is a single-node
-store's keys under its own tag ``T_s`` plus ``{T_s}:p`` (pending entries) and ``{T_s}:q`` (the
-pending entry of a page key). ``T_s`` is ``P:s`` or ``P:s.n`` with the smallest ``n`` that puts
+The store's global keys share the tag ``{P}``: ``{P}:meta`` (format 3, ``cluster``, the number
+of shards, ``bucket_bits``, rule and layout, the ticket counter ``order``, the decision
+counters), ``{P}:d`` (the decisions, one list so ``max_decisions`` bounds them exactly) and the
+host-prefix and job tables ``{P}:u``/``v``/``j``/``w`` (:mod:`.names`; one id per host for the
+whole store, so a record's key bytes name its key in every shard). Shard ``s`` is a format-3
+single-node store's keys under its own tag ``T_s`` (its meta, log and ``2^bucket_bits``
+buckets ``{T_s}:bXXXX``: every ``2^(16 - bucket_bits)``-th name, so the addresses keep the
+single node's names; 12 shards: 4,096 buckets each, 49,152 in all, about the single node's
+count: each bucket key costs ~100 bytes however few entries it holds) plus ``{T_s}:p`` (pending
+entries), ``{T_s}:q`` (the pending entry of a page key) and ``{T_s}:m`` (kept markers; see
+``redis_cluster.lua``). ``T_s`` is ``P:s`` or ``P:s.n`` with the smallest ``n`` that puts
 its slot in the ``s``-th of ``S`` equal slot ranges: the shards spread over the slot space
 evenly, so with the usual even slot split the masters hold equal numbers of shards (12 shards,
 3 masters: 4 each) whatever the prefix.
@@ -13,17 +19,35 @@ evenly, so with the usual even slot split the masters hold equal numbers of shar
 from __future__ import annotations
 
 import json
-from typing import Any
+import logging
+import math
+from typing import Any, NamedTuple
 
 from ...fingerprint.rule import Rule
 from ...index.layout import Layout
 from ..base import StoreError
 from ..scope import check_scope
+from . import buckets
 from . import keys as rk
+from .base import LISTPACK, migrate_first
+from .format3 import listpack_advice, listpack_limits
 from .log import new_epoch
 from .loss import lost_at_open
 
-__all__ = ["DEFAULT_SHARDS", "client_uri", "open_meta", "reset_keys", "shard_keys", "shard_tags"]
+__all__ = [
+    "DEFAULT_SHARDS",
+    "Opened",
+    "bucket_bits",
+    "check_params",
+    "client_uri",
+    "open_meta",
+    "reset_keys",
+    "shard_keys",
+    "shard_tags",
+    "warn_listpack",
+]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_SHARDS = 12
 # A meta is created only where none of its keys is left (else the server lost part of the
@@ -66,7 +90,21 @@ def shard_tags(prefix: str, shards: int) -> list[str]:
 
 def shard_keys(tag: str) -> list[str]:
     """The script's KEYS for a shard (or, with the store's prefix, for its global keys)."""
-    return [*rk.store_keys(tag), rk.key(tag, "p"), rk.key(tag, "q")]
+    return [*rk.store_keys3(tag), rk.key(tag, "p"), rk.key(tag, "q"), rk.key(tag, "m")]
+
+
+def bucket_bits(shards: int) -> int:
+    """Buckets per shard, as bits: the store's 2^16 split over the shards (rounded), so the
+    bucket keys' overhead per entry stays the single node's whatever the shard count."""
+    return 16 - round(math.log2(shards))
+
+
+class Opened(NamedTuple):
+    rule: Rule
+    layout: Layout
+    shards: int
+    bits: int  # bucket bits per shard
+    exists: bool
 
 
 def _init(
@@ -88,7 +126,8 @@ def _lost_shards(client: Any, where: str, prefix: str, shards: int | None) -> No
     tags = [prefix]
     for n in {DEFAULT_SHARDS, shards or DEFAULT_SHARDS}:
         tags += shard_tags(prefix, n)
-    left = [rk.key(tag, "*") for tag in dict.fromkeys(tags) if client.exists(*shard_keys(tag))]
+    names = {tag: [*shard_keys(tag), *rk.store_keys(tag)[1:]] for tag in dict.fromkeys(tags)}
+    left = [rk.key(tag, "*") for tag, keys in names.items() if client.exists(*keys)]
     if left:
         raise lost_at_open(where, rk.key(prefix, "meta"), left)
 
@@ -96,14 +135,16 @@ def _lost_shards(client: Any, where: str, prefix: str, shards: int | None) -> No
 def open_meta(
     client: Any,
     where: str,
+    uri: str,
     prefix: str,
     rule: Rule | None,
     blocks: int | None,
     shards: int | None,
     read_only: bool,
-) -> tuple[Rule, Layout, int, bool]:
-    """The store's rule, layout and shard count (created if new and writable), and whether the
-    store exists. A contradicting rule is refused as by the single-node store."""
+) -> Opened:
+    """The store's rule, layout, shard count and bucket bits (created if new and writable),
+    and whether the store exists. A contradicting rule is refused as by the single-node store;
+    a format-2 store (an earlier release's) with the command that migrates it."""
     key = rk.key(prefix, "meta")
     raw = client.hgetall(key)
     meta = {k.decode(): v.decode() for k, v in raw.items()}
@@ -113,17 +154,30 @@ def open_meta(
         )
     if meta and "format" not in meta:
         raise lost_at_open(where, key, [])
+    if meta.get("format") == "2":
+        raise migrate_first(where, uri, 2)
+    if meta.get("format") == "3" and "migrating" in meta:
+        raise StoreError(
+            f"{where}: a migration from format 2 was interrupted; finish it: "
+            f"nearduppipe migrate {uri}"
+        )
+    if meta and meta.get("format") != "3":
+        raise StoreError(
+            f"{where}: format {meta.get('format')!r}: not a store this nearduppipe can read "
+            "(format 3; a newer one wrote it?)"
+        )
     if not meta:
         _lost_shards(client, where, prefix, shards)
         rule = rule or Rule()
         layout = _layout(where, rule, blocks)
         n = DEFAULT_SHARDS if shards is None else shards
         if read_only:
-            return rule, layout, n, False
+            return Opened(rule, layout, n, bucket_bits(n), False)
         fields = {
-            "format": "2",
+            "format": "3",
             "cluster": "1",
             "shards": str(n),
+            "bucket_bits": str(bucket_bits(n)),
             "rule": json.dumps(rule.as_dict()),
             "blocks": str(layout.n_blocks),
         }
@@ -131,7 +185,7 @@ def open_meta(
             fields["blocks_auto"] = "1"
         meta = _init(client, where, prefix, fields)
     stored = Rule(**json.loads(meta["rule"]))
-    stored_blocks, n = int(meta["blocks"]), int(meta["shards"])
+    stored_blocks, n, bits = int(meta["blocks"]), int(meta["shards"]), int(meta["bucket_bits"])
     check_scope(where, stored, rule)
     asked = rule or stored
     if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
@@ -149,11 +203,19 @@ def open_meta(
     if not read_only:
         ready = meta.get("shards_ready") == "1"
         for tag in shard_tags(prefix, n):
-            fields = {"format": "2", "shard_of": prefix, "epoch": new_epoch(), "new_total": "0"}
+            fields = {
+                "format": "3",
+                "shard_of": prefix,
+                "bucket_bits": str(bits),
+                "epoch": new_epoch(),
+                "new_total": "0",
+                "live": "0",
+            }
             _init(client, where, tag, fields, ready)
         if not ready:  # (a store from before this field gets it here)
             client.hset(key, "shards_ready", "1")
-    return rule or stored, _layout(where, stored, rk.index_blocks(meta)), n, True
+    layout = _layout(where, stored, rk.index_blocks(meta))
+    return Opened(rule or stored, layout, n, bits, True)
 
 
 def _layout(where: str, rule: Rule, blocks: int | None) -> Layout:
@@ -164,11 +226,48 @@ def _layout(where: str, rule: Rule, blocks: int | None) -> Layout:
 
 
 def reset_keys(client: Any, prefix: str) -> None:
-    """Delete the store at ``prefix``: its global keys and every shard's (fixed names only)."""
-    raw = client.hget(rk.key(prefix, "meta"), "shards")
-    names = shard_keys(prefix)
-    if raw is not None:
-        for tag in shard_tags(prefix, int(raw)):
-            names += shard_keys(tag)
-    for name in names:  # one slot per call
+    """Delete the store at ``prefix``: its global keys and every shard's (fixed names only,
+    format 2's and 3's, and the shards' buckets)."""
+    meta = client.hmget(rk.key(prefix, "meta"), ["shards", "bucket_bits"])
+    names = [*shard_keys(prefix), *rk.store_keys(prefix)]
+    tags = [] if meta[0] is None else shard_tags(prefix, int(meta[0]))
+    for tag in tags:
+        names += [*shard_keys(tag), *rk.store_keys(tag)]
+    for name in dict.fromkeys(names):  # one slot per call
         client.unlink(name)
+    if meta[1] is not None:
+        for tag in tags:
+            buckets.delete(client, tag, int(meta[1]))
+
+
+def warn_listpack(client: Any, where: str) -> None:
+    """Warn, per master, when it would keep the shards' bucket hashes as hash tables (~1.4x
+    memory), as the single-node store does (``format3.listpack_advice``)."""
+    import redis
+
+    for node in client.get_primaries():
+        try:
+            limits = listpack_limits(client.get_redis_connection(node))
+        except redis.RedisError:
+            limits = None
+        advice = listpack_advice(limits, *LISTPACK)
+        if advice:
+            logger.warning("%s: master %s:%s: %s", where, node.host, node.port, advice)
+
+
+def check_params(where: str, params: dict[str, Any]) -> None:
+    """redis-py's ``RedisCluster`` drops the node options it does not know without a word:
+    refuse them here, as the single-node store's client does."""
+    import inspect
+
+    from redis import cluster
+
+    nodes = set(getattr(cluster, "REDIS_ALLOWED_KEYS", ()))
+    nodes -= set(getattr(cluster, "KWARGS_DISABLED_KEYS", ()))
+    known = nodes | set(inspect.signature(cluster.RedisCluster.__init__).parameters)
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise StoreError(
+            f"{where}: NEARDUP_REDIS_PARAMS (params=) holds options redis-py's RedisCluster "
+            f"does not take: {unknown}"
+        )

@@ -1,8 +1,9 @@
-"""The records of the single-node Redis store's format 3 (issue #33 item 5; keys and tables:
-:mod:`.names`, the buckets on the server: ``redis_entries3.lua``; format 2, still the Redis
-Cluster store's: :mod:`.codec`). ``benchmarks/redis_format3_layout.py`` fills a redis-server
-with these bytes alone to measure ``used_memory`` per entry; ``benchmarks/redis_bench.py``
-measures the store; ``nearduppipe migrate`` (:mod:`.migrate`) converts a format-2 store.
+"""The records of the Redis stores' format 3 (issue #33 item 5; the single node and the Redis
+Cluster's shards; keys and tables: :mod:`.names`, the buckets on the server:
+``redis_entries3.lua``; format 2, what migrations read: :mod:`.codec`).
+``benchmarks/redis_format3_layout.py`` fills a redis-server with these bytes alone to
+measure ``used_memory`` per entry; ``benchmarks/redis_bench.py`` measures the store;
+``nearduppipe migrate`` (:mod:`.migrate`) converts a format-2 store.
 
 Why: format 2 keeps, per entry, a field of the hash ``{P}:e`` (entry id -> record, the page
 key inside) and a field of ``{P}:k`` (page key -> id): two hash-table entries of ~24 bytes,

@@ -72,9 +72,11 @@ __all__ = [
 # n: the log of every member stored, in order (each client's index reads it); c: the log
 # being compacted.
 # The single-node store's format 3 (store.py): meta; u, v: prefix id <-> prefix; j, w: job id
-# <-> job; d, r, n, c as above; buckets b0000 to bffff (entries, :mod:`.buckets`). The
-# Cluster store's shards and format 2 use FORMAT2_NAMES; FIXED_NAMES is every name a store of
-# either format writes (``nearduppipe copy`` reports any other key under a prefix).
+# <-> job; d, r, n, c as above; buckets b0000 to bffff (entries, :mod:`.buckets`). A Cluster
+# store's shards use FORMAT3_NAMES too, and p, q, m (pending entries: cluster_open.py); format
+# 2 (also an earlier release's Cluster shards) used FORMAT2_NAMES; FIXED_NAMES is every name a
+# single-node store of either format writes (``nearduppipe copy`` reports any other key under
+# a prefix).
 FORMAT2_NAMES = ("meta", "k", "e", "d", "r", "n", "c")
 FORMAT3_NAMES = ("meta", "u", "j", "d", "r", "n", "c", "v", "w")
 FIXED_NAMES = (

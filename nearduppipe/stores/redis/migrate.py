@@ -36,7 +36,7 @@ from .codec import decode_entry
 from .log import new_epoch
 from .names import Names
 
-__all__ = ["migrate"]
+__all__ = ["mark", "migrate", "migrate_part"]
 
 # KEYS: meta, e, k; ARGV: the next cursor, then per entry: id, key, address argument, record
 _MOVE_LUA = """local meta = KEYS[1]
@@ -81,14 +81,19 @@ redis.call('HDEL', KEYS[1], 'migrating', 'migrate_cursor', 'migrate_phase')
 return 1"""
 
 
-def _start(client: Any, meta_key: str, where: str) -> dict[str, str]:
+def _meta(client: Any, meta_key: str) -> dict[str, str]:
     raw = client.hgetall(meta_key)
-    meta = {k.decode(): v.decode() for k, v in raw.items()}
+    return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+def _start(client: Any, meta_key: str, where: str, uri: str) -> dict[str, str]:
+    meta = _meta(client, meta_key)
     if not meta:
         raise StoreError(f"{where}: no store there (no {meta_key})")
     if meta.get("cluster") == "1" or "shard_of" in meta:
         raise StoreError(
-            f"{where}: a Redis Cluster store: its format 2 is still current (not migrated)"
+            f"{where}: a Redis Cluster store (or one of its shards): migrate it with its "
+            "redis+cluster:// URI"
         )
     fmt = meta.get("format")
     if fmt == "3" and "migrating" not in meta:
@@ -96,18 +101,24 @@ def _start(client: Any, meta_key: str, where: str) -> dict[str, str]:
     if fmt not in ("2", "3"):
         raise StoreError(f"{where}: format {fmt!r}: open it once to migrate a format-1 store")
     if fmt == "2":
-        client.hset(
-            meta_key,
-            mapping={
-                "format": "3",
-                "migrating": "2",
-                "migrate_phase": "move",
-                "migrate_cursor": "0",
-                "live": "0",
-            },
-        )
+        mark(client, meta_key)
         meta.update(format="3", migrating="2", migrate_phase="move", migrate_cursor="0")
     return meta
+
+
+def mark(client: Any, meta_key: str, **fields: str) -> None:
+    """Record in a format-2 meta that its migration starts (step 1 of the module doc)."""
+    client.hset(
+        meta_key,
+        mapping={
+            "format": "3",
+            "migrating": "2",
+            "migrate_phase": "move",
+            "migrate_cursor": "0",
+            "live": "0",
+            **fields,
+        },
+    )
 
 
 def migrate(
@@ -120,7 +131,7 @@ def migrate(
 ) -> int:
     """Migrate the store at ``uri`` (prefix as the stores take it) to format 3, or finish an
     interrupted migration. Returns the number of entries moved by this run (0 for a store
-    already in format 3)."""
+    already in format 3). A Redis Cluster store: :func:`.cluster_migrate.migrate_cluster`."""
     import redis
 
     client_uri, ours = rk.split_uri(uri)
@@ -128,44 +139,71 @@ def migrate(
     where = f"{rk.redact(uri, uri)} prefix {prefix!r}"
     client = redis.Redis.from_url(client_uri)
     try:
-        meta_key = rk.key(prefix, "meta")
-        meta = _start(client, meta_key, where)
+        meta = _start(client, rk.key(prefix, "meta"), where, uri)
         if "migrating" not in meta:
             return 0
         names = Names(client, prefix)
-        keys = [meta_key, rk.key(prefix, "e"), rk.key(prefix, "k")]
-        move = client.register_script(_MOVE_LUA)
-        moved = 0
-        while meta.get("migrate_phase") == "move":
-            cursor, items = client.hscan(keys[1], int(meta["migrate_cursor"]), count=batch)
-            args: list[Any] = [str(int(cursor))]
-            for eid, raw in cast(dict[bytes, bytes], items).items():
-                e = decode_entry(raw)
-                rec = names.record(e.fingerprints, e.key, e.stored_at, e.job, e.text)
-                seq = int.from_bytes(eid, "big").to_bytes(6, "big")
-                args += [eid, e.key, names.address(e.key), rec[:17] + seq + rec[23:]]
-            moved += int(move(keys=keys, args=args))
-            meta["migrate_cursor"] = str(int(cursor))
-            if progress:
-                progress(f"moved {moved} entries")
-            if int(cursor) == 0:
-                meta["migrate_phase"] = "log"
-            elif pause:
-                time.sleep(pause)
-        _rebuild_log(client, prefix)
-        if progress:
-            progress(f"log rebuilt: {int(client.hget(meta_key, 'live') or 0)} entries")
-        return moved
+        return migrate_part(
+            client, prefix, names, _entry_id, batch=batch, pause=pause, progress=progress
+        )
     finally:
         client.close()
 
 
-def _rebuild_log(client: Any, prefix: str) -> None:
+def _entry_id(eid: bytes, _raw: bytes) -> int:
+    return int.from_bytes(eid, "big")
+
+
+def migrate_part(
+    client: Any,
+    tag: str,
+    names: Names,
+    seq_of: Callable[[bytes, bytes], int],
+    *,
+    bits: int = 16,
+    batch: int = 1000,
+    pause: float = 0.0,
+    progress: Callable[[str], None] | None = None,
+) -> int:
+    """Steps 2 and 3 of the module doc for the format-2 keys under ``tag`` (a store's
+    prefix, or a Cluster shard's tag, with ``bits`` bucket bits), whose meta is marked
+    ``migrating``: the entries moved by this run. ``seq_of(entry id, record)``: the sequence
+    number each record gets (its place in the order stored)."""
+    meta_key = rk.key(tag, "meta")
+    meta = _meta(client, meta_key)
+    if "migrating" not in meta:
+        return 0
+    keys = [meta_key, rk.key(tag, "e"), rk.key(tag, "k")]
+    move = client.register_script(_MOVE_LUA)
+    moved = 0
+    while meta.get("migrate_phase") == "move":
+        cursor, items = client.hscan(keys[1], int(meta["migrate_cursor"]), count=batch)
+        args: list[Any] = [str(int(cursor))]
+        for eid, raw in cast(dict[bytes, bytes], items).items():
+            e = decode_entry(raw)
+            rec = names.record(e.fingerprints, e.key, e.stored_at, e.job, e.text)
+            seq = seq_of(eid, raw).to_bytes(6, "big")
+            args += [eid, e.key, names.address(e.key), rec[:17] + seq + rec[23:]]
+        moved += int(move(keys=keys, args=args))
+        meta["migrate_cursor"] = str(int(cursor))
+        if progress:
+            progress(f"{tag}: moved {moved} entries")
+        if int(cursor) == 0:
+            meta["migrate_phase"] = "log"
+        elif pause:
+            time.sleep(pause)
+    _rebuild_log(client, tag, bits)
+    if progress:
+        progress(f"{tag}: log rebuilt: {int(client.hget(meta_key, 'live') or 0)} entries")
+    return moved
+
+
+def _rebuild_log(client: Any, prefix: str, bits: int = 16) -> None:
     """The log of every stored entry in sequence order, switched in with a new epoch."""
     live = int(client.hget(rk.key(prefix, "meta"), "live") or 0)
     seqs: list[int] = []
     members = bytearray()
-    for address, rec in buckets.records(client, prefix, live):
+    for address, rec in buckets.records(client, prefix, live, bits):
         seqs.append(int.from_bytes(rec[17:23], "big"))
         members += rec[1:9] + address
     order = np.argsort(np.array(seqs, dtype=np.uint64), kind="stable")

@@ -99,8 +99,11 @@ class Names:
     """A client's view of a format-3 store's prefix and job tables, and the encoding of keys
     and records that depends on them."""
 
-    def __init__(self, client: Any, prefix: str) -> None:
+    def __init__(self, client: Any, prefix: str, bucket_bits: int = 16) -> None:
         self._prefix = prefix
+        # a Redis Cluster store's shards have 2^bucket_bits buckets each (cluster_open.py):
+        # the address's bits below them are zero, so an address names one bucket field
+        self._mask = (0xFFFF << (16 - bucket_bits)) & 0xFFFF
         self.prefixes = _Table(client, prefix, "u", "v", "prefixes")
         self.jobs = _Table(client, prefix, "j", "w", "jobs")
 
@@ -118,11 +121,17 @@ class Names:
             return None
         raw = page_key.encode("utf-8", "surrogatepass")
         return (
-            xxhash.xxh3_64_digest(raw)
-            + xxhash.xxh3_64_digest(raw, seed=1)
+            self._masked(xxhash.xxh3_64_digest(raw))
+            + self._masked(xxhash.xxh3_64_digest(raw, seed=1))
             + varint(pid)
             + chunk(suffix)
         )
+
+    def _masked(self, address: bytes) -> bytes:
+        if self._mask == 0xFFFF:
+            return address
+        top = int.from_bytes(address[:2], "big") & self._mask
+        return top.to_bytes(2, "big") + address[2:]
 
     def job_part(self, job: str | None) -> bytes:
         return varint(0 if job is None else self.job_id(job))

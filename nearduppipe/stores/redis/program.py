@@ -114,19 +114,28 @@ class Program:
         return None
 
 
+# the format-2 program: only for writing format-2 stores (migration tests and benchmarks,
+# tests/support/redis_format2.py); no store of this version runs it
 SINGLE = Program(
-    ("redis_entries.lua", "redis_search.lua", "redis_check_and_add.lua"),
+    ("redis_common.lua", "redis_entries.lua", "redis_search.lua", "redis_check_and_add.lua"),
     "return modes()",
     "single",
 )
 # the single-node store (format 3: buckets addressed by key digests, redis_entries3.lua)
 SINGLE3 = Program(
-    ("redis_entries3.lua", "redis_search.lua", "redis_check_and_add.lua"),
+    ("redis_common.lua", "redis_entries3.lua", "redis_search.lua", "redis_check_and_add.lua"),
     "return modes()",
     "single3",
 )
+# the Redis Cluster store's shards (format 3 too: each shard is a single node's layout)
 CLUSTER = Program(
-    ("redis_entries.lua", "redis_search.lua", "redis_cluster.lua", "redis_check_and_add.lua"),
+    (
+        "redis_common.lua",
+        "redis_entries3.lua",
+        "redis_search.lua",
+        "redis_cluster.lua",
+        "redis_check_and_add.lua",
+    ),
     "local r = cluster_modes()\n  if r ~= nil then return r end\n  return modes()",
     "cluster",
 )

@@ -1,42 +1,50 @@
--- The Redis Cluster store's shard modes (after redis_entries.lua and redis_search.lua, before
--- redis_check_and_add.lua, whose modes a shard also answers: add, get, remove, prune, compact).
--- A shard is a single-node store under its own hash tag; a check spans shards, so it is not
--- one script call but the protocol of nearduppipe/stores/redis/cluster.py (docs/operations.md,
--- "Redis Cluster"): reserve (a pending entry), a ticket from the store's order, look (every
--- shard), settle. Entries keep their ticket (8 bytes) in the record's table-field slot.
+-- The Redis Cluster store's shard modes (after redis_entries3.lua and redis_search.lua, before
+-- redis_check_and_add.lua, whose modes a shard also answers: add, get, remove, prune, live,
+-- switch). A shard is a format-3 single-node store under its own hash tag (its buckets
+-- {T}:bXXXX, its log); a check spans shards, so it is not one script call but the protocol
+-- of nearduppipe/stores/redis/cluster.py (docs/operations.md, "Redis Cluster"): reserve (a
+-- pending entry), a ticket from the store's order, look (every shard), settle. A record's
+-- sequence slot holds its ticket (KEEP_SEQ): the order kept entries are told apart by.
 --
--- KEYS 8 and 9: p (pending entry id -> deadline '<d' .. ticket, 8 bytes once known),
---               q (page key -> its pending entry id and the check's token: one pending
---               check per key at a time; a retried reserve with the same token gets it back)
+-- Pending entries are kept apart from the buckets and the log (format 3 has one place per
+-- key, where the key's old entry still stands while its check runs): a look scans them all
+-- (their number is bounded by the checks under way), settle 'K' moves the record to its
+-- key's address and logs it, so a dropped pending entry leaves nothing in the log.
+-- KEYS 10 to 12: p (pending id -> deadline '<d' (8 bytes) .. the key's first address (8) ..
+--                seen ('1' once a look reported it to another check, else '0') .. record
+--                (its sequence slot: 0 until the check has its ticket)),
+--                q (a key's first address -> its pending id .. the check's token: one pending
+--                check per key at a time; a retried reserve with the same token gets it back),
+--                m (sorted set: pending ids kept after another check saw them -> until when
+--                a poll is answered 'K'; see cluster_check.py, _KEPT_FOR, for the bound)
 -- ARGV from 12:
---   reserve: key, job given, job part, record, source, seconds a pending entry may live,
---            the check's token (8 bytes)
---   look:    query record, candidate ids, key to leave out, own pending id ('' = none),
---            own ticket, '1' to delete pending entries past their deadline
---   poll:    pending entry ids -> per id 'K' kept, 'G' gone, 'C' no ticket yet, 'P' .. ticket
---   settle:  pending id, key, 'K' (keep) or 'D' (dropped), source -> 'N', 'C', 'D' or 'X'
+--   reserve: address argument, job given, job part, record, source, seconds a pending entry
+--            may live, the check's token (8 bytes)
+--   look:    query record, candidate addresses, key bytes to leave out ('' = none), own
+--            pending id ('' = none), own ticket (8 bytes), '1' to delete pending entries past
+--            their deadline
+--   poll:    pending ids -> per id 'K' kept, 'G' gone, 'C' no ticket yet, 'P' .. ticket
+--   settle:  pending id, address argument, 'K' (keep) or 'D' (dropped), source, seconds a
+--            kept marker lives -> 'N', 'C', 'D' or 'X'
 --   ticket:  (none; called with the store's global keys) -> the next ticket
-local PEND, PKEY
-
--- Forget the key's pending marker if it is this entry's.
-local function unmark(key, id)
-  local q = redis.call('HGET', PKEY, key)
-  if q and string.sub(q, 1, 8) == id then redis.call('HDEL', PKEY, key) end
-end
+local PEND, PKEY, MARK
+local NO_TICKET = '\0\0\0\0\0\0' -- (a library's load runs without the string library)
 
 local function server_time()
   local t = redis.call('TIME')
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
 
--- Forget a pending entry: its record, its log member (dead) and its markers.
-local function unpend(id)
-  local rec = redis.call('HGET', ENT, id)
+local function pending_id(n)
+  return pack('>I4I4', math.floor(n / 4294967296), n % 4294967296)
+end
+
+-- Forget a pending entry (p's value given) and its key's marker if it is this entry's.
+local function unpend(id, p)
   redis.call('HDEL', PEND, id)
-  if rec then
-    unmark(key_of(rec), id)
-    drop(id, rec)
-  end
+  local a0 = string.sub(p, 9, 16)
+  local q = redis.call('HGET', PKEY, a0)
+  if q and string.sub(q, 1, 8) == id then redis.call('HDEL', PKEY, a0) end
 end
 
 -- Where an entry stands. A pending entry past its deadline is gone for everyone at once: the
@@ -44,65 +52,101 @@ end
 local function state(id, tnow, clean)
   local p = redis.call('HGET', PEND, id)
   if not p then
-    if redis.call('HEXISTS', ENT, id) == 1 then return 'K' end
+    local until_t = redis.call('ZSCORE', MARK, id)
+    if until_t and tonumber(until_t) >= tnow then return 'K' end
     return 'G'
   end
   if unpack_('<d', p) < tnow then
-    if clean then unpend(id) end
+    if clean then unpend(id, p) end
     return 'G'
   end
-  if #p > 8 then return 'P' .. string.sub(p, 9, 16) end
-  return 'C'
+  local t = string.sub(p, 35, 40) -- (the record's sequence slot)
+  if t == NO_TICKET then return 'C' end
+  return 'P\0\0' .. t
+end
+
+-- The distances of a record near the query (nil if not near), by the rule.
+local function near_rec(qfp, qw, rec)
+  local fp, _, w = head(rec)
+  local d = distance(fp, qfp)
+  if d > radius then return nil end
+  local dw = nil
+  if w and qw then dw = wide_distance(qw, w) end
+  if is_near(d, dw) then return d, dw end
+  return nil
 end
 
 -- The shard's own modes; nil for the others (the single-node modes that follow).
 local function cluster_modes()
-  PEND, PKEY = KEYS[8], KEYS[9]
+  PEND, PKEY, MARK = KEYS[10], KEYS[11], KEYS[12]
+  KEEP_SEQ = true
   -- (a shard's meta, or {P}:meta; a look would otherwise find nothing: behind() says 'G')
   if mode ~= 'get' and meta_gone() then return redis.error_reply(GONE) end
   if mode == 'reserve' then
-    local key, tnow = ARGV[12], server_time()
-    local q = redis.call('HGET', PKEY, key)
+    local arg, tnow = ARGV[12], server_time()
+    local a0 = string.sub(arg, 1, 8)
+    local q = redis.call('HGET', PKEY, a0)
     if q then
       local pid = string.sub(q, 1, 8)
-      local st = state(pid, tnow, true)
-      -- a retry of this very reserve (its reply was lost with the connection): the same entry
-      if string.sub(q, 9) == ARGV[18] and st ~= 'G' and st ~= 'K' then return {'P', pid} end
-      if st == 'C' or string.sub(st, 1, 1) == 'P' then return {'W'} end
-      redis.call('HDEL', PKEY, key)
+      local st = string.sub(state(pid, tnow, true), 1, 1)
+      if st == 'C' or st == 'P' then
+        -- a retry of this very reserve (its reply was lost with the connection): the same entry
+        if string.sub(q, 9) == ARGV[18] then return {'P', pid} end
+        return {'W'}
+      end
+      redis.call('HDEL', PKEY, a0)
     end
-    local early = revisit(key, ARGV[13] == '1', ARGV[14], ARGV[15])
+    local early, own_addr = revisit(arg, ARGV[13] == '1', ARGV[14], ARGV[15])
     if early then
       local status = string.sub(early, 1, 1)
       if ARGV[16] == 'items' then redis.call('HINCRBY', META, ITEM_COUNTER[status], 1) end
       if status ~= 'A' then sweep() end
       return {early}
     end
-    local rec = stamped(ARGV[15], 10)
-    local id = new_id(redis.call('HINCRBY', META, 'seq', 1))
-    redis.call('HSET', ENT, id, rec)
-    redis.call('RPUSH', NEW, string.sub(rec, 2, 9) .. id)
-    redis.call('HSET', PEND, id, pack('<d', tnow + tonumber(ARGV[17])))
-    redis.call('HSET', PKEY, key, id .. ARGV[18])
+    if not own_addr and not free_addr(arg) then return redis.error_reply(COLLISION) end
+    local id = pending_id(redis.call('HINCRBY', META, 'seq', 1))
+    local rec = with_seq(stamped(ARGV[15], 10), 0)
+    redis.call('HSET', PEND, id, pack('<d', tnow + tonumber(ARGV[17])) .. a0 .. '0' .. rec)
+    redis.call('HSET', PKEY, a0, id .. ARGV[18])
     return {'P', id}
   elseif mode == 'look' then
     local late = behind()
     if late then return {late, POS, ''} end
-    local tnow, own_id, clean = server_time(), ARGV[15], ARGV[17] == '1'
+    local tnow, skip, own_id, clean = server_time(), ARGV[14], ARGV[15], ARGV[17] == '1'
     if own_id ~= '' then
       local p = redis.call('HGET', PEND, own_id)
       if not p or unpack_('<d', p) < tnow then return {'X', POS, ''} end
-      local ticket = ARGV[16]
-      redis.call('HSET', PEND, own_id, string.sub(p, 1, 8) .. ticket)
-      local rec = redis.call('HGET', ENT, own_id)
-      local _, _, _, fpos = head(rec)
-      redis.call('HSET', ENT, own_id, string.sub(rec, 1, fpos + 1) .. ticket .. string.sub(rec, fpos + 10))
+      redis.call('HSET', PEND, own_id, string.sub(p, 1, 34) .. string.sub(ARGV[16], 3, 8) .. string.sub(p, 41))
     end
     local out = {'O'}
     for _, h in ipairs(search(ARGV[12], ARGV[13], nil)) do
-      if key_of(h[4]) ~= ARGV[14] then
-        local st = string.sub(state(h[6], tnow, clean), 1, 1)
-        if st ~= 'G' then out[#out + 1] = st .. h[6] .. match_reply(h[2], h[5], h[4]) end
+      if skip == '' or key_part(h[4]) ~= skip then
+        out[#out + 1] = 'K' .. h[6] .. match_reply(h[2], h[5], h[4])
+      end
+    end
+    -- every pending entry of the shard (a handful: the checks under way)
+    local qfp, _, qwide = head(ARGV[12])
+    local qw = qwide and words(qwide)
+    local items = redis.call('HGETALL', PEND)
+    for i = 1, #items, 2 do
+      local id, p = items[i], items[i + 1]
+      if id ~= own_id then
+        if unpack_('<d', p) < tnow then
+          if clean then unpend(id, p) end
+        else
+          local rec = string.sub(p, 18)
+          local d, dw = near_rec(qfp, qw, rec)
+          if d and (skip == '' or key_part(rec) ~= skip) then
+            local st = 'P'
+            if string.sub(p, 35, 40) == NO_TICKET then st = 'C' end
+            -- (a check's look, which may poll it: if it is kept, a poll must say so: the
+            -- marker; a near() search neither polls nor writes)
+            if clean and string.sub(p, 17, 17) ~= '1' then
+              redis.call('HSET', PEND, id, string.sub(p, 1, 16) .. '1' .. rec)
+            end
+            out[#out + 1] = st .. id .. match_reply(d, dw, rec)
+          end
+        end
       end
     end
     return {table.concat(out), POS, since()}
@@ -113,31 +157,34 @@ local function cluster_modes()
     for i = 12, #ARGV do out[#out + 1] = state(ARGV[i], tnow, true) end
     return out
   elseif mode == 'settle' then
-    local id, key, tnow = ARGV[12], ARGV[13], server_time()
+    local id, arg, tnow = ARGV[12], ARGV[13], server_time()
     local p = redis.call('HGET', PEND, id)
     if not p or unpack_('<d', p) < tnow then
-      if p then unpend(id) end
+      if p then unpend(id, p) end
       return 'X'
     end
     local status = 'D'
-    if ARGV[14] == 'D' then
-      unpend(id)
-    else
-      redis.call('HDEL', PEND, id)
-      unmark(key, id)
+    if ARGV[14] ~= 'D' then
+      local old_addr, old_rec = own(arg)
+      if not old_addr and not free_addr(arg) then return redis.error_reply(COLLISION) end
+      unpend(id, p)
       status = 'N'
-      local old_id, old_rec = own(key)
-      if old_id and old_rec then
+      if old_addr then
         local _, ot = head(old_rec)
         if not (ttl and ot < now - ttl) then status = 'C' end
-        drop(old_id, old_rec)
       end
-      redis.call('HSET', KIDX, key, id)
+      store(arg, string.sub(p, 18), old_addr, old_rec)
+      if string.sub(p, 17, 17) == '1' then
+        redis.call('ZADD', MARK, tnow + tonumber(ARGV[16]), id)
+      end
+      redis.call('ZREMRANGEBYSCORE', MARK, '-inf', '(' .. tnow) -- (markers past their time)
       if status == 'N' then
         redis.call('HINCRBY', META, 'new_total', 1)
       else
         redis.call('HINCRBY', META, 'revisits_changed', 1)
       end
+    else
+      unpend(id, p)
     end
     if ARGV[15] == 'items' then redis.call('HINCRBY', META, ITEM_COUNTER[status], 1) end
     sweep()

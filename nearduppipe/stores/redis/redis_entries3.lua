@@ -1,9 +1,11 @@
--- The format-3 Redis store's entries (issue #33): this file replaces redis_entries.lua in the
--- single-node store's program (then redis_search.lua and redis_check_and_add.lua, which reach
--- records only through the functions at the end of this file). Layout: format3.py, store3.py.
+-- The format-3 Redis store's entries (issue #33), after redis_common.lua: the single-node
+-- store's program and the Redis Cluster shards' (then redis_search.lua, redis_cluster.lua for
+-- a shard, and redis_check_and_add.lua, which reach records only through the functions at the
+-- end of this file). Layout: format3.py, names.py, keys.py; a Cluster's shards: cluster_open.py.
 --
 -- An entry lives in a bucket hash {P}:b<hhhh> (the first two bytes of its 8-byte address, in
--- hex), field = the address's other 6 bytes, value = the record. A page key's address is
+-- hex), field = the address's other 6 bytes, value = the record. (A Cluster shard has fewer
+-- buckets: its clients send addresses whose unused low bits of those two bytes are zero.) A page key's address is
 -- xxh3-64 of the key, or, when another key holds that one, xxh3-64 with seed 1 (a third key on
 -- both is refused): the client sends both and the key's own bytes (prefix id and suffix, as
 -- the record holds them), so the record with those bytes is the key's. The log's members are
@@ -14,82 +16,16 @@
 --       log), c (the log being compacted)
 -- ARGV: as redis_entries.lua, except that a page key is an address argument (address 0,
 --       address 1, key bytes) and a job part is the job's id as a varint.
-local mode, now, ttl, maxd, radius, wthr, legacy, POS, EPOCH, LAST, STAMP
-local META, PFX, DEC, REPLY, NEW, BPRE
-local LEN, LOGGED
-local band, bxor, rshift, unpack_, pack, WFMT
-local MAXGAP = 4096 -- members a call scans itself; a client further behind reads the log first
-local NO_WIDE = 65535
-local GONE = 'NEARDUP_GONE the store meta key is missing'
-local function meta_gone()
-  return redis.call('EXISTS', META) == 0
-end
+-- (after redis_common.lua: the shared state, setup_common() and the distance helpers)
+local PFX, BPRE
+-- The Redis Cluster store's shards (redis_cluster.lua sets it) keep a record's sequence slot
+-- as the client or the check wrote it: there it holds the entry's ticket, the store's order.
+local KEEP_SEQ = false
 
 local function setup()
-  mode = ARGV[1]
-  local t = ARGV[2]
-  STAMP = t == 'S'
-  if STAMP or t == 'T' then
-    local st = redis.call('TIME')
-    now = tonumber(st[1]) + tonumber(st[2]) / 1000000
-  else
-    now = tonumber(t)
-  end
-  ttl, maxd = tonumber(ARGV[3]), tonumber(ARGV[4])
-  radius, wthr, legacy = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-  POS, EPOCH, LAST = tonumber(ARGV[10]), ARGV[11], nil
-  local bar = string.find(EPOCH, '/', 1, true)
-  if bar then EPOCH, LAST = string.sub(EPOCH, 1, bar - 1), string.sub(EPOCH, bar + 1) end
-  META, PFX, DEC, REPLY, NEW = KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]
+  setup_common()
+  PFX = KEYS[2]
   BPRE = string.sub(META, 1, #META - 4) .. 'b'
-  LEN, LOGGED = nil, nil
-  band, bxor, rshift = bit.band, bit.bxor, bit.rshift
-  unpack_, pack = struct.unpack, struct.pack
-  WFMT = '>' .. string.rep('I4', 16)
-end
-
--- SWAR popcount of a 32-bit word. The byte counts are summed with shifts, not the usual
--- multiplication by 0x01010101: that product reaches 2^51 when all 32 bits are set, beyond
--- what Lua BitOp converts exactly from a double (a 512-bit distance came out 16 short).
-local function popcount(x)
-  x = x - band(rshift(x, 1), 0x55555555)
-  x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
-  x = band(x + rshift(x, 4), 0x0F0F0F0F)
-  x = x + rshift(x, 8)
-  return band(x + rshift(x, 16), 0x3F)
-end
-
-local function words(s)
-  local w = {unpack_(WFMT, s)}
-  w[17] = nil
-  return w
-end
-local function wide_distance(qw, s)
-  local w = {unpack_(WFMT, s)}
-  local d = 0
-  for i = 1, 16 do d = d + popcount(bxor(qw[i], w[i])) end
-  return d
-end
-
--- A record (at = 10) or a decision head (at = 9) this call writes, with the call's time when
--- the server's time stamps it (the client sent a placeholder).
-local function stamped(rec, at)
-  if not STAMP then return rec end
-  return string.sub(rec, 1, at - 1) .. pack('<d', now) .. string.sub(rec, at + 8)
-end
-
-local function distance(a, b)
-  local ahi, alo = unpack_('>I4I4', a)
-  local bhi, blo = unpack_('>I4I4', b)
-  return popcount(bxor(ahi, bhi)) + popcount(bxor(alo, blo))
-end
-
--- Rule.is_near (nearduppipe/fingerprint/rule.py), exactly
-local function is_near(d, dw)
-  if d > radius then return false end
-  if wthr < 0 then return true end
-  if dw == nil then return d <= legacy end
-  return dw <= wthr
 end
 
 -- fp (8 bytes), stored_at, wide (64 bytes or nil), position of the job id
@@ -202,7 +138,7 @@ local function store(arg, rec, old_addr, old_rec)
   local addr = old_addr or free_addr(arg)
   if not addr then error(COLLISION) end
   if old_addr then drop(old_addr, old_rec) end
-  rec = with_seq(rec, redis.call('HINCRBY', META, 'seq', 1))
+  if not KEEP_SEQ then rec = with_seq(rec, redis.call('HINCRBY', META, 'seq', 1)) end
   put_rec(addr, rec)
   redis.call('HINCRBY', META, 'live', 1)
   log_member(string.sub(rec, 2, 9) .. addr)
@@ -217,11 +153,12 @@ local function add_new(args)
     if seen[first] or own(a) or read_rec(first) then return false end
     seen[first] = true
   end
-  local seq = redis.call('HINCRBY', META, 'seq', #args) - #args
+  local seq = KEEP_SEQ or redis.call('HINCRBY', META, 'seq', #args) - #args
   local members = {}
   for j, a in ipairs(args) do
     local addr = string.sub(a, 1, 8)
-    local rec = with_seq(stamped(ARGV[11 + 2 * j], 10), seq + j)
+    local rec = stamped(ARGV[11 + 2 * j], 10)
+    if not KEEP_SEQ then rec = with_seq(rec, seq + j) end
     put_rec(addr, rec)
     members[j] = string.sub(rec, 2, 9) .. addr
   end
