@@ -19,9 +19,12 @@ import base64
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ from nearduppipe.cli import main as cli_main
 from nearduppipe.fingerprint.rule import Fingerprints
 from nearduppipe.stores.base import StoreError
 from nearduppipe.stores.redis.cluster import RedisClusterStore
+from nearduppipe.stores.redis.cluster_migrate import migrate_cluster
 from nearduppipe.stores.redis.cluster_open import shard_tags
 from nearduppipe.stores.redis.store import RedisStore
 
@@ -205,6 +209,27 @@ def test_a_migration_killed_half_way_resumes_and_answers_the_same(tmp_path: Path
         server.stop()
 
 
+@contextmanager
+def format2_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, Any, dict[str, Any]]]:
+    """A fresh local cluster holding the Cluster fixture (format 2): the cluster, a client of
+    it and the answers the format-2 code gave."""
+    expected = json.loads((DATA / "redis_format2_cluster_answers.json").read_text())
+    cluster = LocalCluster(tmp_path / "cluster").start()
+    client = redis.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+    try:
+        restore(client, DATA / "redis_format2_cluster.jsonl")
+        yield cluster, client, expected
+    finally:
+        client.close()
+        cluster.stop()
+
+
+def assert_answers_as_format2(url: str, expected: dict[str, Any]) -> None:
+    got = answers_of(url, expected)
+    for part in expected:
+        assert got[part] == expected[part], part
+
+
 @pytest.mark.fault
 def test_a_cluster_migration_killed_half_way_resumes_and_answers_the_same(
     tmp_path: Path,
@@ -212,12 +237,8 @@ def test_a_cluster_migration_killed_half_way_resumes_and_answers_the_same(
     """The Cluster fixture: SIGKILL the migrating process once some shards' batches moved;
     opens are refused with the command; a second run finishes every shard, and every answer
     is the format-2 code's."""
-    expected = json.loads((DATA / "redis_format2_cluster_answers.json").read_text())
-    prefix = expected["prefix"]
-    cluster = LocalCluster(tmp_path / "cluster").start()
-    client = redis.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
-    try:
-        restore(client, DATA / "redis_format2_cluster.jsonl")
+    with format2_cluster(tmp_path) as (cluster, client, expected):
+        prefix = expected["prefix"]
         metas = ["{" + tag + "}:meta" for tag in shard_tags(prefix, 4)]
 
         def moved() -> int:
@@ -240,12 +261,7 @@ def test_a_cluster_migration_killed_half_way_resumes_and_answers_the_same(
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
         assert f"({expected['len'] - half} entries moved by this run)" in done.stdout
         assert moved() == expected["len"]
-        got = answers_of(cluster.url, expected)
-        for part in expected:
-            assert got[part] == expected[part], part
-    finally:
-        client.close()
-        cluster.stop()
+        assert_answers_as_format2(cluster.url, expected)
 
 
 @pytest.mark.fault
@@ -254,16 +270,8 @@ def test_a_cluster_migration_waits_for_checks_under_way(tmp_path: Path) -> None:
     as a crawler mid-check leaves it) is not migrated: refused before anything is written,
     naming what to do. Once that entry is past its deadline (its crawler died), the migration
     clears it and converts the store, which then answers as the format-2 code did."""
-    import struct
-
-    from nearduppipe.stores.redis.cluster_migrate import migrate_cluster
-
-    expected = json.loads((DATA / "redis_format2_cluster_answers.json").read_text())
-    prefix = expected["prefix"]
-    cluster = LocalCluster(tmp_path / "cluster").start()
-    client = redis.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
-    try:
-        restore(client, DATA / "redis_format2_cluster.jsonl")
+    with format2_cluster(tmp_path) as (cluster, client, expected):
+        prefix = expected["prefix"]
         pend = "{" + shard_tags(prefix, 4)[2] + "}:p"
         now = time.time()  # (the servers run on this host: their clock)
         client.hset(pend, b"\0\0\0\0\xff\xff\xff\x01", struct.pack("<d", now + 600))
@@ -274,9 +282,4 @@ def test_a_cluster_migration_waits_for_checks_under_way(tmp_path: Path) -> None:
         client.hset(pend, b"\0\0\0\0\xff\xff\xff\x01", struct.pack("<d", now - 1))
         assert migrate_cluster(cluster.url, prefix) == expected["len"]
         assert not client.exists(pend)
-        got = answers_of(cluster.url, expected)
-        for part in expected:
-            assert got[part] == expected[part], part
-    finally:
-        client.close()
-        cluster.stop()
+        assert_answers_as_format2(cluster.url, expected)
