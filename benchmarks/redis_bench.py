@@ -86,6 +86,15 @@ def pages(kind: str, seed: int, n: int, chunk: int = 50_000) -> Iterator[Fingerp
         yield from map(Fingerprints, fps, _bits(rng, m, p512))
 
 
+def seed_entries(n: int, key_length: int) -> Iterator[Entry]:
+    """``n`` entries of uniform pages under ``key_length``-character keys, job "seed": what the
+    migration benchmarks store, in the earlier format and in format 3."""
+    return (
+        Entry(page_key(i, key_length), f.fp, 1.7e9 + i, None, f.wide, "seed")
+        for i, f in enumerate(pages("uniform", 1, n))
+    )
+
+
 def page_key(i: int, length: int | None) -> str:
     """The ``i``-th stored page's key: ``length`` characters when given (at least the short
     form's), like ``https://seed.example/<i>/2026/11/article-slug-...``."""

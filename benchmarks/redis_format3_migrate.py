@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import redis
-from redis_bench import page_key, pages
+from redis_bench import page_key, seed_entries
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -49,10 +49,7 @@ def main() -> None:
     args = ap.parse_args()
 
     def entries() -> Iterator[Entry]:
-        return (
-            Entry(page_key(i, args.key_length), f.fp, 1.7e9 + i, None, f.wide, "seed")
-            for i, f in enumerate(pages("uniform", 1, args.n))
-        )
+        return seed_entries(args.n, args.key_length)
 
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp)).start()
