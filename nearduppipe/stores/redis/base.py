@@ -76,6 +76,7 @@ class RedisBase(Store):
     _reply_fields: set[str]
     _fixed_args: dict[tuple[int, bool], bytes]
     _names: Names
+    _names_epoch: str  # the meta's epoch when the cached host and job ids were read ("-": not yet)
     _watch: Watch
     _lost: str | None  # why the store is lost (gone or evicted): every later call fails
     _absent: bool  # opened read-only where no store was: nothing to find, nothing lost
@@ -146,6 +147,7 @@ class RedisBase(Store):
                     self._log.load(self._client, self._k("meta"), self._k("n"))
                     if encode is not None:  # (a reset store's prefix and job ids are new)
                         self._names.forget()
+                        self._names_epoch = self._log.epoch
                         rest = [_bytes(a) for a in encode()[1:]]
                 continue
             if status == b"R":
@@ -177,6 +179,7 @@ class RedisBase(Store):
         self._keys = rk.store_keys3(self.prefix)
         self._wire = Wire(self._client, SINGLE3, self._keys)
         self._names = Names(self._client, self.prefix)
+        self._names_epoch = "-"  # (never an epoch: the first call that sends it reads the meta's)
 
     def _meta(self) -> dict[str, str]:
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
@@ -274,6 +277,7 @@ class RedisBase(Store):
                 self._client.eval(_COUNT_ENTRIES_LUA, 1, self._k("meta"))
             self._compact_if_needed(meta)
             self._check_listpack()  # (a read changes nothing: memory is the writers' business)
+        self._names_epoch = meta["epoch"]  # (no id was read yet: the names cache is empty)
 
     def _check_listpack(self) -> None:
         """Warn when the server would keep the bucket hashes as hash tables (~1.4x memory)."""

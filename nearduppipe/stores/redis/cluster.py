@@ -58,10 +58,9 @@ from ..base import (
     check_max_decisions,
     check_time,
     check_ttl,
-    clean_text,
     register_store,
 )
-from . import buckets
+from . import buckets, bulk
 from . import keys as rk
 from .cluster_check import ClusterBase
 from .cluster_log import READ_LUA, ShardLogs
@@ -75,10 +74,10 @@ from .cluster_open import (
     warn_listpack,
 )
 from .cluster_wire import ClusterWire
-from .codec import decode_decision, encode_decision
+from .codec import decode_decision
 from .format3 import decode_record
 from .log import compact
-from .loss import Watch, parse_flag
+from .loss import STALE, Watch, parse_flag
 from .names import Names
 from .program import CLUSTER
 
@@ -166,6 +165,7 @@ class RedisClusterStore(ClusterBase):
             self._names = Names(self._client, self.prefix, self.bits)
             self._tags = shard_tags(self.prefix, self.shards)
             self._keys = [shard_keys(t) for t in self._tags]
+            self._refresh_names()
             self._global = shard_keys(self.prefix)
             self._logs = ShardLogs(self.layout, self.shards)
             self._read_script = self._client.register_script(READ_LUA)
@@ -200,33 +200,59 @@ class RedisClusterStore(ClusterBase):
         check_key(key)
         now = rk.call_time(self.clock, stamp=stored_at is None)
         t = rk.record_time(now) if stored_at is None else check_time(stored_at)
-        self._import([Entry(key, fps.fp, t, text, fps.wide, job)], [], now)
+        bulk.import_cluster(self, [Entry(key, fps.fp, t, text, fps.wide, job)], [], now)
 
     def get(self, key: str) -> Entry | None:
         check_key(key)
         if self._empty:
             return None
-        with self._errors("get"):
-            address = self._names.address(key, assign=False)
-        if address is None:  # (a host the store never saw)
-            return None
-        raw = self._call("get", self.shard(key), [*self._head("get", 0.0), address], write=False)
-        if not raw:
+        raw = self._keyed("get", key, False)
+        if not raw:  # (none, or a host the store never saw)
             return None
         with self._errors("get"):
             return self._names.entry(raw)
 
     def remove(self, key: str) -> bool:
         check_key(key)
-        with self._errors("remove", write=True):
-            address = self._names.address(key, assign=False)
-        if address is None:
-            return False
-        return bool(self._call("remove", self.shard(key), [*self._head("remove", 0.0), address]))
+        return bool(self._keyed("remove", key, True))
+
+    def _keyed(self, mode: str, key: str, write: bool) -> Any:
+        """A get or remove of ``key`` in its shard, with the shard's epoch the cached host
+        ids were read under: refused as stale after a reset by another client, whose new
+        tables give them to other hosts (as :meth:`.store.RedisStore._keyed`)."""
+        s = self.shard(key)
+        for _ in range(4):
+            with self._errors(mode, write=write):
+                address = self._names.address(key, assign=False)
+                if address is None:
+                    return None
+                try:
+                    head = self._head(mode, 0.0, 0, self._names_epochs[s])
+                    return self._wire.call(self._keys[s], [*head, address])
+                except self._redis.ResponseError as e:
+                    if STALE not in str(e):
+                        raise
+                    self._refresh_names()
+        raise StoreUnavailable(f"{self._where()}: {mode}: the store kept being reset under it")
+
+    def _refresh_names(self) -> None:
+        """Drop the cached host and job ids, after reading the shards' epochs the next ones
+        are read under ("-": a shard without a meta yet, never an epoch)."""
+        pipe = self._client.pipeline(transaction=False)
+        for keys in self._keys:
+            pipe.hget(keys[0], "epoch")
+        self._names_epochs = ["-" if e is None else e.decode() for e in pipe.execute()]
+        self._names.forget()
 
     def __len__(self) -> int:
-        with self._errors("count"):
-            return sum(int(self._client.hget(keys[0], "live") or 0) for keys in self._keys)
+        n = 0
+        with self._errors("count"):  # (per shard, as on one node)
+            for s, keys in enumerate(self._keys):
+                if self._client.pttl(keys[5]) == -1:
+                    n += int(self._client.hget(keys[0], "live") or 0)
+                else:
+                    n += buckets.count(self._client, self._tags[s], self.bits)
+        return n
 
     def _records(self, shard: int) -> Iterator[tuple[bytes, bytes]]:
         """(address, record) of every entry stored in ``shard`` (pending ones are not)."""
@@ -268,58 +294,7 @@ class RedisClusterStore(ClusterBase):
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         """Batches of 500 entries per shard, 20 batches per round trip; each entry gets a
         ticket in the order given (tickets are reserved 500 at a time)."""
-        return self._import(entries, decisions, rk.call_time(self.clock, stamp=False))
-
-    def _import(
-        self, entries: Iterable[Entry], decisions: Iterable[Decision], now: float | str
-    ) -> int:
-        batches: dict[int, list[Any]] = {}
-        calls: list[tuple[list[str], list[Any]]] = []
-        tickets = range(0)
-        n = 0
-
-        def send() -> None:
-            with self._errors("import", write=True):
-                for reply in self._wire.call_many(calls):
-                    if isinstance(reply, Exception):
-                        raise reply
-            calls.clear()
-
-        def queue(s: int) -> None:
-            calls.append((self._keys[s], [*self._head("add", now), *batches.pop(s)]))
-            if len(calls) >= 20:
-                send()
-
-        for e in entries:
-            f = check_fingerprints(e.fingerprints)
-            s = self.shard(check_key(e.key))
-            if not tickets:
-                with self._errors("import", write=True):
-                    last = int(self._client.hincrby(self._global[0], "order", _BATCH))
-                tickets = range(last - _BATCH + 1, last + 1)
-            ticket, tickets = tickets[0], tickets[1:]
-            with self._errors("import", write=True):
-                t, text = check_time(e.stored_at), clean_text(e.text)
-                rec = self._record(f, e.key, t, e.job, text, ticket)
-                batches.setdefault(s, []).extend((self._names.address(e.key), rec))
-            n += 1
-            if len(batches[s]) >= 2 * _BATCH:
-                queue(s)
-        for s in list(batches):
-            queue(s)
-        batch_d: list[bytes] = []
-        for d in decisions:
-            batch_d.append(encode_decision(d._replace(text=clean_text(d.text))))
-            if len(batch_d) >= _BATCH:
-                calls.append((self._global, [*self._head("decide", now), *batch_d]))
-                batch_d = []
-        if batch_d:
-            calls.append((self._global, [*self._head("decide", now), *batch_d]))
-        if calls:
-            send()
-        if n:
-            self._empty = False
-        return n
+        return bulk.import_cluster(self, entries, decisions, rk.call_time(self.clock, stamp=False))
 
     def prune(self) -> int:
         """Delete every entry older than the TTL now, shard by shard, then compact the logs."""

@@ -98,6 +98,7 @@ class ClusterBase(Store):
     _global: list[str]
     _names: Names
     _names_read = 0  # times the cached host and job ids were dropped (see check())
+    _names_epochs: list[str]  # each shard's epoch when they were read (cluster.py _keyed)
     bits: int  # bucket bits per shard (cluster_open.bucket_bits)
     _logs: ShardLogs
     _read_script: Any
@@ -242,6 +243,7 @@ class ClusterBase(Store):
                 with self._errors("load"):
                     self._logs.load(self._reader())
                 # (a log compacted, or the store reset: then its host and job ids are new)
+                self._names_epochs = list(self._logs.epoch)
                 self._names.forget()
                 self._names_read += 1
             if not again:

@@ -28,11 +28,12 @@ from typing import Any
 
 from ..base import StoreError, StoreUnavailable
 
-__all__ = ["GONE", "Watch", "evicts", "gone", "lost_at_open", "parse_flag"]
+__all__ = ["GONE", "STALE", "Watch", "evicts", "gone", "lost_at_open", "parse_flag"]
 
 logger = logging.getLogger("nearduppipe.stores.redis")
 
 GONE = "NEARDUP_GONE"  # the scripts' error reply when the store's meta is missing
+STALE = "NEARDUP_STALE"  # ... when a call's host and job ids predate a reset (RedisBase._keyed)
 _RECOVER = (
     "To start afresh, crawl with -s NEARDUP_RESET=1 (reset=True with open_store, --reset for "
     "nearduppipe copy's destination), which deletes what is left under the prefix; to get the "

@@ -28,6 +28,12 @@ local function modes()
   if mode ~= 'check' and mode ~= 'near' and mode ~= 'get' and meta_gone() then
     return redis.error_reply(GONE)
   end
+  -- A call that sends page-key addresses or records carries the epoch its host and job ids
+  -- were read under (a Cluster shard's carry none): a store reset since has new tables.
+  if EPOCH ~= '' and (mode == 'add' or mode == 'get' or mode == 'remove') then
+    local e = redis.call('HGET', META, 'epoch')
+    if e and e ~= EPOCH then return redis.error_reply(STALE) end
+  end
   if mode == 'check' then
     local late = behind()
     if late then return {late, POS, ''} end

@@ -20,6 +20,7 @@ local NO_WIDE = 65535
 -- The error reply of a call on a store whose meta is gone (nearduppipe/stores/redis/loss.py):
 -- refused, so that no write re-creates, under the lost store's name, a store without its meta.
 local GONE = 'NEARDUP_GONE the store meta key is missing'
+local STALE = 'NEARDUP_STALE the store was reset since this client read its host and job ids'
 local function meta_gone()
   return redis.call('EXISTS', META) == 0
 end

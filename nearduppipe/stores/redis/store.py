@@ -29,7 +29,8 @@ members logged since the client's last call.
 write looks at the entries of 16 log members (a cursor over the log) and deletes those older
 than ``2 * ttl``; :meth:`prune` deletes all older than ``ttl``; each bucket and the log expire
 ``2 * ttl`` after their last write, so an abandoned store leaves Redis by itself (its meta,
-decisions and prefix and job tables stay).
+decisions and prefix and job tables stay). A bucket that expires takes its records uncounted,
+so the size of such a store is the buckets' count, not the meta's counter (``len()``).
 
 **Time** is the server's: the script reads ``TIME`` for the TTL cutoffs and sweeps and stamps
 the entries (``stored_at``) and decisions it writes with it, so a crawler on a machine whose
@@ -75,13 +76,13 @@ from ..base import (
     register_store,
 )
 from ..memory import MemoryStore
-from . import buckets
+from . import buckets, bulk
 from . import keys as rk
 from .base import RedisBase
-from .codec import decision_head, decode_decision, encode_decision
+from .codec import decision_head, decode_decision
 from .format3 import decode_record
 from .log import compact
-from .loss import Watch, parse_flag
+from .loss import STALE, Watch, parse_flag
 from .program import SINGLE3
 
 __all__ = ["RedisStore", "StoreUnavailable"]
@@ -227,37 +228,52 @@ class RedisStore(RedisBase):
         check_key(key)
         now = rk.call_time(self.clock, stamp=stored_at is None)
         t = rk.record_time(now) if stored_at is None else check_time(stored_at)
-        with self._errors("add", write=True):
-            rec = self._record(fps, key, t, job, clean_text(text))
-            args = [*self._head_args("add", now), self._names.address(key), rec]
-        self._run("add", args)
+        text = clean_text(text)
+
+        def call(epoch: str) -> Any:
+            rec = self._record(fps, key, t, job, text)
+            args = [*self._head_args("add", now, epoch), self._names.address(key), rec]
+            return self._script(keys=self._keys, args=args)
+
+        self._keyed("add", True, call)
 
     def get(self, key: str) -> Entry | None:
         check_key(key)
         if self._f1 is not None:
             return self._f1.get(key)
-        with self._errors("get"):
+
+        def call(epoch: str) -> bytes | None:
             address = self._names.address(key, assign=False)
             if address is None:  # (a host the store never saw)
                 return None
-            raw = self._script(keys=self._keys, args=[*self._head_args("get", 0.0), address])
-            return self._names.entry(raw) if raw else None
+            raw = self._script(keys=self._keys, args=[*self._head_args("get", 0.0, epoch), address])
+            return raw or None
+
+        raw = self._keyed("get", False, call)
+        with self._errors("get"):
+            return None if raw is None else self._names.entry(raw)
 
     def remove(self, key: str) -> bool:
         check_key(key)
-        with self._errors("remove", write=True):
+
+        def call(epoch: str) -> bool:
             address = self._names.address(key, assign=False)
             if address is None:
                 return False
-            return bool(
-                self._script(keys=self._keys, args=[*self._head_args("remove", 0.0), address])
-            )
+            args = [*self._head_args("remove", 0.0, epoch), address]
+            return bool(self._script(keys=self._keys, args=args))
+
+        return bool(self._keyed("remove", True, call))
 
     def __len__(self) -> int:
         if self._f1 is not None and not self._closed:
             return len(self._f1)
         with self._errors("count"):
-            return int(self._client.hget(self._k("meta"), "live") or 0)
+            # the counter, unless the store's keys expire (its log does when a writer has a
+            # TTL, and so do its buckets: buckets.count)
+            if self._client.pttl(self._k("n")) == -1:
+                return int(self._client.hget(self._k("meta"), "live") or 0)
+            return buckets.count(self._client, self.prefix)
 
     def entries(self) -> Iterator[Entry]:
         if self._f1 is not None:
@@ -294,51 +310,7 @@ class RedisStore(RedisBase):
         return counts
 
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
-        """Pipelined: script calls of 500 entries or decisions, 20 calls per round trip."""
-        now = rk.call_time(self.clock, stamp=False)  # (the entries keep their times)
-        n = 0
-        with self._errors("import", write=True):
-            pipe = self._client.pipeline(transaction=False)
-            batch: list[Any] = []
-            queued = 0
-
-            def send(mode: str, final: bool = False) -> None:
-                nonlocal queued
-                if batch:
-                    self._script(
-                        keys=self._keys, args=self._head_args(mode, now) + batch, client=pipe
-                    )
-                    batch.clear()
-                    queued += 1
-                if queued >= 20 or (final and queued):
-                    pipe.execute()
-                    queued = 0
-
-            chunk: list[tuple[Entry, Fingerprints]] = []
-
-            def encode() -> None:
-                for e, f in chunk:
-                    t = check_time(e.stored_at)
-                    rec = self._record(f, e.key, t, e.job, clean_text(e.text))
-                    batch.extend((self._names.address(e.key), rec))
-                chunk.clear()
-                send("add")
-
-            for e in entries:
-                chunk.append((e, check_fingerprints(e.fingerprints)))
-                check_key(e.key)
-                n += 1
-                if len(chunk) >= _BATCH:
-                    encode()
-            if chunk:
-                encode()
-            send("add", final=True)
-            for d in decisions:
-                batch.append(encode_decision(d._replace(text=clean_text(d.text))))
-                if len(batch) >= _BATCH:
-                    send("decide")
-            send("decide", final=True)
-        return n
+        return bulk.import_records(self, entries, decisions, rk.call_time(self.clock, stamp=False))
 
     def prune(self) -> int:
         """Delete every entry older than the TTL now (the sweep only reaches 2 * ttl)."""
@@ -367,6 +339,29 @@ class RedisStore(RedisBase):
                 return False
             self._log.load(self._client, self._k("meta"), self._k("n"))
         return True
+
+    def _keyed(self, what: str, write: bool, call: Callable[[str], Any]) -> Any:
+        """``call(epoch)``, which encodes page keys with this client's host and job ids and
+        runs an add, get or remove with ``epoch``, the one they were read under. Why: those
+        ids are the store's own (``{P}:u``/``{P}:j``); after a reset by another client they
+        name other hosts or none, and a record written with them would decode to another
+        page. The script refuses a stale epoch (``NEARDUP_STALE``); the ids are then read
+        again and the call encoded again. (A compaction's new epoch costs one such retry.)"""
+        for _ in range(4):
+            with self._errors(what, write=write):
+                try:
+                    return call(self._names_epoch)
+                except self._redis.ResponseError as e:
+                    if STALE not in str(e):
+                        raise
+                    self._refresh_names()
+        raise StoreUnavailable(f"{self._where()}: {what}: the store kept being reset under it")
+
+    def _refresh_names(self) -> None:
+        """Drop the cached host and job ids, after reading the epoch the next ones are under."""
+        raw = self._client.hget(self._k("meta"), "epoch")
+        self._names_epoch = "-" if raw is None else raw.decode()
+        self._names.forget()
 
     def close(self) -> None:
         if self._closed:

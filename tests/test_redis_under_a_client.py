@@ -1,0 +1,133 @@
+"""What a client of a Redis store (one node, or a Cluster) sees when the store changes under it.
+
+A reset by another client: the host and job ids the client cached name other hosts, or none,
+in the new store, so the calls that send page keys encoded with them (``add``, ``get``,
+``remove``, ``import_records``) must not use them there (a record written with them decodes
+to another page). The check's own re-encoding is tested in test_redis_store.py. A compaction
+by another client changes the epoch too, and costs a retry. Under a TTL, buckets expire whole,
+and the store's size must not count what left with them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from nearduppipe.fingerprint.rule import Fingerprints
+from nearduppipe.stores.base import Entry
+from nearduppipe.stores.redis.cluster import RedisClusterStore
+from nearduppipe.stores.redis.store import RedisStore
+
+from .support.redis_cluster import LocalCluster
+
+A = 0xFEDC_BA98_7654_3210
+W = (1 << 511) | 0x1234_5678_9ABC
+
+
+def far(i: int) -> Fingerprints:
+    """Fingerprints far from each other and from A (no verdict depends on them here)."""
+    return Fingerprints(A ^ (0xFFFF << (3 * i)), W ^ (0xFFFF << (20 * i)))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    c = LocalCluster(Path(tmp_path_factory.mktemp("cluster"))).start()
+    yield c
+    c.stop()
+
+
+Open = Callable[[str], RedisStore | RedisClusterStore]  # prefix -> a store reset there
+
+
+@pytest.fixture(params=["redis", "cluster"])
+def open_reset(request: pytest.FixtureRequest) -> Open:
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_server").url
+        return lambda prefix: RedisStore(url, prefix=prefix, reset=True)
+    url = request.getfixturevalue("cluster").url
+    return lambda prefix: RedisClusterStore(url, prefix=prefix, reset=True)
+
+
+@pytest.mark.parametrize("call", ["add", "get", "remove", "import"])
+def test_a_client_of_a_store_reset_under_it_encodes_page_keys_anew(
+    open_reset: Open, call: str
+) -> None:
+    prefix = f"test:reset-ids-{call}"
+    with open_reset(prefix) as a:
+        a.add(far(0), "https://a.example/1", job="crawl-a")  # a caches a.example's id and the job's
+        assert a.get("https://a.example/1") is not None
+        with open_reset(prefix) as b:
+            # the new store gives its first host and job the ids a.example and crawl-a had,
+            # and a.example another one
+            b.add(far(1), "https://b.example/1", job="crawl-b")
+            b.add(far(2), "https://b.example/a", job="crawl-b")
+            b.add(far(4), "https://a.example/x", job="crawl-b")
+            if call == "add":
+                a.add(far(3), "https://a.example/2", job="crawl-a")
+            elif call == "import":
+                e = Entry("https://a.example/2", far(3).fp, 5.0, None, far(3).wide, "crawl-a")
+                a.import_records([e], [])
+            elif call == "get":
+                found = a.get("https://a.example/x")
+                assert found is not None and found.key == "https://a.example/x"
+                assert a.get("https://a.example/a") is None  # (b.example/a: another page)
+            else:
+                assert not a.remove("https://a.example/a")
+                assert a.remove("https://a.example/x")
+            got = {e.key: e.job for e in b.entries()}
+            if call in ("add", "import"):
+                assert got == {
+                    "https://a.example/2": "crawl-a",
+                    "https://a.example/x": "crawl-b",
+                    "https://b.example/1": "crawl-b",
+                    "https://b.example/a": "crawl-b",
+                }
+                assert b.get("https://a.example/2") is not None
+            elif call == "get":
+                assert len(got) == 3
+            else:
+                assert got == {"https://b.example/1": "crawl-b", "https://b.example/a": "crawl-b"}
+
+
+def test_a_compaction_by_another_client_costs_a_retry_not_an_error(open_reset: Open) -> None:
+    """A compaction gives the log a new epoch too; the ids are still good, and the calls
+    that carry the old epoch are encoded again and go through."""
+    prefix = "test:reset-ids-compacted"
+    with open_reset(prefix) as a:
+        a.add(far(0), "https://a.example/1")
+        a.add(far(1), "https://a.example/2")
+        with type(a)(a.uri, prefix=prefix) as b:
+            assert b.remove("https://a.example/2")
+            assert b.compact()
+        a.add(far(2), "https://a.example/3")
+        a.import_records([Entry("https://a.example/4", far(3).fp, 5.0, None, far(3).wide)], [])
+        got = a.get("https://a.example/1")
+        assert got is not None and got.key == "https://a.example/1"
+        assert sorted(e.key for e in a.entries()) == [
+            "https://a.example/1",
+            "https://a.example/3",
+            "https://a.example/4",
+        ]
+
+
+def test_the_size_of_a_store_whose_buckets_expired_counts_what_is_left(open_reset: Open) -> None:
+    """A bucket no write touched for 2 * ttl leaves Redis whole (so an abandoned store leaves
+    by itself); its records must leave the store's size too. Before, ``len()`` read only the
+    meta's counter, which nothing decrements then: 45 here instead of 5."""
+    prefix = "test:ttl-count"
+    with open_reset(prefix) as s:
+        ttl_store = type(s)(s.uri, prefix=prefix, ttl=1)
+    with ttl_store as s:
+        for i in range(40):
+            s.add(far(i % 4), f"https://a.example/{i}")
+        assert len(s) == 40
+        time.sleep(2.5)  # (the buckets' expiry: 2 * ttl of the server's clock)
+        for i in range(5):
+            s.add(far(i % 4), f"https://b.example/{i}")
+        held = sum(s.get(f"https://{h}.example/{i}") is not None for h in "ab" for i in range(40))
+        assert held == len(list(s.entries())) == 5
+        assert len(s) == 5
+    with type(s)(s.uri, prefix=prefix, read_only=True) as r:  # (without a TTL of its own)
+        assert len(r) == 5
