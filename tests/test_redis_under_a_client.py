@@ -9,6 +9,7 @@ and the store's size must not count what left with them."""
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,13 +23,12 @@ from nearduppipe.stores.redis.store import RedisStore
 
 from .support.redis_cluster import LocalCluster
 
-A = 0xFEDC_BA98_7654_3210
-W = (1 << 511) | 0x1234_5678_9ABC
-
 
 def far(i: int) -> Fingerprints:
-    """Fingerprints far from each other and from A (no verdict depends on them here)."""
-    return Fingerprints(A ^ (0xFFFF << (3 * i)), W ^ (0xFFFF << (20 * i)))
+    """Fingerprints of page ``i``, random: ~32 of 64 bits from any other's (no verdict here
+    depends on them but that each page is new)."""
+    rng = random.Random(i)
+    return Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def open_reset(request: pytest.FixtureRequest) -> Open:
     return lambda prefix: RedisClusterStore(url, prefix=prefix, reset=True)
 
 
-@pytest.mark.parametrize("call", ["add", "get", "remove", "import"])
+@pytest.mark.parametrize("call", ["add", "check", "get", "remove", "import"])
 def test_a_client_of_a_store_reset_under_it_encodes_page_keys_anew(
     open_reset: Open, call: str
 ) -> None:
@@ -66,6 +66,8 @@ def test_a_client_of_a_store_reset_under_it_encodes_page_keys_anew(
             b.add(far(4), "https://a.example/x", job="crawl-b")
             if call == "add":
                 a.add(far(3), "https://a.example/2", job="crawl-a")
+            elif call == "check":  # (a's first search: it loads the log of the new store)
+                assert a.check(far(3), "https://a.example/2", job="crawl-a").kept
             elif call == "import":
                 e = Entry("https://a.example/2", far(3).fp, 5.0, None, far(3).wide, "crawl-a")
                 a.import_records([e], [])
@@ -77,7 +79,7 @@ def test_a_client_of_a_store_reset_under_it_encodes_page_keys_anew(
                 assert not a.remove("https://a.example/a")
                 assert a.remove("https://a.example/x")
             got = {e.key: e.job for e in b.entries()}
-            if call in ("add", "import"):
+            if call in ("add", "check", "import"):
                 assert got == {
                     "https://a.example/2": "crawl-a",
                     "https://a.example/x": "crawl-b",
@@ -115,11 +117,13 @@ def test_a_compaction_by_another_client_costs_a_retry_not_an_error(open_reset: O
 def test_the_size_of_a_store_whose_buckets_expired_counts_what_is_left(open_reset: Open) -> None:
     """A bucket no write touched for 2 * ttl leaves Redis whole (so an abandoned store leaves
     by itself); its records must leave the store's size too. Before, ``len()`` read only the
-    meta's counter, which nothing decrements then: 45 here instead of 5."""
+    meta's counter, which nothing decrements then: 45 here instead of 5. A client counts the
+    buckets at most every 5 minutes and adds what the counter moved since."""
     prefix = "test:ttl-count"
     with open_reset(prefix) as s:
-        ttl_store = type(s)(s.uri, prefix=prefix, ttl=1)
-    with ttl_store as s:
+        uri = s.uri
+    kind = type(s)
+    with kind(uri, prefix=prefix, ttl=1) as s:
         for i in range(40):
             s.add(far(i % 4), f"https://a.example/{i}")
         assert len(s) == 40
@@ -128,6 +132,12 @@ def test_the_size_of_a_store_whose_buckets_expired_counts_what_is_left(open_rese
             s.add(far(i % 4), f"https://b.example/{i}")
         held = sum(s.get(f"https://{h}.example/{i}") is not None for h in "ab" for i in range(40))
         assert held == len(list(s.entries())) == 5
-        assert len(s) == 5
-    with type(s)(s.uri, prefix=prefix, read_only=True) as r:  # (without a TTL of its own)
+    with kind(uri, prefix=prefix, read_only=True) as r:  # (without a TTL of its own)
         assert len(r) == 5
+    with kind(uri, prefix=prefix, ttl=1) as s:
+        assert len(s) == 5
+        s.add(far(0), "https://c.example/1")
+        assert s.remove("https://b.example/0")
+        assert len(s) == 5  # (the count of a moment ago, and the counter's +1 -1 since)
+        s.add(far(1), "https://c.example/2")
+        assert len(s) == 6

@@ -125,6 +125,10 @@ class RedisBase(Store):
         if not self._log.loaded:  # on the first search: copy, info and get never need it
             with self._errors("load"):
                 self._log.load(self._client, self._k("meta"), self._k("n"))
+                if encode is not None and self._log.epoch != self._names_epoch:
+                    self._names.forget()  # (a reset since an add or get read the ids)
+                    self._names_epoch = self._log.epoch
+                    args = encode()
         now = args[0]
         t = now.encode() if isinstance(now, str) else repr(float(now)).encode()
         head = bulk((what.encode(), t)) + self._fixed(bool(token))

@@ -11,7 +11,10 @@ through redis-py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .codec import DamagedRecord
@@ -20,6 +23,7 @@ from .keys import key
 
 __all__ = [
     "BUCKETS",
+    "Size",
     "bucket_names",
     "count",
     "damaged",
@@ -90,14 +94,35 @@ def existing(client: Any, prefix: str, bits: int = 16) -> list[str]:
 
 
 def count(client: Any, prefix: str, bits: int = 16) -> int:
-    """The records the buckets hold. Why, when the meta counts them (``live``): under a TTL
-    a bucket no write touched for ``2 * ttl`` expires whole, and its records leave uncounted
-    (a small store's buckets mostly hold one or two: its counter only grows)."""
+    """The records the buckets hold: 1,024 buckets per call (~1.6 ms of the server's time
+    each, ~100 ms for a store's 65,536)."""
     script = client.register_script(_COUNT)
     return sum(
         int(script(keys=[key(prefix, "meta")], args=[start, end, stride]))
-        for start, end, stride in _ranges(1 << max(0, bits - 2), bits)
+        for start, end, stride in _ranges(1024, bits)
     )
+
+
+class Size:
+    """The size of a store (or shard) whose keys expire: an exact :func:`count` at most every
+    ``every`` seconds, plus what the meta's counter (``live``) moved since.
+
+    Why: under a TTL a bucket no write touched for ``2 * ttl`` expires whole and its records
+    leave uncounted (a small store's buckets mostly hold one or two: its counter only grows),
+    while a count costs the server ~100 ms, too much for each progress line of each crawler.
+    Exact but for the buckets that expired since the last count."""
+
+    def __init__(self, every: float = 300.0) -> None:
+        self._every = every
+        self._at = -math.inf
+        self._base = self._live = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, live: int, recount: Callable[[], int]) -> int:
+        with self._lock:
+            if time.monotonic() - self._at >= self._every:
+                self._base, self._live, self._at = recount(), live, time.monotonic()
+            return max(0, self._base + live - self._live)
 
 
 def delete(client: Any, prefix: str, bits: int = 16) -> None:

@@ -43,6 +43,7 @@ refused until ``nearduppipe migrate URI`` converts it (:mod:`.cluster_migrate`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, cast
 
 from ...fingerprint.rule import Fingerprints, Rule
@@ -165,6 +166,7 @@ class RedisClusterStore(ClusterBase):
             self._names = Names(self._client, self.prefix, self.bits)
             self._tags = shard_tags(self.prefix, self.shards)
             self._keys = [shard_keys(t) for t in self._tags]
+            self._sizes = [buckets.Size() for _ in self._tags]  # (len() when keys expire)
             self._refresh_names()
             self._global = shard_keys(self.prefix)
             self._logs = ShardLogs(self.layout, self.shards)
@@ -248,10 +250,12 @@ class RedisClusterStore(ClusterBase):
         n = 0
         with self._errors("count"):  # (per shard, as on one node)
             for s, keys in enumerate(self._keys):
+                live = int(self._client.hget(keys[0], "live") or 0)
                 if self._client.pttl(keys[5]) == -1:
-                    n += int(self._client.hget(keys[0], "live") or 0)
+                    n += live
                 else:
-                    n += buckets.count(self._client, self._tags[s], self.bits)
+                    recount = partial(buckets.count, self._client, self._tags[s], self.bits)
+                    n += self._sizes[s](live, recount)
         return n
 
     def _records(self, shard: int) -> Iterator[tuple[bytes, bytes]]:

@@ -193,6 +193,10 @@ class ClusterBase(Store):
         if not self._logs.loaded:
             with self._errors("load"):
                 self._logs.load(self._reader())
+            if self._logs.epoch != self._names_epochs:  # (a reset since an add or get read the ids)
+                self._names_epochs = list(self._logs.epoch)
+                self._names.forget()
+                self._names_read += 1
         now = rk.call_time(self.clock)
         todo = list(range(self.shards))
         hits: list[_Hit] = []

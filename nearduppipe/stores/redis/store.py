@@ -129,6 +129,7 @@ class RedisStore(RedisBase):
         self._fixed_args: dict[tuple[int, bool], bytes] = {}
         self._lost: str | None = None
         self._absent = False
+        self._size = buckets.Size()  # (len() when the store's keys expire)
         if "allow_eviction" in ours:
             allow_eviction = parse_flag(ours["allow_eviction"], "allow_eviction", self.uri)
         self._watch = Watch(self._where(), self.ttl, bool(allow_eviction))
@@ -269,11 +270,10 @@ class RedisStore(RedisBase):
         if self._f1 is not None and not self._closed:
             return len(self._f1)
         with self._errors("count"):
-            # the counter, unless the store's keys expire (its log does when a writer has a
-            # TTL, and so do its buckets: buckets.count)
+            live = int(self._client.hget(self._k("meta"), "live") or 0)
             if self._client.pttl(self._k("n")) == -1:
-                return int(self._client.hget(self._k("meta"), "live") or 0)
-            return buckets.count(self._client, self.prefix)
+                return live  # (nothing of the store expires: the counter is exact)
+            return self._size(live, lambda: buckets.count(self._client, self.prefix))
 
     def entries(self) -> Iterator[Entry]:
         if self._f1 is not None:
