@@ -7,12 +7,15 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import redis
 
+from nearduppipe.stores.redis.buckets import BUCKETS
 from nearduppipe.stores.redis.codec import DamagedRecord
 from nearduppipe.stores.redis.format3 import (
     Record,
+    bucket_entries,
     bucket_of,
     decode_bucket,
     decode_record,
@@ -188,6 +191,18 @@ def test_listpack_advice_says_exactly_when_a_bucket_hash_would_not_stay_compact(
     finally:
         client.close()
         server.stop()
+
+
+@pytest.mark.parametrize("stored", [1_000_000, 10_000_000, 30_000_000, 40_000_000, 100_000_000])
+def test_bucket_entries_covers_the_fullest_bucket_of_a_store_of_that_size(stored: int) -> None:
+    """Entries fall into the 65,536 buckets at their keys' hashes (multinomial): the limit
+    advised for a store of ``stored`` entries is above its fullest bucket in 20 draws, and
+    not far above (within 1.5x + 128: the advice should not cost more than it must)."""
+    need = bucket_entries(stored, BUCKETS)
+    rng = np.random.default_rng(stored)
+    fullest = max(int(rng.multinomial(stored, [1 / BUCKETS] * BUCKETS).max()) for _ in range(20))
+    assert fullest < need <= max(512, 1.5 * fullest + 128), (fullest, need)
+    assert need % 128 == 0 and (need == 512) == (stored <= 25_000_000)
 
 
 def test_listpack_limits_are_none_when_config_is_disabled(tmp_path: Path) -> None:

@@ -676,6 +676,31 @@ def test_an_open_for_writing_warns_when_buckets_would_not_stay_compact(
         client.config_set("hash-max-listpack-value", 256)
 
 
+def test_an_open_for_writing_of_a_large_store_advises_more_entries_per_bucket(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past ~12 M entries (room to double: ~25 M) the fullest of the 65,536 buckets may pass
+    512 records, Redis's limit here, and become a hash table for good: an open for writing
+    names the value to set, from the store's own count; a read-only open says nothing."""
+    client = _client(redis_server)
+    prefix = "test:listpack-size"
+    with RedisStore(redis_server.url, prefix=prefix, reset=True) as s:
+        s.add(Fingerprints(A, WA), "https://a.example/1")
+    for live, advised in ((10_000_000, None), (20_000_000, 768), (50_000_000, 1792)):
+        client.hset(f"{{{prefix}}}:meta", "live", live)  # (as if the store held that many)
+        caplog.clear()
+        RedisStore(redis_server.url, prefix=prefix).close()
+        said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        if advised is None:
+            assert not said
+        else:
+            assert len(said) == 1 and f"'hash-max-listpack-entries {advised}'" in said[0]
+            caplog.clear()
+            RedisStore(redis_server.url, prefix=prefix, read_only=True).close()
+            assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    client.close()
+
+
 def test_a_key_whose_address_another_key_holds_takes_its_second(redis_server: RedisServer) -> None:
     """Two page keys with one xxh3 digest (~3e-6 in a 10 M store) cannot be made on purpose:
     the other key's record is put at the first address by hand. The key then lives at its

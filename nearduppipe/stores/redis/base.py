@@ -13,19 +13,19 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
 from ...fingerprint.rule import Fingerprints, Rule
 from ...index.layout import Layout
-from ..base import Decision, Entry, Store, StoreError, StoreUnavailable
+from ..base import Store, StoreError, StoreUnavailable
 from ..memory import MemoryStore
 from ..scope import check_scope
 from . import buckets
 from . import keys as rk
 from .format1 import format1_keys, read_format1
-from .format3 import listpack_advice, listpack_limits
+from .format3 import bucket_entries, listpack_advice, listpack_limits
 from .log import LogIndex, compact, new_epoch
 from .loss import GONE, Watch, gone, lost_at_open
 from .names import Names
@@ -35,7 +35,7 @@ from .wire import Packed, Wire, _bytes, bulk
 FORMAT_VERSION = 3
 logger = logging.getLogger(__name__)
 # Server limits under which a bucket hash stays a listpack (format3.listpack_advice): records
-# of URLs up to ~180 characters, and 512 records per bucket (~30 M entries).
+# of URLs up to ~180 characters; 512 records per bucket to ~25 M entries (bucket_entries).
 LISTPACK = (256, 512)
 # (a store's other keys without its meta are a lost store, never one to create: loss.py)
 _INIT_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -81,9 +81,6 @@ class RedisBase(Store):
     _lost: str | None  # why the store is lost (gone or evicted): every later call fails
     _absent: bool  # opened read-only where no store was: nothing to find, nothing lost
 
-    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
-        raise NotImplementedError
-
     # -- script arguments --------------------------------------------------------------------
     def _head_args(self, mode: str, now: float | str, epoch: str = "") -> list[Any]:
         """ARGV[1] to ARGV[11] of a call that keeps no reply and sends no log position (a
@@ -125,9 +122,9 @@ class RedisBase(Store):
         if not self._log.loaded:  # on the first search: copy, info and get never need it
             with self._errors("load"):
                 self._log.load(self._client, self._k("meta"), self._k("n"))
-                if encode is not None and self._log.epoch != self._names_epoch:
+                if encode is not None and (self._log.epoch or "-") != self._names_epoch:
                     self._names.forget()  # (a reset since an add or get read the ids)
-                    self._names_epoch = self._log.epoch
+                    self._names_epoch = self._log.epoch or "-"
                     args = encode()
         now = args[0]
         t = now.encode() if isinstance(now, str) else repr(float(now)).encode()
@@ -151,7 +148,7 @@ class RedisBase(Store):
                     self._log.load(self._client, self._k("meta"), self._k("n"))
                     if encode is not None:  # (a reset store's prefix and job ids are new)
                         self._names.forget()
-                        self._names_epoch = self._log.epoch
+                        self._names_epoch = self._log.epoch or "-"
                         rest = [_bytes(a) for a in encode()[1:]]
                 continue
             if status == b"R":
@@ -273,23 +270,25 @@ class RedisBase(Store):
         if rule is not None and rule != stored and not self.read_only:
             # similarity and legacy_distance are thresholds, not layout: the new default
             self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
-        if self.ttl is None and not self.read_only and self._client.pttl(self._k("n")) > 0:
+        live = int(meta.get("live", "0"))
+        if not (self.ttl or self.read_only) and buckets.expiring(self._client, self._k("n"), live):
             self._client.persist(self._k("n"))  # undo the expiry of an earlier TTL run
-            buckets.persist(self._client, self.prefix)
+            buckets.persist(self._client, self.prefix)  # (and count what is left)
         if not self.read_only:
             if "new_total" not in meta:  # a store from before it was counted: its entries
                 self._client.eval(_COUNT_ENTRIES_LUA, 1, self._k("meta"))
             self._compact_if_needed(meta)
-            self._check_listpack()  # (a read changes nothing: memory is the writers' business)
+            self._check_listpack(live)  # (memory: the writers' business)
         self._names_epoch = meta["epoch"]  # (no id was read yet: the names cache is empty)
 
-    def _check_listpack(self) -> None:
+    def _check_listpack(self, live: int) -> None:
         """Warn when the server would keep the bucket hashes as hash tables (~1.4x memory)."""
         try:
             limits = listpack_limits(self._client)
         except self._redis.RedisError:
             limits = None
-        advice = listpack_advice(limits, *LISTPACK)
+        # (room to double before the next open: an outgrown bucket stays a hash table)
+        advice = listpack_advice(limits, LISTPACK[0], bucket_entries(2 * live, buckets.BUCKETS))
         if advice:
             logger.warning("%s: %s", self._where(), advice)
 

@@ -123,30 +123,33 @@ def _row(e: Entry, ticket: int) -> _Row:
 
 
 def _send_single(store: RedisStore, calls: list[list[_Row]], now: float | str) -> None:
-    """One round trip of ``add`` calls, encoded again and resent while refused as stale."""
-    if not calls:
-        return
+    """One round trip of ``add`` calls; those refused as stale are encoded again and sent
+    again (only they: the others wrote, and a second add of an entry would log it twice)."""
     for _ in range(4):
+        if not calls:
+            return
         pipe = store._client.pipeline(transaction=False)
-        head = store._head_args("add", now, store._names_epoch)
+        head = store._head_args("add", now, store._names_epoch)  # (before the ids)
         for part in calls:
             args: list[Any] = [*head]
             for e, f, t, _ in part:
                 args += (store._names.address(e.key), store._record(f, e.key, t, e.job, e.text))
             store._script(keys=store._keys, args=args, client=pipe)
-        if not _stale(pipe.execute(raise_on_error=False)):
-            return
-        store._refresh_names()
-    raise StoreUnavailable(f"{store._where()}: import: the store kept being reset under it")
+        refused = _stale(pipe.execute(raise_on_error=False))
+        calls = [c for c, stale in zip(calls, refused, strict=True) if stale]
+        if calls:
+            store._refresh_names()
+    if calls:
+        raise StoreUnavailable(f"{store._where()}: import: the store kept being reset under it")
 
 
 def _send_cluster(
     store: RedisClusterStore, calls: list[tuple[int, list[_Row]]], now: float | str
 ) -> None:
     """As :func:`_send_single`, each call with its shard's epoch."""
-    if not calls:
-        return
     for _ in range(4):
+        if not calls:
+            return
         with store._errors("import", write=True):
             wire = []
             for s, part in calls:
@@ -155,19 +158,20 @@ def _send_cluster(
                     rec = store._record(f, e.key, t, e.job, e.text, ticket)
                     args += (store._names.address(e.key), rec)
                 wire.append((store._keys[s], args))
-            if not _stale(store._wire.call_many(wire)):
-                return
-            store._refresh_names()
-    raise StoreUnavailable(f"{store._where()}: import: the store kept being reset under it")
+            refused = _stale(store._wire.call_many(wire))
+            calls = [c for c, stale in zip(calls, refused, strict=True) if stale]
+            if calls:
+                store._refresh_names()
+    if calls:
+        raise StoreUnavailable(f"{store._where()}: import: the store kept being reset under it")
 
 
-def _stale(replies: list[Any]) -> bool:
-    """Whether some call was refused as stale; any other refusal is raised."""
-    failed = [r for r in replies if isinstance(r, Exception)]
-    for r in failed:
-        if STALE not in str(r):
+def _stale(replies: list[Any]) -> list[bool]:
+    """Per call, whether it was refused as stale; any other refusal is raised."""
+    for r in replies:
+        if isinstance(r, Exception) and STALE not in str(r):
             raise r
-    return bool(failed)
+    return [isinstance(r, Exception) for r in replies]
 
 
 def _decision_batches(decisions: Iterable[Decision]) -> Iterable[list[bytes]]:

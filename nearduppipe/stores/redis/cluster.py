@@ -76,7 +76,7 @@ from .cluster_open import (
 )
 from .cluster_wire import ClusterWire
 from .codec import decode_decision
-from .format3 import decode_record
+from .format3 import bucket_entries, decode_record
 from .log import compact
 from .loss import STALE, Watch, parse_flag
 from .names import Names
@@ -174,12 +174,14 @@ class RedisClusterStore(ClusterBase):
             self._wire = ClusterWire(self._client, CLUSTER)
             self._empty = not exists
             if not self.read_only:  # (as on one node: memory is the writers' business)
-                warn_listpack(self._client, self._where())
+                lives = [int(self._client.hget(k[0], "live") or 0) for k in self._keys]
+                fullest = bucket_entries(2 * max(lives), 1 << self.bits)  # (as on one node)
+                warn_listpack(self._client, self._where(), fullest)
             if exists and not self.read_only:
                 for s, keys in enumerate(self._keys):
-                    if self.ttl is None and self._client.pttl(keys[5]) > 0:
+                    if self.ttl is None and buckets.expiring(self._client, keys[5], lives[s]):
                         self._client.persist(keys[5])  # undo the expiry of an earlier TTL run
-                        buckets.persist(self._client, self._tags[s], self.bits)
+                        buckets.persist(self._client, self._tags[s], self.bits)  # (and count)
                     # as on one node: compact a log whose dead members outnumber the live ones
                     dead, live = self._client.hmget(keys[0], ["dead", "live"])
                     if int(dead or 0) > max(10_000, int(live or 0)):
@@ -225,11 +227,11 @@ class RedisClusterStore(ClusterBase):
         s = self.shard(key)
         for _ in range(4):
             with self._errors(mode, write=write):
+                head = self._head(mode, 0.0, 0, self._names_epochs[s])  # (before the ids)
                 address = self._names.address(key, assign=False)
                 if address is None:
                     return None
                 try:
-                    head = self._head(mode, 0.0, 0, self._names_epochs[s])
                     return self._wire.call(self._keys[s], [*head, address])
                 except self._redis.ResponseError as e:
                     if STALE not in str(e):
@@ -243,19 +245,20 @@ class RedisClusterStore(ClusterBase):
         pipe = self._client.pipeline(transaction=False)
         for keys in self._keys:
             pipe.hget(keys[0], "epoch")
-        self._names_epochs = ["-" if e is None else e.decode() for e in pipe.execute()]
-        self._names.forget()
+        epochs = ["-" if e is None else e.decode() for e in pipe.execute()]
+        self._names.forget()  # (first: as on one node)
+        self._names_epochs = epochs
 
     def __len__(self) -> int:
         n = 0
         with self._errors("count"):  # (per shard, as on one node)
             for s, keys in enumerate(self._keys):
-                live = int(self._client.hget(keys[0], "live") or 0)
+                raw, epoch = self._client.hmget(keys[0], ["live", "epoch"])
                 if self._client.pttl(keys[5]) == -1:
-                    n += live
+                    n += int(raw or 0)
                 else:
                     recount = partial(buckets.count, self._client, self._tags[s], self.bits)
-                    n += self._sizes[s](live, recount)
+                    n += self._sizes[s](int(raw or 0), epoch, recount)
         return n
 
     def _records(self, shard: int) -> Iterator[tuple[bytes, bytes]]:
@@ -265,8 +268,14 @@ class RedisClusterStore(ClusterBase):
 
     def entries(self) -> Iterator[Entry]:
         with self._errors("scan"):
-            raws = [raw for s in range(self.shards) for _, raw in self._records(s)]
-            rows = self._names.entries(raws)
+            for _ in range(4):  # (again if the store was reset meanwhile: its ids changed)
+                raws = [raw for s in range(self.shards) for _, raw in self._records(s)]
+                rows = self._names.entries(raws)
+                if self._names.current():
+                    break
+                self._refresh_names()
+            else:
+                raise StoreUnavailable(f"{self._where()}: scan: the store kept being reset")
         rows.sort(key=lambda r: r[0])  # tickets count up: the order stored
         for _, entry in rows:
             yield entry

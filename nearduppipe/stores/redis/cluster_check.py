@@ -193,9 +193,10 @@ class ClusterBase(Store):
         if not self._logs.loaded:
             with self._errors("load"):
                 self._logs.load(self._reader())
-            if self._logs.epoch != self._names_epochs:  # (a reset since an add or get read the ids)
-                self._names_epochs = list(self._logs.epoch)
-                self._names.forget()
+            epochs = [e or "-" for e in self._logs.epoch]
+            if epochs != self._names_epochs:  # (a reset since an add or get read the ids)
+                self._names.forget()  # (first: cluster.py _refresh_names)
+                self._names_epochs = epochs
                 self._names_read += 1
         now = rk.call_time(self.clock)
         todo = list(range(self.shards))
@@ -247,8 +248,8 @@ class ClusterBase(Store):
                 with self._errors("load"):
                     self._logs.load(self._reader())
                 # (a log compacted, or the store reset: then its host and job ids are new)
-                self._names_epochs = list(self._logs.epoch)
                 self._names.forget()
+                self._names_epochs = [e or "-" for e in self._logs.epoch]
                 self._names_read += 1
             if not again:
                 return hits

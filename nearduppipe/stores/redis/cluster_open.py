@@ -240,9 +240,10 @@ def reset_keys(client: Any, prefix: str) -> None:
             buckets.delete(client, tag, int(meta[1]))
 
 
-def warn_listpack(client: Any, where: str) -> None:
+def warn_listpack(client: Any, where: str, entries: int) -> None:
     """Warn, per master, when it would keep the shards' bucket hashes as hash tables (~1.4x
-    memory), as the single-node store does (``format3.listpack_advice``)."""
+    memory), as the single-node store does (``format3.listpack_advice``; ``entries``: what
+    the fullest bucket needs, ``format3.bucket_entries``)."""
     import redis
 
     for node in client.get_primaries():
@@ -250,7 +251,7 @@ def warn_listpack(client: Any, where: str) -> None:
             limits = listpack_limits(client.get_redis_connection(node))
         except redis.RedisError:
             limits = None
-        advice = listpack_advice(limits, *LISTPACK)
+        advice = listpack_advice(limits, LISTPACK[0], entries)
         if advice:
             logger.warning("%s: master %s:%s: %s", where, node.host, node.port, advice)
 

@@ -47,6 +47,7 @@ from .codec import DamagedRecord
 
 __all__ = [
     "Record",
+    "bucket_entries",
     "bucket_of",
     "chunk",
     "decode_bucket",
@@ -242,6 +243,17 @@ def listpack_limits(client: Any) -> tuple[int, int] | None:
         if all(n in got for n in names):
             return int(got[names[0]]), int(got[names[1]])
     return None
+
+
+def bucket_entries(live: int, buckets: int, floor: int = 512) -> int:
+    """The ``hash-max-listpack-entries`` under which the fullest of ``buckets`` buckets holding
+    ``live`` entries in all stays compact. The addresses are hashes, so bucket sizes are
+    Poisson: the mean plus 6 standard deviations (+8) is passed by about one bucket in 10^9;
+    at least ``floor``, rounded up to a multiple of 128. Why: past ~25 M entries on one node
+    512 no longer holds, and a bucket that outgrows it becomes a hash table for good."""
+    mean = live / buckets
+    need = math.ceil(mean + 6 * math.sqrt(mean) + 8)
+    return max(floor, -(-need // 128) * 128)
 
 
 def listpack_advice(limits: tuple[int, int] | None, value: int, entries: int) -> str | None:

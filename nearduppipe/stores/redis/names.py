@@ -94,6 +94,20 @@ class _Table:
             self.names({i})
         return self._names[i]
 
+    def current(self) -> bool:
+        """Whether every cached id still names the same thing in the store (one round trip;
+        false after a reset gave an id to another name, or to none)."""
+        with self._lock:
+            known = [(i, n) for i, n in self._names.items() if i]
+        if not known:
+            return True
+        raws = self._client.hmget(self._keys[1], [i for i, _ in known])
+        return all(
+            (raw is None and n.startswith("<unknown "))
+            or (raw is not None and raw.decode("utf-8", "surrogatepass") == n)
+            for (_, n), raw in zip(known, raws, strict=True)
+        )
+
 
 class Names:
     """A client's view of a format-3 store's prefix and job tables, and the encoding of keys
@@ -149,6 +163,12 @@ class Names:
         pid = self.prefixes.id(prefix, True) or 0
         jid = 0 if job is None else self.job_id(job)
         return encode_record(Record(fps.fp, t, 0, fps.wide, jid, pid, suffix, text))
+
+    def current(self) -> bool:
+        """Whether the cached ids still hold (:meth:`_Table.current`): what a long read
+        checks after decoding, since a reset meanwhile would have mixed two stores' ids."""
+        prefixes, jobs = self.prefixes, self.jobs
+        return prefixes.current() and jobs.current()
 
     def entries(self, raws: list[bytes]) -> list[tuple[int, Entry]]:
         """(sequence number, entry) of records, their names read in one round trip each."""

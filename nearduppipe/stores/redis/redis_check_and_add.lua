@@ -29,7 +29,7 @@ local function modes()
     return redis.error_reply(GONE)
   end
   -- A call that sends page-key addresses or records carries the epoch its host and job ids
-  -- were read under (a Cluster shard's carry none): a store reset since has new tables.
+  -- were read under ('': a call that sends none): a store reset since has new tables.
   if EPOCH ~= '' and (mode == 'add' or mode == 'get' or mode == 'remove') then
     local e = redis.call('HGET', META, 'epoch')
     if e and e ~= EPOCH then return redis.error_reply(STALE) end

@@ -137,11 +137,16 @@ end
 local function store(arg, rec, old_addr, old_rec)
   local addr = old_addr or free_addr(arg)
   if not addr then error(COLLISION) end
-  if old_addr then drop(old_addr, old_rec) end
+  -- the same fingerprint again (an import run twice): its log member stands; a second one
+  -- would read as live too, and compaction could never drop it
+  local same = old_addr and string.sub(old_rec, 2, 9) == string.sub(rec, 2, 9)
+  if old_addr and not same then drop(old_addr, old_rec) end
   if not KEEP_SEQ then rec = with_seq(rec, redis.call('HINCRBY', META, 'seq', 1)) end
   put_rec(addr, rec)
-  redis.call('HINCRBY', META, 'live', 1)
-  log_member(string.sub(rec, 2, 9) .. addr)
+  if not same then
+    redis.call('HINCRBY', META, 'live', 1)
+    log_member(string.sub(rec, 2, 9) .. addr)
+  end
 end
 
 -- Store a batch of new, distinct keys (ARGV from 12: address argument, record, ...) at their

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, cast
 
 from ...fingerprint.rule import Fingerprints, Rule
@@ -270,18 +271,25 @@ class RedisStore(RedisBase):
         if self._f1 is not None and not self._closed:
             return len(self._f1)
         with self._errors("count"):
-            live = int(self._client.hget(self._k("meta"), "live") or 0)
+            raw, epoch = self._client.hmget(self._k("meta"), ["live", "epoch"])
             if self._client.pttl(self._k("n")) == -1:
-                return live  # (nothing of the store expires: the counter is exact)
-            return self._size(live, lambda: buckets.count(self._client, self.prefix))
+                return int(raw or 0)  # (nothing of the store expires: the counter is exact)
+            recount = partial(buckets.count, self._client, self.prefix)
+            return self._size(int(raw or 0), epoch, recount)
 
     def entries(self) -> Iterator[Entry]:
         if self._f1 is not None:
             yield from self._f1.entries()
             return
         with self._errors("scan"):
-            raws = [raw for _, raw in buckets.records(self._client, self.prefix, len(self))]
-            rows = self._names.entries(raws)
+            for _ in range(4):  # (again if the store was reset meanwhile: its ids changed)
+                raws = [raw for _, raw in buckets.records(self._client, self.prefix, len(self))]
+                rows = self._names.entries(raws)
+                if self._names.current():
+                    break
+                self._refresh_names()
+            else:
+                raise StoreUnavailable(f"{self._where()}: scan: the store kept being reset")
         rows.sort(key=lambda r: r[0])  # sequence numbers: the order stored (base.Store.entries)
         for _, entry in rows:
             yield entry
@@ -358,10 +366,12 @@ class RedisStore(RedisBase):
         raise StoreUnavailable(f"{self._where()}: {what}: the store kept being reset under it")
 
     def _refresh_names(self) -> None:
-        """Drop the cached host and job ids, after reading the epoch the next ones are under."""
+        """Drop the cached host and job ids, then publish the meta's epoch, read first: the
+        next ids are read under it (dropped before it is published, so another thread that
+        sends the new epoch cannot encode with the old ids)."""
         raw = self._client.hget(self._k("meta"), "epoch")
-        self._names_epoch = "-" if raw is None else raw.decode()
         self._names.forget()
+        self._names_epoch = "-" if raw is None else raw.decode()
 
     def close(self) -> None:
         if self._closed:
