@@ -78,7 +78,7 @@ from .cluster_wire import ClusterWire
 from .codec import decode_decision
 from .format3 import bucket_entries, decode_record
 from .log import compact
-from .loss import STALE, Watch, parse_flag
+from .loss import Watch, fresh_ids, parse_flag
 from .names import Names
 from .program import CLUSTER
 
@@ -225,19 +225,14 @@ class RedisClusterStore(ClusterBase):
         ids were read under: refused as stale after a reset by another client, whose new
         tables give them to other hosts (as :meth:`.store.RedisStore._keyed`)."""
         s = self.shard(key)
-        for _ in range(4):
-            with self._errors(mode, write=write):
-                head = self._head(mode, 0.0, 0, self._names_epochs[s])  # (before the ids)
-                address = self._names.address(key, assign=False)
-                if address is None:
-                    return None
-                try:
-                    return self._wire.call(self._keys[s], [*head, address])
-                except self._redis.ResponseError as e:
-                    if STALE not in str(e):
-                        raise
-                    self._refresh_names()
-        raise StoreUnavailable(f"{self._where()}: {mode}: the store kept being reset under it")
+
+        def attempt() -> Any:
+            head = self._head(mode, 0.0, 0, self._names_epochs[s])  # (before the ids)
+            address = self._names.address(key, assign=False)
+            return None if address is None else self._wire.call(self._keys[s], [*head, address])
+
+        errors = partial(self._errors, mode, write=write)
+        return fresh_ids(attempt, self._refresh_names, errors, f"{self._where()}: {mode}")
 
     def _refresh_names(self) -> None:
         """Drop the cached host and job ids, after reading the shards' epochs the next ones
@@ -267,18 +262,13 @@ class RedisClusterStore(ClusterBase):
         return buckets.records(self._client, self._tags[shard], live, self.bits)
 
     def entries(self) -> Iterator[Entry]:
-        with self._errors("scan"):
-            for _ in range(4):  # (again if the store was reset meanwhile: its ids changed)
-                raws = [raw for s in range(self.shards) for _, raw in self._records(s)]
-                rows = self._names.entries(raws)
-                if self._names.current():
-                    break
-                self._refresh_names()
-            else:
-                raise StoreUnavailable(f"{self._where()}: scan: the store kept being reset")
-        rows.sort(key=lambda r: r[0])  # tickets count up: the order stored
-        for _, entry in rows:
-            yield entry
+
+        def read() -> list[bytes]:
+            return [raw for s in range(self.shards) for _, raw in self._records(s)]
+
+        with self._errors("scan"):  # (tickets count up: the order stored)
+            entries = self._names.scan(read, self._refresh_names, self._where())
+        yield from entries
 
     def decisions(self) -> Iterator[Decision]:
         start, step = 0, 1000

@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
 from ..base import StoreError, StoreUnavailable
 
-__all__ = ["GONE", "STALE", "Watch", "evicts", "gone", "lost_at_open", "parse_flag"]
+__all__ = ["GONE", "STALE", "Watch", "evicts", "fresh_ids", "gone", "lost_at_open", "parse_flag"]
 
 logger = logging.getLogger("nearduppipe.stores.redis")
+T = TypeVar("T")
 
 GONE = "NEARDUP_GONE"  # the scripts' error reply when the store's meta is missing
-STALE = "NEARDUP_STALE"  # ... when a call's host and job ids predate a reset (RedisBase._keyed)
+STALE = "NEARDUP_STALE"  # ... when a call's host and job ids predate a reset (fresh_ids)
 _RECOVER = (
     "To start afresh, crawl with -s NEARDUP_RESET=1 (reset=True with open_store, --reset for "
     "nearduppipe copy's destination), which deletes what is left under the prefix; to get the "
@@ -42,6 +45,28 @@ _RECOVER = (
     "happen again"
 )
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+def fresh_ids(
+    attempt: Callable[[], T],
+    refresh: Callable[[], None],
+    errors: Callable[[], AbstractContextManager[None]],
+    what: str,
+) -> T:
+    """``attempt()``, a call that sends page keys encoded with the client's host and job ids
+    and the epoch they were read under, again after ``refresh()`` each time the script
+    refuses it as stale (``STALE``: another client reset the store, whose new tables give
+    those ids to other hosts; a compaction's new epoch costs one such retry). Every error,
+    within ``errors()`` (the store's mapping of server errors); ``what`` names the call."""
+    for _ in range(4):
+        with errors():
+            try:
+                return attempt()
+            except Exception as e:  # (redis-py's ResponseError: redis is imported lazily)
+                if STALE not in str(e):
+                    raise
+                refresh()
+    raise StoreUnavailable(f"{what}: the store kept being reset under this client")
 
 
 def parse_flag(value: str, name: str, where: str) -> bool:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import struct
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import xxhash
 
 from ...fingerprint.rule import Fingerprints
-from ..base import Entry, Match
+from ..base import Entry, Match, StoreUnavailable
 from .codec import NO_WIDE
 from .format3 import Record, chunk, decode_record, encode_record, split_key, varint
 from .keys import key
@@ -176,6 +177,20 @@ class Names:
         self.prefixes.names({r.prefix_id for r in recs})
         self.jobs.names({r.job_id for r in recs})
         return [(r.seq, self._entry(r)) for r in recs]
+
+    def scan(
+        self, read: Callable[[], list[bytes]], refresh: Callable[[], None], where: str
+    ) -> list[Entry]:
+        """The entries of the records ``read()`` returns (a whole store's), in the order
+        stored (sequence numbers, or a Cluster's tickets), read again after ``refresh()``
+        when a reset meanwhile changed the ids they were decoded with (:meth:`current`)."""
+        for _ in range(4):
+            rows = self.entries(read())
+            if self.current():
+                rows.sort(key=lambda r: r[0])
+                return [entry for _, entry in rows]
+            refresh()
+        raise StoreUnavailable(f"{where}: scan: the store kept being reset under this client")
 
     def entry(self, raw: bytes) -> Entry:
         return self.entries([raw])[0][1]

@@ -83,7 +83,7 @@ from .base import RedisBase
 from .codec import decision_head, decode_decision
 from .format3 import decode_record
 from .log import compact
-from .loss import STALE, Watch, parse_flag
+from .loss import Watch, fresh_ids, parse_flag
 from .program import SINGLE3
 
 __all__ = ["RedisStore", "StoreUnavailable"]
@@ -281,18 +281,13 @@ class RedisStore(RedisBase):
         if self._f1 is not None:
             yield from self._f1.entries()
             return
-        with self._errors("scan"):
-            for _ in range(4):  # (again if the store was reset meanwhile: its ids changed)
-                raws = [raw for _, raw in buckets.records(self._client, self.prefix, len(self))]
-                rows = self._names.entries(raws)
-                if self._names.current():
-                    break
-                self._refresh_names()
-            else:
-                raise StoreUnavailable(f"{self._where()}: scan: the store kept being reset")
-        rows.sort(key=lambda r: r[0])  # sequence numbers: the order stored (base.Store.entries)
-        for _, entry in rows:
-            yield entry
+
+        def read() -> list[bytes]:
+            return [raw for _, raw in buckets.records(self._client, self.prefix, len(self))]
+
+        with self._errors("scan"):  # (in the order stored: base.Store.entries)
+            entries = self._names.scan(read, self._refresh_names, self._where())
+        yield from entries
 
     def decisions(self) -> Iterator[Decision]:
         start, step = 0, 1000
@@ -350,20 +345,14 @@ class RedisStore(RedisBase):
 
     def _keyed(self, what: str, write: bool, call: Callable[[str], Any]) -> Any:
         """``call(epoch)``, which encodes page keys with this client's host and job ids and
-        runs an add, get or remove with ``epoch``, the one they were read under. Why: those
-        ids are the store's own (``{P}:u``/``{P}:j``); after a reset by another client they
-        name other hosts or none, and a record written with them would decode to another
-        page. The script refuses a stale epoch (``NEARDUP_STALE``); the ids are then read
-        again and the call encoded again. (A compaction's new epoch costs one such retry.)"""
-        for _ in range(4):
-            with self._errors(what, write=write):
-                try:
-                    return call(self._names_epoch)
-                except self._redis.ResponseError as e:
-                    if STALE not in str(e):
-                        raise
-                    self._refresh_names()
-        raise StoreUnavailable(f"{self._where()}: {what}: the store kept being reset under it")
+        runs an add, get or remove with ``epoch``, the one they were read under (the ids are
+        the store's own, ``{P}:u``/``{P}:j``: :func:`.loss.fresh_ids`)."""
+        return fresh_ids(
+            lambda: call(self._names_epoch),
+            self._refresh_names,
+            lambda: self._errors(what, write=write),
+            f"{self._where()}: {what}",
+        )
 
     def _refresh_names(self) -> None:
         """Drop the cached host and job ids, then publish the meta's epoch, read first: the
