@@ -24,7 +24,7 @@ from ..memory import MemoryStore
 from ..scope import check_scope
 from . import buckets
 from . import keys as rk
-from .format1 import format1_keys, read_format1
+from .format1 import format1_keys, read_format1, switch_format1
 from .format3 import bucket_entries, listpack_advice, listpack_limits
 from .log import LogIndex, compact, new_epoch
 from .loss import GONE, Watch, gone, lost_at_open
@@ -122,10 +122,9 @@ class RedisBase(Store):
         if not self._log.loaded:  # on the first search: copy, info and get never need it
             with self._errors("load"):
                 self._log.load(self._client, self._k("meta"), self._k("n"))
-                if encode is not None and (self._log.epoch or "-") != self._names_epoch:
-                    self._names.forget()  # (a reset since an add or get read the ids)
-                    self._names_epoch = self._log.epoch or "-"
-                    args = encode()
+                # (a reset since an add or get read the ids: encoded again)
+                if (self._log.epoch or "-") != self._names_epoch and self._adopt(self._log.epoch):
+                    args = encode() if encode is not None else args
         now = args[0]
         t = now.encode() if isinstance(now, str) else repr(float(now)).encode()
         head = bulk((what.encode(), t)) + self._fixed(bool(token))
@@ -146,9 +145,7 @@ class RedisBase(Store):
             if status == b"E":
                 with self._errors("load"):
                     self._log.load(self._client, self._k("meta"), self._k("n"))
-                    if encode is not None:  # (a reset store's prefix and job ids are new)
-                        self._names.forget()
-                        self._names_epoch = self._log.epoch or "-"
+                    if self._adopt(self._log.epoch) and encode is not None:  # (a reset)
                         rest = [_bytes(a) for a in encode()[1:]]
                 continue
             if status == b"R":
@@ -158,6 +155,16 @@ class RedisBase(Store):
             self._log.apply(int(start), members, epoch)
             return status
         raise StoreUnavailable(f"{self._where()}: {what}: the log kept changing under this client")
+
+    def _adopt(self, epoch: str) -> bool:
+        """Take the epoch of a log just read as the cached ids' own: they are kept when each
+        still names the same host and job (a compaction), else dropped first (a reset: then
+        True, and what was encoded with them is encoded again)."""
+        stale = not self._names.current()
+        if stale:
+            self._names.forget()
+        self._names_epoch = epoch or "-"
+        return stale
 
     def _run(self, what: str, args: list[Any], write: bool = True) -> Any:
         with self._errors(what, write=write):
@@ -308,28 +315,10 @@ class RedisBase(Store):
             )
             self._f1.import_records(entries, [])
             return
-        # Migrate in place, in an order that a crash at any point leaves readable: write the
-        # format-2 entries (names format 1 never used), switch the meta, then drop the old keys.
-        # A crash before the switch leaves a format-1 store that the next open migrates again.
+        # migrate in place: the entries, then the meta's switch (a crash at any point leaves
+        # a readable store: format1.switch_format1)
         self.import_records(entries, [])
-        n_decisions = int(self._client.llen(self._k("d")))
-        pipe = self._client.pipeline(transaction=True)
-        pipe.hdel(self._k("meta"), "bits", "distance")
-        pipe.hset(
-            self._k("meta"),
-            mapping={
-                "format": "3",
-                "rule": json.dumps(self.rule.as_dict()),
-                "blocks": str(self.layout.n_blocks),
-                "decisions_total": str(n_decisions),
-                "epoch": new_epoch(),
-                "new_total": "0",
-            },
-        )
-        pipe.execute()
-        old = format1_keys(self._client, self.prefix)
-        for i in range(0, len(old), 1000):
-            self._client.unlink(*old[i : i + 1000])
+        self._names_epoch = switch_format1(self._client, self.prefix, self.rule, self.layout)
 
     def _reset(self, blocks: int | None, rule: Rule | None) -> None:
         meta = self._meta()

@@ -249,8 +249,9 @@ class RedisClusterStore(ClusterBase):
         with self._errors("count"):  # (per shard, as on one node)
             for s, keys in enumerate(self._keys):
                 raw, epoch = self._client.hmget(keys[0], ["live", "epoch"])
-                if self._client.pttl(keys[5]) == -1:
-                    n += int(raw or 0)
+                log_ttl = self._client.pttl(keys[5])
+                if log_ttl == -1 or (log_ttl == -2 and not int(raw or 0)):
+                    n += int(raw or 0)  # (as on one node)
                 else:
                     recount = partial(buckets.count, self._client, self._tags[s], self.bits)
                     n += self._sizes[s](int(raw or 0), epoch, recount)
@@ -330,6 +331,9 @@ class RedisClusterStore(ClusterBase):
         if done and self._logs.loaded:
             with self._errors("load"):
                 self._logs.load(self._reader())
+                self._names.forget()  # (as after any reload: a reset since the switch)
+                self._names_epochs = [e or "-" for e in self._logs.epoch]
+                self._names_read += 1
         return done
 
     def close(self) -> None:

@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...fingerprint.rule import Rule
+from ...index.layout import Layout
 from ..base import Entry
 from .keys import format1_key_pattern, key
+from .log import new_epoch
 
-__all__ = ["format1_keys", "read_format1"]
+__all__ = ["format1_keys", "read_format1", "switch_format1"]
 
 
 def format1_keys(client: Any, prefix: str) -> list[bytes]:
@@ -44,3 +47,30 @@ def read_format1(client: Any, prefix: str) -> list[Entry]:
         if old is None or row[:2] > old[:2]:
             newest[row[2].key] = row
     return [row[2] for row in sorted(newest.values(), key=lambda r: r[:2])]
+
+
+def switch_format1(client: Any, prefix: str, rule: Rule, layout: Layout) -> str:
+    """The end of a format-1 store's migration at open, once its entries are written as
+    format 3 (names format 1 never used): switch the meta in one transaction, then drop the
+    old keys. A crash before the switch leaves a format-1 store that the next open migrates
+    again. Returns the new epoch (the client's ids, read while writing, are the store's)."""
+    n_decisions = int(client.llen(key(prefix, "d")))
+    epoch = new_epoch()
+    pipe = client.pipeline(transaction=True)
+    pipe.hdel(key(prefix, "meta"), "bits", "distance")
+    pipe.hset(
+        key(prefix, "meta"),
+        mapping={
+            "format": "3",
+            "rule": json.dumps(rule.as_dict()),
+            "blocks": str(layout.n_blocks),
+            "decisions_total": str(n_decisions),
+            "epoch": epoch,
+            "new_total": "0",
+        },
+    )
+    pipe.execute()
+    old = format1_keys(client, prefix)
+    for i in range(0, len(old), 1000):
+        client.unlink(*old[i : i + 1000])
+    return epoch

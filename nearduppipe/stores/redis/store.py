@@ -272,8 +272,9 @@ class RedisStore(RedisBase):
             return len(self._f1)
         with self._errors("count"):
             raw, epoch = self._client.hmget(self._k("meta"), ["live", "epoch"])
-            if self._client.pttl(self._k("n")) == -1:
-                return int(raw or 0)  # (nothing of the store expires: the counter is exact)
+            log_ttl = self._client.pttl(self._k("n"))
+            if log_ttl == -1 or (log_ttl == -2 and not int(raw or 0)):
+                return int(raw or 0)  # (nothing of it expires, or it holds nothing yet)
             recount = partial(buckets.count, self._client, self.prefix)
             return self._size(int(raw or 0), epoch, recount)
 
@@ -341,6 +342,7 @@ class RedisStore(RedisBase):
             if dead < min_dead or not compact(self):
                 return False
             self._log.load(self._client, self._k("meta"), self._k("n"))
+            self._adopt(self._log.epoch)  # (a reset since the switch: the ids go too)
         return True
 
     def _keyed(self, what: str, write: bool, call: Callable[[str], Any]) -> Any:
