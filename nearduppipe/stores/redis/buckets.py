@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from .codec import DamagedRecord
@@ -129,10 +129,21 @@ class Size:
         self._base = self._live = 0
         self._lock = threading.Lock()
 
-    def __call__(self, live: int, epoch: bytes | None, recount: Callable[[], int]) -> int:
+    def __call__(self, client: Any, prefix: str, bits: int = 16) -> int:
+        """The size of the store (or Cluster shard) under ``prefix``: the meta's counter when
+        nothing of it expires (its log has no expiry) or it holds nothing yet, else as above."""
+        raw, epoch = client.hmget(key(prefix, "meta"), ["live", "epoch"])
+        live = int(raw or 0)
+        log_ttl = client.pttl(key(prefix, "n"))
+        if log_ttl == -1 or (log_ttl == -2 and not live):
+            return live
         with self._lock:
             if epoch != self._epoch or time.monotonic() - self._at >= self._every:
-                self._base, self._live, self._at = recount(), live, time.monotonic()
+                self._base, self._live, self._at = (
+                    count(client, prefix, bits),
+                    live,
+                    time.monotonic(),
+                )
                 self._epoch = epoch
             return max(0, self._base + live - self._live)
 

@@ -245,17 +245,11 @@ class RedisClusterStore(ClusterBase):
         self._names_epochs = epochs
 
     def __len__(self) -> int:
-        n = 0
         with self._errors("count"):  # (per shard, as on one node)
-            for s, keys in enumerate(self._keys):
-                raw, epoch = self._client.hmget(keys[0], ["live", "epoch"])
-                log_ttl = self._client.pttl(keys[5])
-                if log_ttl == -1 or (log_ttl == -2 and not int(raw or 0)):
-                    n += int(raw or 0)  # (as on one node)
-                else:
-                    recount = partial(buckets.count, self._client, self._tags[s], self.bits)
-                    n += self._sizes[s](int(raw or 0), epoch, recount)
-        return n
+            return sum(
+                size(self._client, tag, self.bits)
+                for size, tag in zip(self._sizes, self._tags, strict=True)
+            )
 
     def _records(self, shard: int) -> Iterator[tuple[bytes, bytes]]:
         """(address, record) of every entry stored in ``shard`` (pending ones are not)."""

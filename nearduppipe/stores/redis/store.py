@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from functools import partial
 from typing import Any, cast
 
 from ...fingerprint.rule import Fingerprints, Rule
@@ -271,12 +270,12 @@ class RedisStore(RedisBase):
         if self._f1 is not None and not self._closed:
             return len(self._f1)
         with self._errors("count"):
-            raw, epoch = self._client.hmget(self._k("meta"), ["live", "epoch"])
-            log_ttl = self._client.pttl(self._k("n"))
-            if log_ttl == -1 or (log_ttl == -2 and not int(raw or 0)):
-                return int(raw or 0)  # (nothing of it expires, or it holds nothing yet)
-            recount = partial(buckets.count, self._client, self.prefix)
-            return self._size(int(raw or 0), epoch, recount)
+            return self._size(self._client, self.prefix)
+
+    def _hint(self) -> int:
+        """The meta's counter: the size a whole-store read plans its calls by (``len()`` may
+        count every bucket for it)."""
+        return int(self._client.hget(self._k("meta"), "live") or 0)
 
     def entries(self) -> Iterator[Entry]:
         if self._f1 is not None:
@@ -284,7 +283,7 @@ class RedisStore(RedisBase):
             return
 
         def read() -> list[bytes]:
-            return [raw for _, raw in buckets.records(self._client, self.prefix, len(self))]
+            return [raw for _, raw in buckets.records(self._client, self.prefix, self._hint())]
 
         with self._errors("scan"):  # (in the order stored: base.Store.entries)
             entries = self._names.scan(read, self._refresh_names, self._where())
@@ -325,7 +324,7 @@ class RedisStore(RedisBase):
             cutoff = (rk.server_time(self._client) if isinstance(now, str) else now) - self.ttl
             old = [
                 address
-                for address, raw in buckets.records(self._client, self.prefix, len(self))
+                for address, raw in buckets.records(self._client, self.prefix, self._hint())
                 if decode_record(raw).stored_at < cutoff
             ]
         removed = 0  # (the script judges each again by its own time)
