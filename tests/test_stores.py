@@ -205,6 +205,37 @@ def test_revisits_and_one_entry_per_key(backend: object) -> None:
     assert all(d.key != d.matched_key for d in store.decisions())
 
 
+def test_a_running_jobs_keys_are_claimed_not_revisited(backend: object) -> None:
+    """docs/verdicts.md: another crawl's check of a key stored by a job whose lease holds is
+    ``claimed`` and writes nothing (before, ``unchanged`` gave the entry to the second crawl,
+    whose own item then came back ``unchanged`` too: a page neither exported)."""
+    store = backend(clock=Clock())  # type: ignore[operator]
+    a = Fingerprints(A, W)
+    store.lease("crawl1", 60)
+    assert store.check(a, "u", job="crawl1") == Verdict("new")
+    near = Fingerprints(A ^ 1, W ^ 3)
+    assert store.check(near, "u", job="crawl2") == Verdict("claimed", Match("u", A, 1, 2))
+    changed = Fingerprints(A ^ 0xFFFF_0000_FFFF, W ^ ((1 << 200) - 1))
+    assert store.check(changed, "u", job="crawl2").status == "claimed"  # whatever the content
+    entry = store.get("u")
+    assert entry is not None and entry.job == "crawl1" and entry.fingerprints == a
+    assert store.check(a, "u", job="crawl1") == Verdict("again")  # its own item still passes
+    # a key made from the content (no job) is one page whoever asks: not claimed
+    assert store.check(near, "u").status == "unchanged"
+    assert store.counters()["claimed"] == 2
+    assert store.info().claimed == 2
+    # the lease ends (released, or run out): the next crawl's check is a revisit again
+    store.lease("crawl1", 0)
+    assert store.check(near, "u", job="crawl3").status == "unchanged"
+    store.lease("crawl3", 60)
+    assert store.check(near, "u", job="crawl4").status == "claimed"
+    store.lease("crawl3", 0)
+    with pytest.raises(ValueError):
+        store.lease("", 10)
+    with pytest.raises(ValueError):
+        store.lease("crawl1", float("nan"))
+
+
 def test_rule_is_the_stores_and_verdict_uses_wide(backend: object) -> None:
     store = backend()  # type: ignore[operator]
     assert store.rule == Rule()

@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import io
 import os
-import re
 import stat
 import sys
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..report.render import safe_text as clean
+from ..stores.redaction import redact
 
 __all__ = [
     "CliError",
@@ -33,15 +33,6 @@ __all__ = [
     "say",
     "write_output",
 ]
-
-# ``redis://user:secret@host`` and ``redis://:secret@host``: the password part of the userinfo
-_USERINFO = re.compile(
-    r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<user>[^:@/\s]*):(?P<pw>[^@/\s]+)@", re.I
-)
-# ``?password=secret`` / ``&password=secret`` (also passwd, pass, auth, token)
-_QUERY = re.compile(
-    r"(?P<lead>[?&;](?:password|passwd|pass|pwd|auth|token)=)(?P<pw>[^&#\s]*)", re.I
-)
 
 
 class CliError(Exception):
@@ -68,12 +59,6 @@ def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
         return value
 
     return parse
-
-
-def redact(text: str) -> str:
-    """``text`` with every URI password replaced by ``***``."""
-    text = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
-    return _QUERY.sub(lambda m: f"{m['lead']}***", text)
 
 
 def say(message: str) -> None:

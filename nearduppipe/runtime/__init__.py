@@ -128,6 +128,12 @@ class NearDupRuntime:
         self.log.opened(
             self.store.uri, self.lifecycle.size_at_open, self.store.rule.describe(), config.reset
         )
+        try:
+            self.lifecycle.start_leasing(self.job, self.executor.run, self._lease_failed)
+        except BaseException:
+            self.executor.close()
+            self.store.close()
+            raise
         self.lifecycle.start_flushing(self.executor.run, self._flush_failed)
         self._progress: Any = None
         if config.progress_interval > 0:
@@ -270,8 +276,9 @@ class NearDupRuntime:
     # -- stats, logs, failures, the hook -----------------------------------------------------
     def action(self, outcome: Outcome) -> Action | None:
         """What the verdict drops: ``NEARDUP_ON_DUPLICATE`` for a near-duplicate of another
-        key, ``NEARDUP_ON_UNCHANGED`` for an unchanged revisit of its own; ``None`` else."""
-        if outcome.status == "duplicate":
+        key or a key another running crawl holds (``claimed``), ``NEARDUP_ON_UNCHANGED`` for
+        an unchanged revisit of its own; ``None`` else."""
+        if outcome.status in ("duplicate", "claimed"):
             return self.config.on_duplicate
         if outcome.status == "unchanged":
             return self.config.on_unchanged
@@ -337,6 +344,9 @@ class NearDupRuntime:
 
     def _flush_failed(self, exc: Exception) -> None:
         self.policy.handle("pages", "(periodic commit)", StoreCallError(exc))
+
+    def _lease_failed(self, exc: Exception) -> None:
+        self.policy.handle("pages", "(the crawl's lease)", StoreCallError(exc))
 
     def dropped(self, source: Source, key: str, match: Match, **context: Any) -> None:
         """Send ``neardup_dropped`` (``key``, ``match``, ``source`` and the ``request`` and

@@ -7,6 +7,7 @@ absolute path is what the log shows.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Awaitable, Callable
@@ -17,7 +18,8 @@ from scrapy.utils.project import data_path
 
 from ..settings import NearDupConfig, NearDupConfigError
 from ..stores import Store, StoreError, StoreUnavailable, open_store
-from ..stores.base import _scheme
+from ..stores.base import LEASE_SECONDS, _scheme
+from ..stores.redaction import redact
 from ..stores.sqlite.store import sqlite_path
 from .loop import periodic, start_coroutine
 
@@ -101,16 +103,20 @@ class StoreLifecycle:
             )
         except StoreUnavailable as e:  # (said first: the failure policy is for later)
             raise StoreError(
-                f"NEARDUP_STORE {uri!r}: unreachable when the crawl starts, which stops it "
-                f"whatever NEARDUP_ON_STORE_ERROR says (that policy applies once the store has "
-                f"opened): {e}"
-            ) from e
+                redact(
+                    f"NEARDUP_STORE {uri!r}: unreachable when the crawl starts, which stops it "
+                    f"whatever NEARDUP_ON_STORE_ERROR says (that policy applies once the store "
+                    f"has opened): {e}",
+                    uri,
+                )
+            ) from None
         except StoreError as e:
-            raise StoreError(f"NEARDUP_STORE {uri!r}: {e}") from e
+            raise StoreError(redact(f"NEARDUP_STORE {uri!r}: {e}", uri)) from None
         self.size_at_open = len(self.store)
         self.closed = False
-        self._flushing = False
         self._flusher: Periodic | None = None
+        self._leaser: Periodic | None = None
+        self._job: str | None = None
 
     def start_flushing(
         self,
@@ -120,24 +126,59 @@ class StoreLifecycle:
         """Start a commit every ``commit_interval`` seconds (:meth:`Store.tick`: a commit that
         waits out another writer's lock is retried, not an error): ``run`` moves it off the
         loop, ``on_error`` gets a failure (on the loop)."""
+        self._flusher = self._every(self.config.commit_interval, self.store.tick, run, on_error)
 
-        async def flush() -> None:
+    def start_leasing(
+        self,
+        job: str,
+        run: Callable[[Callable[[], None]], Awaitable[None]],
+        on_error: Callable[[Exception], None],
+    ) -> None:
+        """Take the crawl job's lease (:meth:`Store.lease`, docs/verdicts.md) now and renew it
+        every quarter of :data:`LEASE_SECONDS`, so that other crawlers sharing the store
+        leave this crawl's pages to it (``claimed``); :meth:`close` releases it."""
+        try:
+            self.store.lease(job, LEASE_SECONDS)
+        except StoreError as e:
+            raise StoreError(
+                f"NEARDUP_STORE {self.store.uri}: taking the crawl's lease: {e}"
+            ) from None
+        self._job = job
+        self._leaser = self._every(
+            LEASE_SECONDS / 4, lambda: self.store.lease(job, LEASE_SECONDS), run, on_error
+        )
+
+    def _every(
+        self,
+        interval: float,
+        fn: Callable[[], None],
+        run: Callable[[Callable[[], None]], Awaitable[None]],
+        on_error: Callable[[Exception], None],
+    ) -> Periodic:
+        """``fn`` every ``interval`` seconds through ``run`` (off the loop), one at a time;
+        a failure goes to ``on_error`` unless the store has closed meanwhile."""
+        busy = False
+
+        async def call() -> None:
+            nonlocal busy
             try:
-                await run(self.store.tick)
+                await run(fn)
             except Exception as e:
                 if not self.closed:
                     on_error(e)
             finally:
-                self._flushing = False
+                busy = False
 
         def tick() -> None:
-            if self.closed or self._flushing:
+            nonlocal busy
+            if self.closed or busy:
                 return
-            self._flushing = True
-            start_coroutine(flush())
+            busy = True
+            start_coroutine(call())
 
-        self._flusher = periodic(tick)
-        self._flusher.start(self.config.commit_interval, now=False)
+        looping = periodic(tick)
+        looping.start(interval, now=False)
+        return looping
 
     def close(self, count: bool = True) -> int | None:
         """Stop committing, count, commit and close; the size, or ``None`` if it could not be
@@ -146,13 +187,19 @@ class StoreLifecycle:
         if self.closed:
             return None
         self.closed = True
-        if self._flusher is not None and self._flusher.running:
-            self._flusher.stop()
+        for looping in (self._flusher, self._leaser):
+            if looping is not None and looping.running:
+                looping.stop()
         size: int | None = None
         if count:
             try:
                 size = len(self.store)
             except Exception:
                 size = None
+        if self._job is not None:
+            # the pages it stored go to the next crawl at once, not in a minute (a lease not
+            # released runs out by itself)
+            with contextlib.suppress(Exception):
+                self.store.lease(self._job, 0)
         self.store.close()
         return size

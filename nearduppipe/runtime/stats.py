@@ -25,7 +25,15 @@ logger = logging.getLogger("nearduppipe")
 
 
 # what the closing line reports for pages and for items
-_COUNTED = ("checked", "unique", "dropped", "revisit/unchanged", "revisit/changed", "again")
+_COUNTED = (
+    "checked",
+    "unique",
+    "dropped",
+    "revisit/unchanged",
+    "revisit/changed",
+    "again",
+    "claimed",
+)
 
 
 class StatsLog:
@@ -70,6 +78,19 @@ class StatsLog:
             self.inc(source, "revisit/changed" if status == "changed" else "again")
             return
         what = "page" if source == "pages" else "item"
+        if status == "claimed":
+            self.inc(source, "claimed")
+            if action == "mark":
+                self.inc(source, "marked/claimed")
+            else:
+                self.inc(source, "claimed/dropped")
+                logger.debug(
+                    "Dropped %s %s: another running crawl sharing the store has it",
+                    "page's items of" if action == "items" and source == "pages" else what,
+                    key,
+                    extra=self._extra,
+                )
+            return
         if status == "unchanged":
             self.inc(source, "revisit/unchanged")
             if action == "mark":
@@ -174,6 +195,7 @@ class StatsLog:
                 f"{n['checked']} checked, {n['unique']} unique, {n['dropped']} dropped as "
                 f"near-duplicates, {n['revisit/unchanged']} unchanged and "
                 f"{n['revisit/changed']} changed since an earlier crawl, {n['again']} again, "
+                f"{n['claimed']} left to another running crawl, "
                 f"{sum(skipped.values())} skipped" + (f" ({why})" if why else "")
             )
 

@@ -6,6 +6,8 @@ page is never a near-duplicate of its own key. Seeing a stored key again is a *r
 
 * ``again``     the same crawl job stored it (a retry, a redirect back, a resumed job): the page
   is kept and nothing is written;
+* ``claimed``   another crawl job stored it and its lease (:meth:`Store.lease`) holds: that crawl
+  is running and exports the page, so this one drops it; nothing is written (docs/verdicts.md);
 * ``unchanged`` its fingerprints match its stored ones under the rule: the entry's time and job
   are refreshed;
 * ``changed``   otherwise: it is checked against the other keys like a new page and, if kept,
@@ -30,6 +32,7 @@ from .counts import COUNTERS, STATUSES, Source, Status, StoreInfo, Tally
 
 __all__ = [
     "COUNTERS",
+    "LEASE_SECONDS",
     "BadKey",
     "Decision",
     "Entry",
@@ -48,6 +51,9 @@ __all__ = [
 ]
 
 MAX_KEY_CHARS = 65_536
+# How long a crawl job's lease lasts (Store.lease); the crawl renews it every quarter of that.
+# A crawler killed without closing holds its pages for at most this long.
+LEASE_SECONDS = 60.0
 _SURROGATE = re.compile("[\ud800-\udfff]")
 DEFAULT_MAX_DECISIONS = 100_000
 
@@ -287,13 +293,30 @@ class Store(ABC):
         """Every name in :data:`COUNTERS`: ``new_total`` (entries stored as new, by checks
         and imports), ``revisits_unchanged``, ``revisits_changed``, ``decisions_total`` (ever
         recorded), ``decisions_trimmed``, ``again`` (checks of a key by the job that stored it),
-        and ``items_<status>`` (the item pipeline's verdicts)."""
+        ``claimed`` (checks of a key another running job holds) and ``items_<status>`` (the
+        item pipeline's verdicts)."""
 
     @abstractmethod
     def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         """Store entries (with their own times and jobs, unchecked; a later entry for a key
         replaces an earlier one) and append decisions, e.g. when copying a store to another
         backend. Returns the number of entries imported."""
+
+    def lease(self, job: str, seconds: float) -> None:
+        """Say that crawl job ``job`` runs for ``seconds`` more (``0``: it has ended). While
+        the lease holds, another job's check of a key ``job`` stored is ``claimed`` and leaves
+        the entry as it is: crawlers sharing a store export each page once between them. A
+        crawl renews its lease well before it runs out (:data:`LEASE_SECONDS`)."""
+        if not isinstance(job, str) or not job:
+            raise ValueError(f"a crawl job is a non-empty string, not {job!r}")
+        value = float(seconds)
+        if not math.isfinite(value) or not 0 <= value <= 86400:
+            raise ValueError(f"a lease lasts from 0 to 86400 seconds, not {seconds!r}")
+        self._lease(clean_text(job), value)
+
+    def _lease(self, job: str, seconds: float) -> None:  # noqa: B027 - optional
+        """Record the lease (arguments checked). A backend with one writer at a time, or one
+        that keeps no leases, never answers ``claimed``: the default does nothing."""
 
     def prune(self) -> int:
         """Remove entries older than the TTL; returns how many (backends whose entries expire
@@ -337,6 +360,7 @@ class Store(ABC):
             c.get("again", 0),
             c.get("new_total", 0),
             Tally(*(c.get(f"items_{status}", 0) for status in STATUSES)),
+            c.get("claimed", 0),
         )
 
     def __enter__(self) -> Store:

@@ -21,8 +21,8 @@ __all__ = [
     "counter_names",
 ]
 
-Status = Literal["new", "duplicate", "unchanged", "changed", "again"]
-STATUSES: tuple[Status, ...] = ("new", "duplicate", "unchanged", "changed", "again")
+Status = Literal["new", "duplicate", "unchanged", "changed", "again", "claimed"]
+STATUSES: tuple[Status, ...] = ("new", "duplicate", "unchanged", "changed", "again", "claimed")
 # Who asked: the downloader middleware checks pages, the item pipeline checks items. A store
 # counts every verdict per source, so its totals split the way the crawl's stats do.
 Source = Literal["pages", "items"]
@@ -37,6 +37,7 @@ COUNTERS = (
     "decisions_total",
     "decisions_trimmed",
     "again",
+    "claimed",
     *(f"items_{status}" for status in STATUSES),
 )
 # The counter that counts each verdict for pages and items together.
@@ -46,6 +47,7 @@ TOTAL_OF: dict[Status, str] = {
     "unchanged": "revisits_unchanged",
     "changed": "revisits_changed",
     "again": "again",
+    "claimed": "claimed",
 }
 
 
@@ -63,19 +65,22 @@ def counter_names(status: Status, source: Source) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Tally:
     """What a store answered for one source over its life: the sums of the crawls'
-    ``neardup/unique``, ``dropped``, ``revisit/unchanged``, ``revisit/changed`` and ``again``
-    stats (``neardup/items/...`` for items)."""
+    ``neardup/unique``, ``dropped``, ``revisit/unchanged``, ``revisit/changed``, ``again``
+    and ``claimed`` stats (``neardup/items/...`` for items)."""
 
     unique: int = 0
     dropped: int = 0
     unchanged: int = 0
     changed: int = 0
     again: int = 0
+    claimed: int = 0  # keys another running crawl holds (docs/verdicts.md)
 
     @property
     def checked(self) -> int:
         """Every check answered: the sum of the crawls' ``neardup/checked`` stats."""
-        return self.unique + self.dropped + self.unchanged + self.changed + self.again
+        return (
+            self.unique + self.dropped + self.unchanged + self.changed + self.again + self.claimed
+        )
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -85,6 +90,7 @@ class Tally:
             "revisits_unchanged": self.unchanged,
             "revisits_changed": self.changed,
             "again": self.again,
+            "claimed": self.claimed,
         }
 
 
@@ -104,6 +110,7 @@ class StoreInfo:
     again: int = 0  # a crawl job's own re-fetches (JOBDIR resume, retry): let through, not stored
     new_total: int = 0  # entries ever stored as new (checks and imports)
     items: Tally = Tally()  # the item pipeline's share of the counts above
+    claimed: int = 0  # checks of a key another running crawl job holds (docs/verdicts.md)
 
     @property
     def dropped(self) -> int:
@@ -119,7 +126,12 @@ class StoreInfo:
     def total(self) -> Tally:
         """Every check the store answered, pages and items together."""
         return Tally(
-            self.unique, self.dropped, self.revisits_unchanged, self.revisits_changed, self.again
+            self.unique,
+            self.dropped,
+            self.revisits_unchanged,
+            self.revisits_changed,
+            self.again,
+            self.claimed,
         )
 
     @property
@@ -132,6 +144,7 @@ class StoreInfo:
             t.unchanged - i.unchanged,
             t.changed - i.changed,
             t.again - i.again,
+            t.claimed - i.claimed,
         )
 
     @property

@@ -77,6 +77,7 @@ class IndexedStore(Store):
         self._has_wide: np.ndarray = self._columns["_has_wide"].array
         self._times: np.ndarray = self._columns["_times"].array
         self._counters = dict.fromkeys(COUNTERS, 0)
+        self._leases: dict[str, float] = {}  # crawl job -> its lease's end (Store.lease)
         self._dw = np.empty(64, dtype=np.int64)  # the verdict's scratch space
         self._sel = np.empty(64, dtype=np.int64)
         self._lock = threading.RLock()
@@ -251,6 +252,8 @@ class IndexedStore(Store):
                     return _AGAIN
                 mine = self._fingerprints_of(own_id)
                 d, dw = distances(mine, fps)
+                if job is not None and own_job is not None and self._leased(own_job, now):
+                    return Verdict("claimed", Match(key, mine.fp, d, dw))
                 if self.rule.is_near(d, dw):
                     self._times[own_id] = now
                     self._persist_touch(own_id, key, now, job)
@@ -265,6 +268,19 @@ class IndexedStore(Store):
         changed = own_id is not None and not self._expired(own_id, now)
         self._store(fps, key, now, job, text, own_id)
         return _CHANGED if changed else _NEW
+
+    def _lease(self, job: str, seconds: float) -> None:
+        # In this process only: a sqlite store has one writer at a time (another process's
+        # jobs are never running), and a memory store lives in one process.
+        with self._lock:
+            if seconds > 0:
+                self._leases[job] = self.clock() + seconds
+            else:
+                self._leases.pop(job, None)
+
+    def _leased(self, job: str, now: float) -> bool:
+        until = self._leases.get(job)
+        return until is not None and until >= now
 
     def _record(self, decision: Decision) -> None:
         self._counters["decisions_total"] += 1

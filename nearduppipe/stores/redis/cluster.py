@@ -234,6 +234,21 @@ class RedisClusterStore(ClusterBase):
         errors = partial(self._errors, mode, write=write)
         return fresh_ids(attempt, self._refresh_names, errors, f"{self._where()}: {mode}")
 
+    def _lease(self, job: str, seconds: float) -> None:
+        """The lease goes to every shard's meta: a key's check reads it in the key's shard."""
+        if self.read_only:
+            raise StoreError(f"store {self.uri} was opened read-only")
+        now = rk.call_time(self.clock)
+        errors = partial(self._errors, "lease", write=True)
+        for s in range(self.shards):
+
+            def attempt(s: int = s) -> Any:
+                head = self._head("lease", now, 0, self._names_epochs[s])  # (before the ids)
+                part = self._names.job_part(job).hex()
+                return self._wire.call(self._keys[s], [*head, part, seconds])
+
+            fresh_ids(attempt, self._refresh_names, errors, f"{self._where()}: lease")
+
     def _refresh_names(self) -> None:
         """Drop the cached host and job ids, after reading the shards' epochs the next ones
         are read under ("-": a shard without a meta yet, never an epoch)."""

@@ -35,7 +35,14 @@ from .names import Names
 
 __all__ = ["ClusterBase", "kept_for", "ticket_of"]
 
-_STATUS = {b"N": "new", b"C": "changed", b"A": "again", b"U": "unchanged", b"D": "duplicate"}
+_STATUS = {
+    b"N": "new",
+    b"C": "changed",
+    b"A": "again",
+    b"U": "unchanged",
+    b"D": "duplicate",
+    b"L": "claimed",
+}
 
 
 class _Restart(Exception):

@@ -44,6 +44,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from ...fingerprint.rule import Rule
 from ..base import StoreError
+from ..redaction import redact
 
 __all__ = [
     "FIXED_NAMES",
@@ -210,34 +211,6 @@ def uri_ttl(ours: dict[str, str], ttl: float | None, where: str) -> float | None
         raise StoreError(
             f"{where}: ?ttl= must be a number of seconds, got {ours['ttl']!r}"
         ) from None
-
-
-_USERINFO = re.compile(r"^([a-z+]+://)([^@/?#]*)@", re.IGNORECASE)
-_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
-
-
-def secrets(uri: str) -> list[str]:
-    """The passwords a URI carries (userinfo and ``password=``), to scrub from messages."""
-    found = []
-    m = _USERINFO.match(uri)
-    if m and ":" in m.group(2):
-        found.append(m.group(2).split(":", 1)[1])
-    found += [v for k, v in parse_qsl(uri.partition("?")[2]) if k.lower() == "password"]
-    return [s for s in found if s]
-
-
-def redact(text: str, uri: str) -> str:
-    """``text`` (a URI or a message) without the passwords of ``uri``."""
-
-    def userinfo(m: re.Match[str]) -> str:
-        user, sep, _ = m.group(2).partition(":")
-        return m.group(1) + (user + ":***" if sep else user) + "@"
-
-    out = _USERINFO.sub(userinfo, text)
-    out = _PASSWORD_PARAM.sub(r"\1***", out)
-    for secret in secrets(uri):
-        out = out.replace(secret, "***")
-    return out
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@ local function modes()
   end
   -- A call that sends page-key addresses or records carries the epoch its host and job ids
   -- were read under ('': a call that sends none): a store reset since has new tables.
-  if EPOCH ~= '' and (mode == 'add' or mode == 'get' or mode == 'remove') then
+  if EPOCH ~= '' and (mode == 'add' or mode == 'get' or mode == 'remove' or mode == 'lease') then
     local e = redis.call('HGET', META, 'epoch')
     if e and e ~= EPOCH then return redis.error_reply(STALE) end
   end
@@ -88,6 +88,16 @@ local function modes()
     end
     sweep()
     return #keys
+  elseif mode == 'lease' then
+    -- a crawl job's lease (Store.lease): ARGV[12] its job part in hex, ARGV[13] seconds (0:
+    -- ended); read by revisit() against the same clock
+    local field, seconds = 'lease:' .. ARGV[12], tonumber(ARGV[13])
+    if seconds > 0 then
+      redis.call('HSET', META, field, string.format('%.3f', now + seconds))
+    else
+      redis.call('HDEL', META, field)
+    end
+    return 1
   elseif mode == 'remove' then
     local id, rec = own(ARGV[12])
     if not id then return 0 end

@@ -123,7 +123,16 @@ local function record_decisions(list, from, to)
 end
 
 
--- A page's own entry: 'A' (the same job stored it), 'U' .. match (near its stored
+-- Whether the crawl job whose job part is ``jpart`` holds a lease (the meta's field
+-- 'lease:' .. the part in hex -> until when, written by the 'lease' mode).
+local function leased(jpart)
+  local hex = string.gsub(jpart, '.', function(c) return string.format('%02x', string.byte(c)) end)
+  local t = redis.call('HGET', META, 'lease:' .. hex)
+  return t ~= false and tonumber(t) >= now
+end
+
+-- A page's own entry: 'A' (the same job stored it), 'L' .. match (another job stored it and
+-- is running: its lease holds; nothing written), 'U' .. match (near its stored
 -- fingerprints: time and job refreshed) or nil (no live entry, or a changed page), then the
 -- own entry's id and record and whether it is live (not past the TTL).
 local function revisit(key, job_given, job, rec)
@@ -132,13 +141,18 @@ local function revisit(key, job_given, job, rec)
   local ofp, ot, ow, ofpos = head(own_rec)
   if ttl and ot < now - ttl then return nil, own_id, own_rec, false end
   local jpos, kpos = job_span(own_rec, ofpos)
-  if job_given and string.sub(own_rec, jpos, kpos - 1) == job then
+  local ojob = string.sub(own_rec, jpos, kpos - 1)
+  if job_given and ojob == job then
     redis.call('HINCRBY', META, 'again', 1)
     return 'A', own_id, own_rec, true
   end
   local qfp, _, qw = head(rec)
   local d, dw = distance(ofp, qfp), nil
   if ow and qw then dw = wide_distance(words(qw), ow) end
+  if job_given and ojob ~= '\0' and ojob ~= '' and leased(ojob) then
+    redis.call('HINCRBY', META, 'claimed', 1)
+    return 'L' .. match_reply(d, dw, own_rec), own_id, own_rec, true
+  end
   if is_near(d, dw) then
     put_rec(own_id, string.sub(own_rec, 1, 9) .. pack('<d', now)
       .. string.sub(own_rec, 18, jpos - 1) .. job .. string.sub(own_rec, kpos))
@@ -150,4 +164,4 @@ end
 
 -- the item pipeline's share of each verdict (the totals count pages and items together)
 local ITEM_COUNTER = {N = 'items_new', D = 'items_duplicate', U = 'items_unchanged',
-  C = 'items_changed', A = 'items_again'}
+  C = 'items_changed', A = 'items_again', L = 'items_claimed'}

@@ -88,7 +88,14 @@ from .program import SINGLE3
 __all__ = ["RedisStore", "StoreUnavailable"]
 
 _BATCH = 500
-_STATUS = {b"N": "new", b"C": "changed", b"A": "again", b"U": "unchanged", b"D": "duplicate"}
+_STATUS = {
+    b"N": "new",
+    b"C": "changed",
+    b"A": "again",
+    b"U": "unchanged",
+    b"D": "duplicate",
+    b"L": "claimed",
+}
 
 
 class RedisStore(RedisBase):
@@ -265,6 +272,18 @@ class RedisStore(RedisBase):
             return bool(self._script(keys=self._keys, args=args))
 
         return bool(self._keyed("remove", True, call))
+
+    def _lease(self, job: str, seconds: float) -> None:
+        if self._f1 is not None or self.read_only:
+            raise StoreError(f"store {self.uri} was opened read-only")
+        now = rk.call_time(self.clock)
+
+        def call(epoch: str) -> Any:
+            part = self._names.job_part(job).hex()
+            args = [*self._head_args("lease", now, epoch), part, seconds]
+            return self._script(keys=self._keys, args=args)
+
+        self._keyed("lease", True, call)
 
     def __len__(self) -> int:
         if self._f1 is not None and not self._closed:
