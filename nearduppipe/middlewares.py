@@ -31,7 +31,7 @@ from .fingerprint.compact import encode_for
 from .fingerprint.page import fingerprint_html
 from .fingerprint.rule import Fingerprints
 from .runtime import NearDupRuntime
-from .runtime.items import html_digest, remember_page
+from .runtime.items import PageOfItems, html_digest, remember_page
 from .runtime.verdict import skipped_verdict, verdict
 from .stores import Match
 
@@ -40,7 +40,13 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-__all__ = ["NearDupMiddleware", "NearDupSpiderMiddleware", "NearDuplicatePage", "UnchangedPage"]
+__all__ = [
+    "ClaimedPage",
+    "NearDupMiddleware",
+    "NearDupSpiderMiddleware",
+    "NearDuplicatePage",
+    "UnchangedPage",
+]
 
 logger = logging.getLogger("nearduppipe")
 
@@ -68,10 +74,20 @@ class UnchangedPage(NearDuplicatePage):
         self.match = match
 
 
+class ClaimedPage(NearDuplicatePage):
+    """Another crawl that shares the store and is running now stored this page first, and
+    exports it (docs/verdicts.md): this crawl drops it like a near-duplicate
+    (``NEARDUP_ON_DUPLICATE``). ``match`` is the page's entry, stored by that crawl."""
+
+    def __init__(self, url: str, match: Match) -> None:
+        IgnoreRequest.__init__(self, f"another running crawl has this page: {url}")
+        self.url = url
+        self.match = match
+
+
 class NearDupMiddleware:
     def __init__(self, runtime: NearDupRuntime) -> None:
         self.runtime = runtime
-        runtime.middleware_active = True
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDupMiddleware:
@@ -123,8 +139,8 @@ class NearDupMiddleware:
                 source="pages",
             )
         except Exception as e:
-            runtime.error("pages", response.url, e)
-            request.meta["neardup"] = skipped_verdict(response.url, "error")
+            reason = runtime.error("pages", response.url, e)
+            request.meta["neardup"] = skipped_verdict(response.url, reason)
             return response
         action = runtime.record("pages", outcome, response.url)
         request.meta["neardup"] = verdict(outcome, response.url, action)
@@ -135,11 +151,21 @@ class NearDupMiddleware:
             )
             if outcome.status == "unchanged":
                 raise UnchangedPage(response.url, outcome.match)
+            if outcome.status == "claimed":
+                raise ClaimedPage(response.url, outcome.match)
             raise NearDuplicatePage(response.url, outcome.match)
         if outcome.fingerprint is not None:
             request.meta["neardup_fingerprint"] = outcome.fingerprint
-            request.meta["neardup_wide"] = outcome.wide
-            request.meta["neardup_text_length"] = outcome.text_length
+            # for its items (the spider middleware, the pipeline): runtime/items.py
+            remember_page(
+                runtime.pages_of_items,
+                response.url,
+                outcome.fingerprint,
+                outcome.wide,
+                outcome.text_length,
+                id(request),
+                outcome.status,
+            )
         return response
 
     def __repr__(self) -> str:
@@ -179,7 +205,7 @@ class NearDupSpiderMiddleware:
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterable[Any]:
         verdict_ = _verdict_of(response)
-        page = _page_of(response)
+        page = self._page_of(response)
         dropped = 0
         for o in result:
             kept = self._pass(o, verdict_, page)
@@ -193,7 +219,7 @@ class NearDupSpiderMiddleware:
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
         verdict_ = _verdict_of(response)
-        page = _page_of(response)
+        page = self._page_of(response)
         dropped = 0
         async for o in result:
             kept = self._pass(o, verdict_, page)
@@ -211,9 +237,7 @@ class NearDupSpiderMiddleware:
         if page is not None or self.field is not None:
             adapter = ItemAdapter(o)
             if page is not None and adapter.get(self.key_field) == page.url:
-                noted = remember_page(
-                    self.runtime.pages_of_items, page.url, page.fp, page.wide, page.text_length
-                )
+                noted = page.noted
                 html = adapter.get(self.html_field)
                 if noted.html is None and isinstance(html, str) and page.is_html(html):
                     noted.html = html_digest(html)  # the pipeline will not extract it again
@@ -222,6 +246,19 @@ class NearDupSpiderMiddleware:
             if self.field is not None:
                 self.runtime.set_field(adapter, self.field, dict(verdict_), "verdict")
         return o
+
+    def _page_of(self, response: Response | None) -> _Page | None:
+        """The page the downloader middleware judged in this response, or ``None``."""
+        try:
+            request = response.request if response is not None else None
+        except AttributeError:  # a response without a request (built by hand)
+            return None
+        if response is None or request is None:
+            return None
+        noted = self.runtime.pages_of_items.get(response.url)
+        if noted is None or noted.visit != id(request):
+            return None
+        return _Page(response.url, noted, response)
 
     def _page_fingerprints(self, adapter: ItemAdapter, page: _Page, field: str) -> None:
         """An item without text of its own (or carrying the page's HTML) gets its page's
@@ -232,7 +269,8 @@ class NearDupSpiderMiddleware:
         html = adapter.get(self.html_field)
         if html is not None and not (isinstance(html, str) and page.is_html(html)):
             return
-        form = encode_for(Fingerprints(page.fp, page.wide), self.runtime.params, from_text=False)
+        fps = Fingerprints(page.noted.fingerprint, page.noted.wide)
+        form = encode_for(fps, self.runtime.params, from_text=False)
         self.runtime.set_field(adapter, field, form, "fingerprint")
 
     def _count(self, verdict_: dict[str, Any] | None, dropped: int) -> None:
@@ -243,34 +281,13 @@ class NearDupSpiderMiddleware:
 
 class _Page(NamedTuple):
     url: str
-    fp: int
-    wide: int | None
-    text_length: int
+    noted: PageOfItems  # what the downloader middleware noted of it
     response: Response
 
     def is_html(self, html: str) -> bool:
         """Whether ``html`` is the page's own HTML (decoded only when an item carries HTML)."""
         response = self.response
         return isinstance(response, HtmlResponse) and html == response.text
-
-
-def _page_of(response: Response | None) -> _Page | None:
-    """The URL, fingerprints and HTML of a page the downloader middleware judged, or ``None``."""
-    try:
-        meta = response.meta if response is not None else None
-    except AttributeError:
-        return None
-    fp = None if meta is None else meta.get("neardup_fingerprint")
-    if not isinstance(fp, int) or response is None or meta is None:
-        return None
-    wide, n = meta.get("neardup_wide"), meta.get("neardup_text_length")
-    return _Page(
-        response.url,
-        fp,
-        wide if isinstance(wide, int) else None,
-        n if isinstance(n, int) else 0,
-        response,
-    )
 
 
 def _verdict_of(response: Response | None) -> dict[str, Any] | None:

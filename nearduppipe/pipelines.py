@@ -22,6 +22,7 @@ from .fingerprint.page import Fingerprinted, fingerprint_html, fingerprint_text
 from .fingerprint.rule import Fingerprints
 from .runtime import NearDupRuntime
 from .runtime.items import item_key, same_html
+from .runtime.order import Turn
 from .runtime.verdict import verdict
 from .stores import Match
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
 
-__all__ = ["NearDupPipeline", "NearDuplicateItem"]
+__all__ = ["NearDupPipeline", "NearDuplicateItem", "RepeatedItem"]
 
 
 # Scrapy logs every dropped item with the whole item in the message. nearduppipe logs drops
@@ -55,6 +56,18 @@ class NearDuplicateItem(DropItem):
         self.unchanged = unchanged
 
 
+class RepeatedItem(DropItem):
+    """This crawl job checked the item's key before and the item passed then: a repeat (the
+    same item on several listing pages, a page fetched twice)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"seen earlier in this crawl: {key}",
+            log_level=_SCRAPY_DROP_LOG_LEVEL,  # type: ignore[arg-type,unused-ignore]
+        )
+        self.key = key
+
+
 def text_key(text: str | bytes) -> str:
     """Stable key for an item without a key field: a 128-bit digest of its text."""
     data = text.encode("utf-8") if isinstance(text, str) else text
@@ -71,6 +84,13 @@ class NearDupPipeline:
         return cls(NearDupRuntime.for_crawler(crawler))
 
     async def process_item(self, item: Any, spider: Spider | None = None) -> Any:
+        turn = self.runtime.item_turns.take()  # (first: the order items arrive in)
+        try:
+            return await self._process(item, turn)
+        finally:
+            turn.done()
+
+    async def _process(self, item: Any, turn: Turn) -> Any:
         runtime, config = self.runtime, self.config
         adapter = ItemAdapter(item)
         text = adapter.get(config.text_field)
@@ -94,6 +114,11 @@ class NearDupPipeline:
         # An item carrying its page's URL gets a key of its own unless it is the page itself
         # (runtime/items.py); the key is chosen once its fingerprints are known.
         page = runtime.pages_of_items.get(key) if same_job else None
+        if page is not None and page.marked:
+            # a copy only marked: its items carry the page's verdict (the spider middleware
+            # wrote it) and nothing marked as a copy is stored
+            runtime.skip("items", f"marked_with_page/{page.status}")
+            return item
         key_for, known = None, None
         if page is not None and text is None and same_html(page, html):
             known = page.fingerprinted()  # the page's own HTML: fingerprinted once, by the page
@@ -114,10 +139,11 @@ class NearDupPipeline:
                     source="items",
                     job=same_job,
                     key_for=key_for,
+                    turn=turn,
                 )
             elif known is not None:
                 runtime.stats.inc_value("neardup/items/from_page")
-                outcome = await runtime.check(None, key=key, source="items", known=known)
+                outcome = await runtime.check(None, key=key, source="items", known=known, turn=turn)
             else:
                 outcome = await runtime.check(
                     fingerprint_html,
@@ -128,23 +154,27 @@ class NearDupPipeline:
                     source="items",
                     job=same_job,
                     key_for=key_for,
+                    turn=turn,
                 )
         except Exception as e:
             runtime.error("items", key, e)
             return item
-        # An item keyed by its page's URL, which the middleware checked in this crawl job, is
-        # "again" (kept): a key is one page, never a near-duplicate of itself.
         action = runtime.record("items", outcome, key)
         if action in ("page", "items"):  # (for an item, both drop it)
             match = outcome.match
             assert match is not None
             runtime.dropped("items", key, match, item=item)
             raise NearDuplicateItem(key, match, unchanged=outcome.status == "unchanged")
+        own = page is not None and key == raw_key  # the page's own item (runtime/items.py)
+        if outcome.status == "again" and not (own and page is not None and page.own_item_passes()):
+            # this crawl job checked the key before: the item passed then (docs/verdicts.md)
+            runtime.log.repeat(key)
+            raise RepeatedItem(key)
         if config.fingerprint_field and outcome.fingerprint is not None:
             fps = Fingerprints(outcome.fingerprint, outcome.wide)
             form = encode_for(fps, runtime.params, from_text=text is not None)
             runtime.set_field(adapter, config.fingerprint_field, form, "fingerprint")
-        # an item keyed by its page's URL is "again": the verdict its page gave it says more
+        # the page's own item is "again": the verdict its page gave it says more
         if config.verdict_field and not (
             outcome.status == "again" and adapter.get(config.verdict_field) is not None
         ):

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from .support.listing_site import COPIES, DISTINCT, PAGES, PER_PAGE, build_copies, build_feed
+from .support.listing_site import (
+    COPIES,
+    DISTINCT,
+    PAGES,
+    PER_PAGE,
+    build_copies,
+    build_feed,
+    build_overlapping,
+)
 from .support.redis_server import RedisServer
 from .support.server import serve_directory
 from .test_recrawl_frontier import crawl
@@ -78,3 +86,57 @@ def test_an_item_carrying_its_pages_html_is_not_extracted_again(tmp_path: Path) 
     assert len(result["items"]) == OLD  # every article's item kept: it is its page
     assert stats["neardup/items/from_page"] == OLD == stats["neardup/items/again"]
     assert stats["neardup/items/checked"] == OLD
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_items_carrying_their_own_url_pass_once(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """docs/verdicts.md: an item checked ``again`` (its key was checked earlier in this crawl)
+    passed the first time and is dropped now. Before, each repeat passed as ``again``: 100
+    items exported for 36 distinct ones."""
+    site = tmp_path / "site"
+    site.mkdir()
+    urls = build_overlapping(site)
+    settings = {"NEARDUP_STORE": _store(tmp_path, backend, request), "NEARDUP_EXECUTOR": "thread"}
+    with serve_directory(site) as base:
+        result = crawl(tmp_path, "own", base + "page1.html", settings, item="own_url")
+    exported = [i["url"].removeprefix(base) for i in result["items"]]
+    assert sorted(exported) == sorted(urls)  # each item exactly once
+    stats = result["stats"]
+    yielded = stats["item_scraped_count"] + stats.get("item_dropped_count", 0)
+    assert yielded > 2 * len(urls)  # (the site repeats most items)
+    assert stats["neardup/items/again/dropped"] == yielded - len(urls)
+
+
+def test_mark_mode_items_carry_their_pages_verdict_and_marked_copies_are_not_stored(
+    tmp_path: Path,
+) -> None:
+    """With ``NEARDUP_ON_DUPLICATE = "mark"``, an item keyed by its page's URL whose text is
+    the article's paragraphs (not the page's main text) carries its response's verdict, and
+    no item of a page marked as a copy is stored. Before, such items said ``new`` where the
+    response said ``duplicate``, and were stored as new."""
+    from nearduppipe import open_store
+    from sample_spider.site_builder import DISTINCT, GROUPS, build_site
+
+    site = tmp_path / "site"
+    build_site(site)
+    store = str(tmp_path / "mark.sqlite")
+    settings = {
+        "NEARDUP_STORE": store,
+        "NEARDUP_EXECUTOR": "thread",
+        "NEARDUP_ON_DUPLICATE": "mark",
+        "NEARDUP_VERDICT_FIELD": "neardup",
+    }
+    pages = [p for g in GROUPS for p in g] + DISTINCT
+    with serve_directory(site) as base:
+        result = crawl(tmp_path, "mark", [base + p for p in pages], settings, item="text_status")
+    items = result["items"]
+    assert {base + p for p in pages} <= {i["url"] for i in items}  # mark drops nothing
+    marked = [i["url"] for i in items if i["page_status"] == "duplicate"]
+    assert all(i["neardup"]["status"] == "duplicate" for i in items if i["url"] in marked)
+    assert len(marked) >= sum(len(g) - 1 for g in GROUPS)
+    with open_store(store, read_only=True) as s:
+        stored = [e.key for e in s.entries()]
+    assert not [k for k in stored if any(k.startswith(url) for url in marked)], stored
+    assert len(stored) >= len(GROUPS) + len(DISTINCT)

@@ -89,7 +89,10 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
     def tally(prefix: str) -> dict[str, int]:  # one source's sums, as the store counts them
         names = {"revisits_unchanged": "revisit/unchanged", "revisits_changed": "revisit/changed"}
         fields = ("checked", "unique", "dropped", "revisits_unchanged", "revisits_changed")
-        return {f: stats[prefix + names.get(f, f)] for f in (*fields, "again")}
+        return {
+            **{f: stats[prefix + names.get(f, f)] for f in (*fields, "again")},
+            "claimed": stats.get(prefix + "claimed", 0),  # (one crawl at a time: none)
+        }
 
     pages, items = tally("neardup/"), tally("neardup/items/")
     # the demo's middleware drops near-duplicate pages before the spider sees them, and its
@@ -131,6 +134,7 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
         "revisits_unchanged": unchanged,
         "revisits_changed": changed,
         "again": again,
+        "claimed": 0,
         "judged": unique + dropped,
     }
     assert (info["pages"], info["items"]) == (pages, items)

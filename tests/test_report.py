@@ -34,7 +34,7 @@ def fill(store_uri: str, **options: object) -> None:
         assert s.check(C, "no-url-key", source="items").status == "duplicate"  # d=0
 
 
-NO_REVISITS = {"revisits_unchanged": 0, "revisits_changed": 0, "again": 0}
+NO_REVISITS = {"revisits_unchanged": 0, "revisits_changed": 0, "again": 0, "claimed": 0}
 
 
 def check_numbers(report_json: dict[str, object]) -> None:
@@ -118,7 +118,7 @@ def test_counts_sum_every_crawl_and_clusters_list_each_key_once(
         "again": 0,
         "decisions_trimmed": 0,
         "pages": {"checked": 10, "unique": 2, "dropped": 6, "revisits_unchanged": 2,
-                  "revisits_changed": 0, "again": 0},
+                  "revisits_changed": 0, "again": 0, "claimed": 0},
         "items": {"checked": 0, "unique": 0, "dropped": 0, **NO_REVISITS},
     }  # fmt: skip
     assert report["distance_histogram"] == {"1": 3, "2": 3}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from scrapy.settings import Settings
 from nearduppipe import StoreError
 from nearduppipe.fingerprint.compact import decode, settings_digest
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
+from nearduppipe.fingerprint.text import extract_text
 from nearduppipe.middlewares import NearDuplicatePage, NearDupMiddleware
 from nearduppipe.pipelines import NearDuplicateItem, NearDupPipeline, text_key
 from nearduppipe.runtime.policy import BadKey
@@ -293,6 +295,38 @@ def test_item_is_not_a_duplicate_of_its_own_page(make_crawler: Any) -> None:
     assert len(pl.runtime.store) == 1  # one entry per key
     with pytest.raises(NearDuplicateItem):
         run(pl.process_item({"url": "http://a/2", "text": ARTICLE}))
+    pl.runtime.spider_closed()
+
+
+def test_the_pipeline_decides_in_the_order_items_arrive(make_crawler: Any) -> None:
+    """runtime/order.py: an item carrying a whole page (slow to extract) and, after it, a
+    copy of its text (fast to fingerprint), handed to the pipeline together: the first kept,
+    the copy dropped, whichever was fingerprinted first. Before, the copy's check ran first
+    and the original was dropped against it."""
+    pl = pipeline(make_crawler, NEARDUP_THREADS=4, NEARDUP_EXECUTOR="thread")
+    rng = random.Random(7)
+    words = "harbour council budget river school market bridge museum garden storm".split()
+    kept_first = 0
+    for n in range(5):  # five distinct articles, each with its copy
+        body = " ".join(f"{rng.choice(words)}{rng.randrange(10**6)}" for _ in range(3000))
+        big = page(body)
+        copy_text = extract_text(big)  # the copy: the page's main text
+        assert copy_text
+        original = {"url": f"http://site/{n}/a", "html": big}
+        copy = {"url": f"http://site/{n}/b?utm_source=x", "text": copy_text}
+
+        async def both(a: dict[str, Any] = original, b: dict[str, Any] = copy) -> list[str]:
+            async def one(item: dict[str, Any]) -> str:
+                try:
+                    await pl.process_item(item)
+                    return "kept"
+                except NearDuplicateItem:
+                    return "dropped"
+
+            return list(await asyncio.gather(one(a), one(b)))
+
+        kept_first += run(both()) == ["kept", "dropped"]
+    assert kept_first == 5
     pl.runtime.spider_closed()
 
 

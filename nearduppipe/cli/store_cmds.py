@@ -67,6 +67,7 @@ def _summary(store: Store) -> dict[str, Any]:
         "revisits_unchanged": info.revisits_unchanged,
         "revisits_changed": info.revisits_changed,
         "again": info.again,
+        "claimed": info.claimed,
         "pages": info.pages.as_dict(),
         "items": info.items.as_dict(),
         "judged": judged,

@@ -129,7 +129,15 @@ def _sources_table(report: Report) -> str:
     """A store's counts split by who checked: the middleware's pages, the pipeline's items."""
     if report.pages is None or report.items is None:
         return ""
-    names = ("checked", "unique", "dropped", "revisits_unchanged", "revisits_changed", "again")
+    names = (
+        "checked",
+        "unique",
+        "dropped",
+        "revisits_unchanged",
+        "revisits_changed",
+        "again",
+        "claimed",
+    )
     head = "".join(f"<th>{n.replace('_', ' ')}</th>" for n in names)
     rows = "".join(
         f"<tr><td>{what}</td>" + "".join(f"<td>{t.as_dict()[n]}</td>" for n in names) + "</tr>"

@@ -87,7 +87,7 @@ def tally_text(t: Tally | Mapping[str, int]) -> str:
     return (
         f"{d['checked']} checked: {d['unique']} unique, {d['dropped']} dropped, "
         f"{d['revisits_unchanged']} unchanged, {d['revisits_changed']} changed, "
-        f"{d['again']} again"
+        f"{d['again']} again, {d.get('claimed', 0)} claimed"
     )
 
 

@@ -32,6 +32,7 @@ from .executor import Executor, PageTimeout, WorkerDied
 from .items import PageOfItems
 from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri
 from .loop import on_shutdown, periodic, start_coroutine
+from .order import Turn, Turns
 from .policy import FailurePolicy, StoreCallError
 from .stats import Source, StatsLog, logger
 from .verdict import skipped_verdict, verdict
@@ -78,13 +79,13 @@ class NearDupRuntime:
     def __init__(self, crawler: Crawler, config: NearDupConfig) -> None:
         self.crawler = crawler
         self.config = config
-        self.middleware_active = False
         self.breaker = Breaker()
         self._field_errors: set[str] = set()
         self._closed = False
-        # pages whose items carry the page's own URL as their key (the spider middleware adds
-        # them as their items pass; the pipeline reads them): see :mod:`.items`
+        # the pages the downloader middleware judged, for the items made of them (the spider
+        # middleware and the pipeline read them): see :mod:`.items`
         self.pages_of_items: OrderedDict[str, PageOfItems] = OrderedDict()
+        self.item_turns = Turns()  # the pipeline's store calls, in the items' order
         self.log = StatsLog(crawler, debug=config.debug)
         self.stats: StatsCollector = self.log.stats
         self.policy = FailurePolicy(crawler, self.log, on_store_error=config.on_store_error)
@@ -168,12 +169,14 @@ class NearDupRuntime:
         job: bool = True,
         key_for: Callable[[Fingerprinted], str] | None = None,
         known: Fingerprinted | None = None,
+        turn: Turn | None = None,
     ) -> Outcome:
         """Fingerprint (``fn(*args)`` in a worker, within ``NEARDUP_PAGE_TIMEOUT``), then
         check ``key`` in the thread pool (``job=False``: without this crawl's job id, for keys
         made from the content itself; ``key_for``: the key, chosen once the fingerprints are
         known; ``known``: fingerprints already computed, e.g. the page's own for an item that
-        carries its HTML, so ``fn`` is not run). Failures reach the caller, which keeps the
+        carries its HTML, so ``fn`` is not run; ``turn``: the store is asked only once the
+        turns before it are done, :mod:`.order`). Failures reach the caller, which keeps the
         page and hands them to :meth:`error`."""
         dedup = self.dedup if job else self.dedup_no_job
         self._unless_store_down()  # (not even fingerprinted for a store that is down)
@@ -182,6 +185,8 @@ class NearDupRuntime:
         else:
             assert fn is not None
             result = await self.executor.compute(fn, *args)
+        if turn is not None:
+            await turn.wait()
         if key_for is not None:
             key = key_for(result)
         if result.fingerprint is None:  # nothing to check: no store call, no thread hop
@@ -204,8 +209,8 @@ class NearDupRuntime:
         """The verdict ``text`` (under ``key``, if given) would get, without storing anything:
         the same dict as ``response.meta["neardup"]`` (``dropped`` is always ``None``). For a
         callback that must decide before it yields, e.g. stop paginating a listing whose items
-        are all ``duplicate`` or ``unchanged``. A failure gives ``status == "skipped"``,
-        ``skipped == "error"`` (counted like any store failure; never raised). Under
+        are all ``duplicate`` or ``unchanged``. A failure gives ``status == "skipped"`` and
+        ``skipped`` the reason the stats count (``store_error``, ``timeout`` …; never raised). Under
         ``NEARDUP_SCOPE`` ``domain`` or ``host``, the scope is ``key``'s, else ``url``'s (pass
         ``response.url``)."""
         from ..fingerprint.page import fingerprint_text
@@ -222,8 +227,7 @@ class NearDupRuntime:
                     self._store_failed()
                 raise StoreCallError(e) from e
         except Exception as e:
-            self.error("items", name, e)
-            return skipped_verdict(name, "error")
+            return skipped_verdict(name, self.error("items", name, e))
         return verdict(outcome, name, None)
 
     def _unless_store_down(self) -> None:
@@ -293,9 +297,10 @@ class NearDupRuntime:
     def skip(self, source: Source, reason: str) -> None:
         self.log.skip(source, reason)
 
-    def error(self, source: Source, key: str, exc: BaseException) -> None:
-        """A failure while checking: the page or item is kept, never lost."""
-        self.policy.handle(source, key, exc)
+    def error(self, source: Source, key: str, exc: BaseException) -> str:
+        """A failure while checking: the page or item is kept, never lost. Returns the reason
+        counted (``skipped`` in the verdict says the same)."""
+        return self.policy.handle(source, key, exc)
 
     def set_field(self, adapter: ItemAdapter, field: str, value: Any, what: str) -> None:
         """Write ``value`` into an item's ``field`` (``what``: ``fingerprint`` or ``verdict``,
@@ -383,7 +388,8 @@ class NearDupRuntime:
         if self._closed:
             return
         size = self.close()
-        self.log.summary(self.store.uri, self.lifecycle.size_at_open, size)
+        failure = self.policy.last_store_error
+        self.log.summary(self.store.uri, self.lifecycle.size_at_open, size, failure)
 
 
 async def lookup(

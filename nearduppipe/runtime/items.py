@@ -16,6 +16,13 @@ middleware saw come out of a page the downloader middleware judged:
 
 Items whose key is anything else are judged by that key, as given.
 
+Each item passes once per crawl (docs/verdicts.md): an item checked ``again`` (its key was
+checked earlier in this crawl job) is a repeat and is dropped, except the page's own item the
+first time it leaves a page whose verdict kept it (``new`` or ``changed``). The items of a page
+whose verdict was ``duplicate``, ``unchanged`` or ``claimed`` but is only marked
+(``NEARDUP_ON_*`` = ``"mark"``) carry the page's verdict and are not checked: nothing marked
+as a duplicate is stored.
+
 An item that carries its page's whole HTML (``NEARDUP_HTML_FIELD`` holding ``response.text``,
 keyed by the page's URL) is the page itself: the pipeline takes the page's fingerprints instead
 of extracting the same HTML a second time (:func:`same_html`).
@@ -31,10 +38,11 @@ import xxhash
 from ..fingerprint.page import Fingerprinted
 from ..fingerprint.rule import Fingerprints, Rule, distances
 
-__all__ = ["PageOfItems", "html_digest", "item_key", "remember_page", "same_html"]
+__all__ = ["MARKED", "PageOfItems", "html_digest", "item_key", "remember_page", "same_html"]
 
-# Pages remembered between the spider middleware (as items leave the callback) and the
-# pipeline (which sees them moments later): a bound, not a cache that must hold a crawl.
+# Pages remembered between the downloader middleware (as it judges them) and the spider
+# middleware and the pipeline (which see their items moments later): a bound, not a cache
+# that must hold a crawl.
 MAX_PAGES = 4096
 
 
@@ -45,12 +53,32 @@ class PageOfItems:
     fingerprint: int
     wide: int | None
     text_length: int = 0
+    visit: int = 0  # which response (its id): a later visit of the URL is noted anew
+    status: str = "new"  # the page's verdict
     html: int | None = None  # xxh3_64 of the page's HTML, once an item is seen to carry it
     texts: Counter[str] = field(default_factory=Counter)
+    own_passed: bool = False  # the page's own item has passed with it
+
+    @property
+    def marked(self) -> bool:
+        """The page was judged a copy but only marked: its items carry its verdict."""
+        return self.status in MARKED
+
+    def own_item_passes(self) -> bool:
+        """Whether the page's own item, checked ``again`` (the page's check stored its key),
+        passes now: once, with a page whose verdict kept it."""
+        if self.own_passed or self.status not in ("new", "changed"):
+            return False
+        self.own_passed = True
+        return True
 
     def fingerprinted(self) -> Fingerprinted:
         """The page's own fingerprints, as the pipeline's worker would have computed them."""
         return Fingerprinted(Fingerprints(self.fingerprint, self.wide), None, self.text_length)
+
+
+# the verdicts of a page that, when only marked, its items carry (not checked)
+MARKED = frozenset({"duplicate", "unchanged", "claimed"})
 
 
 def remember_page(
@@ -59,11 +87,15 @@ def remember_page(
     fingerprint: int,
     wide: int | None,
     text_length: int = 0,
+    visit: int = 0,
+    status: str = "new",
 ) -> PageOfItems:
-    """Note that page ``url`` (with these fingerprints) yields items keyed by its URL."""
+    """Note page ``url``, judged by the downloader middleware (with these fingerprints and
+    verdict; ``visit``: its request's id, so that a later visit is noted anew), for the items
+    made of it."""
     page = pages.get(url)
-    if page is None or page.fingerprint != fingerprint or page.wide != wide:
-        page = pages[url] = PageOfItems(fingerprint, wide, text_length)  # (a later visit's)
+    if page is None or page.visit != visit or page.fingerprint != fingerprint:
+        page = pages[url] = PageOfItems(fingerprint, wide, text_length, visit, status)
     pages.move_to_end(url)
     while len(pages) > MAX_PAGES:
         pages.popitem(last=False)

@@ -53,16 +53,19 @@ class FailurePolicy:
         self._last_store_error_log = -1e9
         self._stopping = False
         self._extra = {"crawler": crawler}
+        self.last_store_error: str | None = None  # (said again when the crawl closes)
 
-    def handle(self, source: Source, key: str, exc: BaseException) -> None:
-        """Count and log a failure; the caller keeps the page or item."""
+    def handle(self, source: Source, key: str, exc: BaseException) -> str:
+        """Count and log a failure; the caller keeps the page or item. Returns the reason the
+        stats count it under (``store_error``, ``bad_key``, ``timeout``, ``worker_died`` or
+        ``error``): what ``response.meta["neardup"]["skipped"]`` says too."""
         if isinstance(exc, StoreCallError):
             cause = exc.cause
             if isinstance(cause, StoreUnavailable):
                 if key != NOT_A_PAGE:
                     self.log.inc(source, "let_through/store_error")
                 self._store_unavailable(cause)
-                return
+                return "store_error"
             if isinstance(cause, BadKey):
                 if self.log.skip(source, "bad_key") == 1:
                     logger.warning(
@@ -71,7 +74,7 @@ class FailurePolicy:
                         {"key": key, "exc": cause},
                         extra=self._extra,
                     )
-                return
+                return "bad_key"
             exc = cause
         if isinstance(exc, PageTimeout):
             self.log.skip(source, "timeout")
@@ -80,7 +83,7 @@ class FailurePolicy:
                 {"key": key, "exc": exc},
                 extra=self._extra,
             )
-            return
+            return "timeout"
         if isinstance(exc, WorkerDied):
             self.log.skip(source, "worker_died")
             stop = self.on_store_error == "stop"
@@ -91,7 +94,7 @@ class FailurePolicy:
             )
             if stop:
                 self._stop("neardup_worker_died")
-            return
+            return "worker_died"
         first = self.log.skip(source, "error") == 1
         logger.error(
             "nearduppipe: could not check %(key)s, keeping it: %(exc)r",
@@ -99,8 +102,10 @@ class FailurePolicy:
             exc_info=exc if first else None,
             extra=self._extra,
         )
+        return "error"
 
     def _store_unavailable(self, exc: StoreUnavailable) -> None:
+        self.last_store_error = str(exc)
         stats = self.log.stats
         stats.inc_value("neardup/store_error")
         now = time.monotonic()

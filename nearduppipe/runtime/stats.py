@@ -131,6 +131,11 @@ class StatsLog:
         else:
             logger.debug(msg, args, extra=self._extra)
 
+    def repeat(self, key: str) -> None:
+        """An item whose key this crawl job checked before (it passed then): dropped."""
+        self.stats.inc_value("neardup/items/again/dropped")
+        logger.debug("Dropped item %s: seen earlier in this crawl", key, extra=self._extra)
+
     def items_dropped_with_page(self, verdict: Mapping[str, Any], n: int) -> None:
         """``n`` items the spider made of a page whose verdict drops its items."""
         self.stats.inc_value("neardup/items/dropped_with_page", n)
@@ -179,8 +184,12 @@ class StatsLog:
             extra=self._extra,
         )
 
-    def summary(self, uri: str, size_at_open: int, size: int | None) -> None:
-        """The closing line; ``size`` is ``None`` when the store could not be counted."""
+    def summary(
+        self, uri: str, size_at_open: int, size: int | None, store_failure: str | None = None
+    ) -> None:
+        """The closing line; ``size`` is ``None`` when the store could not be counted;
+        ``store_failure``: the last error of a store that failed during the crawl (a lost
+        store is named there), said in a second line."""
         if size is not None:
             self.stats.set_value("neardup/store_size/close", size)
         get = self.stats.get_value
@@ -191,12 +200,15 @@ class StatsLog:
             prefix = self.key(source, "skipped/")
             skipped = {k[len(prefix) :]: v for k, v in stats.items() if k.startswith(prefix)}
             why = ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items()))
+            let = get(self.key(source, "let_through/store_error"), 0)
             return (
                 f"{n['checked']} checked, {n['unique']} unique, {n['dropped']} dropped as "
                 f"near-duplicates, {n['revisit/unchanged']} unchanged and "
                 f"{n['revisit/changed']} changed since an earlier crawl, {n['again']} again, "
                 f"{n['claimed']} left to another running crawl, "
-                f"{sum(skipped.values())} skipped" + (f" ({why})" if why else "")
+                f"{sum(skipped.values())} skipped"
+                + (f" ({why})" if why else "")
+                + (f", {let} let through unchecked (store_error)" if let else "")
             )
 
         args: dict[str, Any] = {
@@ -212,3 +224,10 @@ class StatsLog:
             args,
             extra=self._extra,
         )
+        if store_failure is not None:
+            logger.warning(
+                "nearduppipe: the store failed during the crawl (%(n)d errors; pages let through "
+                "unchecked meanwhile); the last error: %(why)s",
+                {"n": get("neardup/store_error", 0), "why": store_failure},
+                extra=self._extra,
+            )

@@ -47,7 +47,7 @@ class ProbeSpider(scrapy.Spider):
     async def start(self) -> Any:
         # like start_urls (dont_filter=True), plus an errback that sees dropped pages
         for url in self.start_urls:
-            listing = self.item in ("listing", "stop_on_seen")
+            listing = self.item in ("listing", "stop_on_seen", "own_url")
             callback = self.listing if listing else self.parse
             yield scrapy.Request(url, callback, errback=self.on_error, dont_filter=True)
 
@@ -67,6 +67,12 @@ class ProbeSpider(scrapy.Spider):
             pass
         elif paragraphs and self.item == "html":
             yield {"url": response.url, "html": response.text}
+        elif paragraphs and self.item == "text_status":
+            # the first half of the article (not near the page's main text), and the
+            # response's own verdict
+            status = response.meta.get("neardup", {}).get("status")
+            half = "\n".join(paragraphs[: max(1, len(paragraphs) // 2)])
+            yield {"url": response.url, "text": half, "page_status": status}
         elif paragraphs:
             yield {"url": response.url, "text": "\n".join(paragraphs)}
         if self.follow:
@@ -81,7 +87,13 @@ class ProbeSpider(scrapy.Spider):
 
         self.reached.append(response.url)
         items = [
-            {"url": response.url, "text": " ".join(div.css("p::text").getall())}
+            {
+                # "own_url": each item carries its own URL (its link), as news listings do
+                "url": response.urljoin(div.css("a::attr(href)").get() or "")
+                if self.item == "own_url"
+                else response.url,
+                "text": " ".join(div.css("p::text").getall()),
+            }
             for div in response.css("div.item")
         ]
         follow = True

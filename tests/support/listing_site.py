@@ -15,7 +15,15 @@ from pathlib import Path
 
 from .recrawl_site import _paragraphs
 
-__all__ = ["COPIES", "DISTINCT", "PAGES", "PER_PAGE", "build_copies", "build_feed"]
+__all__ = [
+    "COPIES",
+    "DISTINCT",
+    "PAGES",
+    "PER_PAGE",
+    "build_copies",
+    "build_feed",
+    "build_overlapping",
+]
 
 PAGES, PER_PAGE, COPIES = 40, 5, 95
 DISTINCT = PAGES * PER_PAGE - COPIES
@@ -63,3 +71,25 @@ def build_feed(root: Path, n: int, pages: int) -> list[str]:
         chunk = texts[(p - 1) * PER_PAGE : p * PER_PAGE]
         (root / f"page{p}.html").write_text(_page(p, chunk, p == pages), encoding="utf-8")
     return texts
+
+
+def build_overlapping(root: Path, distinct: int = 36, pages: int = 20) -> list[str]:
+    """A news listing whose items each link to their own article (``<a href>``), 5 per page,
+    in a window that moves by 2 items a page: most items appear on two or three pages, as on
+    listings that are re-sorted or re-published. Returns the items' URLs (relative)."""
+    texts = [_text(f"own{i}") for i in range(distinct)]
+    urls = [f"article/{i}.html" for i in range(distinct)]
+    for p in range(1, pages + 1):
+        start = min(2 * (p - 1), distinct - PER_PAGE)
+        window = range(start, start + PER_PAGE)
+        items = "\n".join(
+            f"<div class='item'><a href='{urls[i]}'>more</a><p>{html.escape(texts[i])}</p></div>"
+            for i in window
+        )
+        nxt = "" if p == pages else f"<a class='next' href='page{p + 1}.html'>Next</a>"
+        (root / f"page{p}.html").write_text(
+            f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>News, page {p}</title>"
+            f"</head><body><main><h1>News, page {p}</h1>\n{items}\n</main>{nxt}</body></html>",
+            encoding="utf-8",
+        )
+    return urls
