@@ -75,7 +75,7 @@ def migrate_cluster(
     base, ours = client_uri(uri)
     prefix = ours.get("prefix") or prefix or "neardup:default"
     where = f"{rk.redact(uri, uri)} prefix {prefix!r}"
-    with migration_errors(where):
+    with migration_errors(where, uri):
         client = RedisCluster.from_url(base, **TIMEOUTS)
         lock = MigrationLock(client, rk.key(prefix, "l"), where, ttl=lock_ttl)
         try:

@@ -127,36 +127,41 @@ def fenced(client: Any, lua: str, lock: MigrationLock, fence: str) -> Callable[.
 
 
 @contextlib.contextmanager
-def migration_errors(where: str) -> Iterator[None]:
-    """A migration's Redis failures as one-line :class:`StoreError` s naming the store (with
-    ``where``'s password already redacted): a refused connection, a timeout, a wrong password,
-    a Cluster URI for a single server (or the reverse), a lock lost to another run. A
-    traceback would say less and, from redis-py, could quote the URI."""
+def migration_errors(where: str, uri: str) -> Iterator[None]:
+    """A migration's Redis failures as one-line :class:`StoreError` s naming the store
+    (``where``) without ``uri``'s passwords: a refused connection, a timeout, a wrong
+    password, a Cluster URI for a single server (or the reverse), a lock lost to another run.
+    The CLI prints a StoreError as one line and exits 2, as for every other command; a
+    traceback would say less, and redis-py's messages could quote the URI."""
     import redis
     from redis.exceptions import RedisClusterException
+
+    def fail(text: str) -> StoreError:
+        return StoreError(f"{where}: {rk.redact(text, uri)}")
 
     try:
         yield
     except redis.AuthenticationError as e:
-        raise StoreError(f"{where}: Redis refused the credentials: {e}") from None
+        raise fail(f"Redis refused the credentials: {e}") from None
     except (redis.ConnectionError, redis.TimeoutError) as e:
-        raise StoreError(f"{where}: cannot reach Redis: {e or type(e).__name__}") from None
+        raise fail(f"cannot reach Redis: {e or type(e).__name__}") from None
     except redis.ResponseError as e:
         text = str(e)
         if LOST in text:
-            raise StoreError(
-                f"{where}: this migration lost the store's lock (not renewed for "
-                f"{LOCK_TTL:.0f} s) and stopped before writing more; run nearduppipe migrate "
-                "again if no other migration finished it"
-            ) from None
-        if text.startswith(("MOVED", "ASK ", "CROSSSLOT")):
+            text = (
+                f"this migration lost the store's lock (not renewed for {LOCK_TTL:.0f} s) and "
+                "stopped before writing more; run nearduppipe migrate again if no other "
+                "migration finished it"
+            )
+        elif text.startswith(("MOVED", "ASK ", "CROSSSLOT")):
             text += ": a Redis Cluster node; a Cluster store is migrated with redis+cluster://"
-        raise StoreError(f"{where}: {text}") from None
+        raise fail(text) from None
     except redis.RedisError as e:
-        raise StoreError(f"{where}: {e or type(e).__name__}") from None
+        raise fail(str(e) or type(e).__name__) from None
     except RedisClusterException as e:  # (not a RedisError)
-        hint = "; a single server is redis://" if "not enabled" in str(e) else ""
-        raise StoreError(f"{where}: not usable as a Redis Cluster: {e}{hint}") from None
+        if "not enabled" in str(e):
+            raise fail(f"not a Redis Cluster ({e}); a single server is redis://") from None
+        raise fail(f"cannot reach the cluster: {e}") from None
 
 
 def _meta(client: Any, meta_key: str) -> dict[str, str]:
@@ -238,7 +243,7 @@ def migrate(
     client_uri, ours = rk.split_uri(uri)
     prefix = ours.get("prefix") or prefix or "neardup:default"
     where = f"{rk.redact(uri, uri)} prefix {prefix!r}"
-    with migration_errors(where):
+    with migration_errors(where, uri):
         client = redis.Redis.from_url(client_uri, **TIMEOUTS)
         lock = MigrationLock(client, rk.key(prefix, "l"), where, ttl=lock_ttl)
         try:
