@@ -216,9 +216,10 @@ def unmark(client: Any, meta_key: str, lock: MigrationLock, fence: str, *names: 
     fenced(client, _UNMARK_LUA, lock, fence)(keys=[meta_key], args=list(names))
 
 
-# a migration's connection: a server that does not answer is an error, not a hang (the URI's
-# ?socket_timeout= and ?socket_connect_timeout= win); a batch's call takes well under a second
-TIMEOUTS = {"socket_timeout": 60.0, "socket_connect_timeout": 10.0}
+# A migration's connection: a server that does not answer is an error, not a hang (the URI's
+# ?socket_timeout= and ?socket_connect_timeout= win). Its calls take well under a second (a
+# batch, a range of buckets); one of 20 s means a server too busy to renew the lock either.
+TIMEOUTS = {"socket_timeout": 20.0, "socket_connect_timeout": 5.0}
 
 
 def migrate(
