@@ -150,14 +150,18 @@ class MigrationLock:
         ``ttl``)."""
         told = False
         while not self.client.set(self.key, self.value, nx=True, px=self.ttl_ms):
-            raw, pttl = self.client.get(self.key), self.client.pttl(self.key)
+            raw = self.client.get(self.key)
             if raw is None:
                 continue  # (released between the two calls: try again at once)
             if self._take_from_dead(raw):
                 if say:
-                    say(f"{self._busy(raw, -1)}: its process is gone; resuming its work")
+                    say(
+                        f"{self.where}: the migration holding the lock {self.key} "
+                        f"({self._who(raw)}) is no longer running; took the lock over, "
+                        "resuming its work"
+                    )
                 break
-            busy = self._busy(raw, pttl)
+            busy = self._busy(raw)
             if not wait:
                 raise StoreError(f"{busy}; run again when it has finished, or add --wait")
             if say and not told:
@@ -175,14 +179,17 @@ class MigrationLock:
             return False
         return bool(int(self._takeover(keys=[self.key], args=[raw, self.value, self.ttl_ms])))
 
-    def _busy(self, raw: bytes, pttl: int) -> str:
+    @staticmethod
+    def _who(raw: bytes) -> str:
         holder = Holder.parse(raw)
-        who = holder.describe(time.time()) if holder else f"lock value {raw[:80]!r}"
-        expires = f"{pttl / 1000:.0f} s" if pttl > 0 else "its lock's expiry"
+        return holder.describe(time.time()) if holder else f"lock value {raw[:80]!r}"
+
+    def _busy(self, raw: bytes) -> str:
+        """Who holds the lock, for a refused (or waiting) run's one line."""
         return (
-            f"{self.where}: another migration is running ({who}; its lock {self.key} expires "
-            f"in {expires} unless renewed: a killed migration's lock lapses within "
-            f"{self.ttl_ms / 1000:.0f} s)"
+            f"{self.where}: another migration is running ({self._who(raw)}; its lock {self.key} is "
+            f"renewed every {self.renew_every:.0f} s and lapses {self.ttl_ms / 1000:.0f} s "
+            "after that run is killed)"
         )
 
     def fence(self, key: str) -> None:
