@@ -28,7 +28,7 @@ from . import keys as rk
 from .cluster_open import bucket_bits, client_uri, shard_tags
 from .codec import entry_head
 from .migrate import TIMEOUTS, mark, migrate_part, migration_errors, set_if_format2, unmark
-from .migrate_lock import LOCK_TTL, MigrationLock
+from .migrate_lock import MigrationLock
 from .names import Names
 
 __all__ = ["migrate_cluster"]
@@ -65,7 +65,6 @@ def migrate_cluster(
     progress: Callable[[str], None] | None = None,
     wait: bool = False,
     on_wait: Callable[[str], None] | None = None,
-    lock_ttl: float = LOCK_TTL,
 ) -> int:
     """Migrate the Cluster store at ``uri`` to format 3, or finish an interrupted migration;
     the entries moved by this run (0 for a store already in format 3). Another migration of
@@ -77,7 +76,7 @@ def migrate_cluster(
     where = f"{rk.redact(uri, uri)} prefix {prefix!r}"
     with migration_errors(where, uri):
         client = RedisCluster.from_url(base, **TIMEOUTS)
-        lock = MigrationLock(client, rk.key(prefix, "l"), where, ttl=lock_ttl)
+        lock = MigrationLock(client, rk.key(prefix, "l"), where)
         try:
             lock.acquire(wait, on_wait)
             return _migrate_locked(client, prefix, where, lock, batch, pause, progress)

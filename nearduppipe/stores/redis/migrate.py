@@ -231,7 +231,6 @@ def migrate(
     progress: Callable[[str], None] | None = None,
     wait: bool = False,
     on_wait: Callable[[str], None] | None = None,
-    lock_ttl: float = LOCK_TTL,
 ) -> int:
     """Migrate the store at ``uri`` (prefix as the stores take it) to format 3, or finish an
     interrupted migration. Returns the number of entries moved by this run (0 for a store
@@ -246,7 +245,7 @@ def migrate(
     where = f"{rk.redact(uri, uri)} prefix {prefix!r}"
     with migration_errors(where, uri):
         client = redis.Redis.from_url(client_uri, **TIMEOUTS)
-        lock = MigrationLock(client, rk.key(prefix, "l"), where, ttl=lock_ttl)
+        lock = MigrationLock(client, rk.key(prefix, "l"), where)
         try:
             lock.acquire(wait, on_wait)
             meta = _start(client, rk.key(prefix, "meta"), where, lock)
