@@ -283,3 +283,62 @@ def test_a_cluster_migration_waits_for_checks_under_way(tmp_path: Path) -> None:
         assert migrate_cluster(cluster.url, prefix) == expected["len"]
         assert not client.exists(pend)
         assert_answers_as_format2(cluster.url, expected)
+
+
+def slow_scans(client: Any, tags: list[str]) -> None:
+    """Make each shard's ``e`` a hash table (Redis's default limits, as most format-2 stores'
+    were): ``HSCAN`` then reads a few fields a call, not a small listpack whole, so a
+    migration with ``--batch 2 --pause 0.2`` takes seconds per shard."""
+    client.config_set("hash-max-listpack-value", 64, target_nodes=client.ALL_NODES)
+    for tag in tags:
+        name = "{" + tag + "}:e"
+        fields, pttl = client.hgetall(name), client.pttl(name)
+        client.delete(name)
+        client.hset(name, mapping=fields)
+        if pttl > 0:
+            client.pexpire(name, pttl)
+        assert client.object("encoding", name) == b"hashtable"
+    client.config_set("hash-max-listpack-value", 256, target_nodes=client.ALL_NODES)
+
+
+@pytest.mark.fault
+def test_a_second_cluster_migration_is_refused_and_a_killed_ones_lock_taken_over(
+    tmp_path: Path,
+) -> None:
+    """The Cluster shares the single node's hazard (each shard's log rebuilt in its ``c``): a
+    second migration started while one runs is refused (exit 2, one line naming the first's
+    pid) and writes nothing; once the first is SIGKILLed half way, a third run takes its lock
+    over at once (same host, its pid gone), finishes every shard, leaves no lock or fence, and
+    every answer is the format-2 code's."""
+    with format2_cluster(tmp_path) as (cluster, client, expected):
+        prefix = expected["prefix"]
+        tags = shard_tags(prefix, 4)
+        metas = ["{" + tag + "}:meta" for tag in tags]
+
+        def moved() -> int:
+            return sum(int(client.hget(m, "live") or 0) for m in metas)
+
+        slow_scans(client, tags)
+        cmd = [sys.executable, "-m", "nearduppipe.cli", "migrate", cluster.url, "--prefix", prefix]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        first = subprocess.Popen([*cmd, "--batch", "2", "--pause", "0.2"], env=env)
+        deadline = time.monotonic() + 60
+        while moved() < 20 and first.poll() is None:
+            assert time.monotonic() < deadline, "the migration never moved 20 entries"
+            time.sleep(0.01)
+        second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2 and second.stdout == "", second.stderr
+        assert len(second.stderr.splitlines()) == 1, second.stderr
+        assert f"another migration is running (pid {first.pid} on " in second.stderr
+        assert first.poll() is None, "the first migration ended before it was killed"
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        half = moved()
+        assert 20 <= half < expected["len"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        assert f"({expected['len'] - half} entries moved by this run)" in done.stdout
+        assert "is no longer running; took the lock over" in done.stderr
+        assert moved() == expected["len"]
+        for key in ["{" + prefix + "}:l", *("{" + tag + "}:l" for tag in tags)]:
+            assert not client.exists(key), key
+        assert_answers_as_format2(cluster.url, expected)

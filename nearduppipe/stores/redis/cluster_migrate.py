@@ -10,6 +10,12 @@ deadline: their records would otherwise be moved as stored entries), mark the sh
 convert it; then clear ``migrating``. A record's ticket (format 2: the table-field slot)
 becomes its sequence number, so the store's order, and with it which entry of equally near
 ones a check names, is kept. The host-prefix and job tables are the store's (``{P}:u``…).
+
+One migration at a time, as on a single node (:mod:`.migrate_lock`): the run takes the store's
+lock ``{P}:l`` before it reads the meta; a script reaches one slot only, so before its first
+write to a shard it sets that shard's fence ``{tag}:l`` to its lock value (renewed with the
+lock), and every write to the shard checks it. A run that lost the lock (paused past its
+expiry while another took over) has its next write refused.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from ..base import StoreError
 from . import keys as rk
 from .cluster_open import bucket_bits, client_uri, shard_tags
 from .codec import entry_head
-from .migrate import mark, migrate_part
+from .migrate import TIMEOUTS, mark, migrate_part, migration_errors, set_if_format2, unmark
+from .migrate_lock import MigrationLock
 from .names import Names
 
 __all__ = ["migrate_cluster"]
@@ -56,62 +63,88 @@ def migrate_cluster(
     batch: int = 1000,
     pause: float = 0.0,
     progress: Callable[[str], None] | None = None,
+    wait: bool = False,
+    on_wait: Callable[[str], None] | None = None,
 ) -> int:
     """Migrate the Cluster store at ``uri`` to format 3, or finish an interrupted migration;
-    the entries moved by this run (0 for a store already in format 3)."""
+    the entries moved by this run (0 for a store already in format 3). Another migration of
+    the store running: a :class:`StoreError` naming it, or with ``wait``, wait for it."""
     from redis.cluster import RedisCluster
 
     base, ours = client_uri(uri)
     prefix = ours.get("prefix") or prefix or "neardup:default"
     where = f"{rk.redact(uri, uri)} prefix {prefix!r}"
-    client = RedisCluster.from_url(base)
-    try:
-        meta_key = rk.key(prefix, "meta")
-        raw = cast(dict[bytes, bytes], client.hgetall(meta_key))
-        meta = {k.decode(): v.decode() for k, v in raw.items()}
-        if not meta:
-            raise StoreError(f"{where}: no store there (no {meta_key})")
-        if meta.get("cluster") != "1":
-            raise StoreError(f"{where}: a single-node Redis store: migrate it with redis://")
-        fmt = meta.get("format")
-        if fmt == "3" and "migrating" not in meta:
-            return 0
-        if fmt not in ("2", "3"):
-            raise StoreError(f"{where}: format {fmt!r}: not a store this nearduppipe migrates")
-        shards = int(meta["shards"])
-        bits = bucket_bits(shards)
-        tags = shard_tags(prefix, shards)
-        pending = client.register_script(_PENDING_LUA)
-        if fmt == "2":
-            busy = sum(int(pending(keys=_keys(tag), args=["0"])) for tag in tags)
-            if busy:
-                raise StoreError(
-                    f"{where}: {busy} checks are under way (pending entries before their "
-                    "deadline): stop every crawl using the store, then migrate"
-                )
-            client.hset(meta_key, mapping={"format": "3", "migrating": "2", "bucket_bits": bits})
-        names = Names(client, prefix, bits)
-        moved = 0
-        for tag in tags:
-            shard_meta = rk.key(tag, "meta")
-            if client.hget(shard_meta, "format") == b"2":
-                if int(pending(keys=_keys(tag), args=["1"])):
-                    raise StoreError(f"{where}: shard {tag!r} has a check under way: run again")
-                mark(client, shard_meta, bucket_bits=str(bits))
-            moved += migrate_part(
-                client,
-                tag,
-                names,
-                _format2_ticket,
-                bits=bits,
-                batch=batch,
-                pause=pause,
-                progress=progress,
+    with migration_errors(where, uri):
+        client = RedisCluster.from_url(base, **TIMEOUTS)
+        lock = MigrationLock(client, rk.key(prefix, "l"), where)
+        try:
+            lock.acquire(wait, on_wait)
+            return _migrate_locked(client, prefix, where, lock, batch, pause, progress)
+        finally:
+            lock.release()
+            client.close()
+
+
+def _migrate_locked(
+    client: Any,
+    prefix: str,
+    where: str,
+    lock: MigrationLock,
+    batch: int,
+    pause: float,
+    progress: Callable[[str], None] | None,
+) -> int:
+    """The migration once this run holds the store's lock (module doc's steps)."""
+    meta_key = rk.key(prefix, "meta")
+    raw = cast(dict[bytes, bytes], client.hgetall(meta_key))
+    meta = {k.decode(): v.decode() for k, v in raw.items()}
+    if not meta:
+        raise StoreError(f"{where}: no store there (no {meta_key})")
+    if meta.get("cluster") != "1":
+        raise StoreError(f"{where}: a single-node Redis store: migrate it with redis://")
+    fmt = meta.get("format")
+    if fmt == "3" and "migrating" not in meta:
+        return 0
+    if fmt not in ("2", "3"):
+        raise StoreError(f"{where}: format {fmt!r}: not a store this nearduppipe migrates")
+    shards = int(meta["shards"])
+    bits = bucket_bits(shards)
+    tags = shard_tags(prefix, shards)
+    pending = client.register_script(_PENDING_LUA)
+    if fmt == "2":
+        busy = sum(int(pending(keys=_keys(tag), args=["0"])) for tag in tags)
+        if busy:
+            raise StoreError(
+                f"{where}: {busy} checks are under way (pending entries before their "
+                "deadline): stop every crawl using the store, then migrate"
             )
-        client.hdel(meta_key, "migrating")
-        return moved
-    finally:
-        client.close()
+        # (format 3 and migrating: the store-wide fields; the shards' own are set per shard)
+        marked = {"format": "3", "migrating": "2", "bucket_bits": str(bits)}
+        set_if_format2(client, meta_key, lock, lock.key, marked)
+    names = Names(client, prefix, bits)
+    moved = 0
+    for tag in tags:
+        fence = rk.key(tag, "l")
+        lock.fence(fence)
+        shard_meta = rk.key(tag, "meta")
+        if client.hget(shard_meta, "format") == b"2":
+            if int(pending(keys=_keys(tag), args=["1"])):
+                raise StoreError(f"{where}: shard {tag!r} has a check under way: run again")
+            mark(client, shard_meta, lock, fence, bucket_bits=str(bits))
+        moved += migrate_part(
+            client,
+            tag,
+            names,
+            _format2_ticket,
+            lock,
+            bits=bits,
+            batch=batch,
+            pause=pause,
+            progress=progress,
+        )
+        lock.unfence(fence)
+    unmark(client, meta_key, lock, lock.key, "migrating")
+    return moved
 
 
 def _keys(tag: str) -> list[Any]:

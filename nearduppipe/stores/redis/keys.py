@@ -31,6 +31,8 @@ needs a pattern):
 * ``{P}:d`` list of decisions, trimmed to ``max_decisions`` in the same script call.
 * ``{P}:r`` hash: the last reply per client thread, so a retried check is not applied twice.
 * ``{P}:c``: the log being compacted (exists only during a compaction).
+* ``{P}:l``: the lock of a ``nearduppipe migrate`` under way (:mod:`.migrate_lock`; expires
+  30 s after its last renewal); a Cluster store's shards have one each while it converts them.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ FIXED_NAMES = (
     *FORMAT3_NAMES[7:],
     "u",
     "j",
+    "l",  # a migration's lock (migrate_lock.py)
     *(f"b{b:04x}" for b in range(1 << 16)),
 )
 _GLOB_SPECIAL = set("\\?*[]^-")
