@@ -48,6 +48,11 @@ append them twice.
 deleted, evicted, a restart without persistence) raises :class:`StoreUnavailable` and so does
 every later one; evictions are watched once a second; opening what is left says so. An
 evicting ``maxmemory-policy`` is refused at open unless ``allow_eviction`` (``?allow_eviction=1``).
+A store created anew under the prefix after a loss has another identity (``id`` in the meta; a
+reset keeps it): a client that had the lost one open refuses it the same way.
+
+**One TTL per store** (:mod:`..ttl_rule`): the meta records it; a writer with another one is
+refused at open unless ``change_ttl``.
 """
 
 from __future__ import annotations
