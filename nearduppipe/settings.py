@@ -75,7 +75,8 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_COMMIT_INTERVAL": 1.0,
     "NEARDUP_THREADS": 4,
     "NEARDUP_EXECUTOR": "process",
-    "NEARDUP_TTL": None,  # seconds; Redis store only
+    "NEARDUP_TTL": None,  # seconds, every backend; the store records it (ttl_rule)
+    "NEARDUP_TTL_CHANGE": False,  # True: change the store's recorded TTL to NEARDUP_TTL (ttl_rule)
     "NEARDUP_ON_STORE_ERROR": "keep",
     "NEARDUP_REDIS_PARAMS": {},  # extra redis.Redis client options, e.g. {"retry_on_timeout": True}
     "NEARDUP_KEEP_TEXT": 0,  # characters of each page's text kept in the store for reports
@@ -192,6 +193,7 @@ class NearDupConfig:
     executor: str
     workers: int
     ttl: float | None
+    ttl_change: bool
     on_store_error: str
     redis_params: dict[str, Any]
     redis_url: str | None
@@ -341,6 +343,7 @@ class NearDupConfig:
             ttl=None
             if _unset(get("NEARDUP_TTL"))
             else _float("NEARDUP_TTL", get("NEARDUP_TTL"), 0, 100 * 365 * 86_400, least=1),
+            ttl_change=_bool("NEARDUP_TTL_CHANGE", get("NEARDUP_TTL_CHANGE")),
             redis_params=redis.params,
             redis_url=redis.url,
             on_store_error=_choice(

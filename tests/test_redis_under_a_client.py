@@ -126,12 +126,13 @@ def test_the_size_of_a_store_whose_buckets_expired_counts_what_is_left(open_rese
     with open_reset(prefix) as s:
         uri = s.uri
     kind = type(s)
-    with kind(uri, prefix=prefix, ttl=1) as s:  # (its buckets expire 2 s after their writes)
+    # (each open changes the store's TTL: on purpose, change_ttl; ttl_rule.py)
+    with kind(uri, prefix=prefix, ttl=1, change_ttl=True) as s:  # (buckets expire 2 s after)
         for i in range(40):
             s.add(far(i), f"https://a.example/{i}")
         assert len(s) == 40
         time.sleep(2.5)
-    with kind(uri, prefix=prefix, ttl=3600) as s:  # (these last: nothing below is timed)
+    with kind(uri, prefix=prefix, ttl=3600, change_ttl=True) as s:  # (these last: not timed)
         for i in range(5):
             s.add(far(100 + i), f"https://b.example/{i}")
         held = sum(s.get(f"https://{h}.example/{i}") is not None for h in "ab" for i in range(40))
@@ -149,11 +150,11 @@ def test_the_size_of_a_store_whose_buckets_expired_counts_what_is_left(open_rese
         assert len(s) == 1
         s.add(far(301), "https://d.example/2")
         assert len(s) == 2
-    with kind(uri, prefix=prefix, ttl=1) as s:
+    with kind(uri, prefix=prefix, ttl=1, change_ttl=True) as s:
         for i in range(5):
             s.add(far(400 + i), f"https://e.example/{i}")
         time.sleep(2.5)
-    with kind(uri, prefix=prefix) as s:  # (no TTL: the keys last again, the counter is set)
+    with kind(uri, prefix=prefix, change_ttl=True) as s:  # (no TTL: the keys last again)
         assert len(s) == 2 == len(list(s.entries()))
         s.add(far(500), "https://f.example/1")
         assert len(s) == 3

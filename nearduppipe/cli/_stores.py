@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -28,6 +29,7 @@ __all__ = [
     "redis_store_identity",
     "rule_from_args",
     "sqlite_file",
+    "uri_param",
     "uri_prefix",
 ]
 
@@ -38,9 +40,14 @@ def is_redis(uri: str) -> bool:
     return _scheme(uri) in _REDIS_SCHEMES
 
 
+def uri_param(uri: str, name: str) -> str | None:
+    """A query parameter of a Redis URI (``?prefix=``, ``?ttl=``), if any."""
+    return dict(parse_qsl(uri.partition("?")[2])).get(name) or None
+
+
 def uri_prefix(uri: str) -> str | None:
     """The ``?prefix=`` of a Redis URI, if any."""
-    return dict(parse_qsl(uri.partition("?")[2])).get("prefix") or None
+    return uri_param(uri, "prefix")
 
 
 def _client(uri: str) -> Any:
@@ -181,6 +188,31 @@ def _redis_meta(uri: str, prefix: str) -> RedisPrefix | None:
     return RedisPrefix(prefix, {k.decode(): v.decode("utf-8", "replace") for k, v in meta.items()})
 
 
+def _recorded_ttl(uri: str, prefix: str | None) -> float | None:
+    """The TTL an existing store records, which a command that writes keeps (a writer with
+    another TTL is refused: stores/ttl_rule.py); None: none recorded, or no store yet."""
+    from ..stores.ttl_rule import decode_ttl
+
+    text: str | None = None
+    if is_redis(uri):
+        found = _redis_meta(uri, prefix) if prefix else None
+        text = None if found is None else found.meta.get("ttl")
+    elif (path := sqlite_file(uri)) and os.path.isfile(path):
+        import sqlite3
+
+        from ..stores.sqlite.files import TABLE, decode
+
+        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            row = conn.execute(f'SELECT value FROM "{TABLE}" WHERE key = ?', ("m:ttl",)).fetchone()
+        except sqlite3.Error:
+            row = None  # (no table yet, or not a store: the open says what is wrong)
+        finally:
+            conn.close()
+        text = None if row is None else str(decode(row[0], f"{path}: record m:ttl"))
+    return None if text is None else decode_ttl(text, redact(uri))
+
+
 def sqlite_file(uri: str) -> str | None:
     """The file of a sqlite store URI or path (``None`` for other backends)."""
     if _scheme(uri) != "sqlite":
@@ -263,6 +295,10 @@ def open_cli_store(
     if read_only:
         options["read_only"] = True
     try:
+        if not read_only and "ttl" not in options and not uri_param(uri, "ttl"):
+            recorded = _recorded_ttl(uri, options.get("prefix"))
+            if recorded is not None:
+                options["ttl"] = recorded
         return open_store(uri, rule=rule, **options)
     except StoreError as e:
         raise CliError(redact(str(e))) from None

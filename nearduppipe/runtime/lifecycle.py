@@ -88,6 +88,8 @@ class StoreLifecycle:
         options: dict[str, Any] = {"name": spider_name, "max_decisions": config.max_decisions}
         if config.ttl is not None:
             options["ttl"] = config.ttl
+        if config.ttl_change:  # (the store's recorded TTL becomes NEARDUP_TTL: ttl_rule)
+            options["change_ttl"] = True
         if config.blocks is not None:
             options["blocks"] = config.blocks
         if _scheme(uri).split("+")[0] in ("redis", "rediss", "unix") and config.redis_params:

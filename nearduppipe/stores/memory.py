@@ -112,7 +112,8 @@ class MemoryStore(IndexedStore):
 
 def _open(uri: str, rule: Rule | None = None, **options: Any) -> MemoryStore:
     # A memory store always starts empty and has nothing to commit.
-    for ignored in ("reset", "commit_every", "commit_interval", "name", "read_only"):
+    # (nor a recorded TTL to change: change_ttl, ttl_rule)
+    for ignored in ("reset", "commit_every", "commit_interval", "name", "read_only", "change_ttl"):
         options.pop(ignored, None)
     known = {"blocks", "ttl", "max_decisions", "clock", "shard_bits", "chunk_bits"}
     unknown = sorted(set(options) - known)

@@ -129,3 +129,41 @@ def test_open_refuses_an_evicting_master(
     finally:
         c.config_set("maxmemory-policy", "noeviction")
         c.close()
+
+
+def test_a_cluster_store_created_anew_after_a_loss_is_not_joined(cluster: LocalCluster) -> None:
+    """As on one node (test_redis_loss.py): every master flushed, then another client creates
+    a new store under the prefix; the client that had the old one refuses it (another
+    identity), while a reset made through nearduppipe keeps the identity and is followed."""
+    store = open_store(cluster.url, prefix=PREFIX)
+    try:
+        pages = _fill(store, 10)
+        with open_store(cluster.url, prefix=PREFIX, reset=True) as resetter:
+            assert len(resetter) == 0
+        assert store.check(pages[0], "page/0").status == "new"  # a reset: followed
+        _each(cluster, "FLUSHALL")
+        with open_store(cluster.url, prefix=PREFIX) as other:
+            assert other.check(_fps(random.Random(5)), "other/1").status == "new"
+        with pytest.raises(StoreUnavailable, match="created under its prefix") as caught:
+            store.check(pages[1], "page/1")
+        assert "will not join" in str(caught.value)
+        with pytest.raises(StoreUnavailable, match="created under its prefix"):
+            store.add(pages[2], "page/2")
+        with open_store(cluster.url, prefix=PREFIX, read_only=True) as after:
+            assert [e.key for e in after.entries()] == ["other/1"]
+    finally:
+        store.close()
+
+
+def test_a_cluster_client_that_adds_only_refuses_a_store_created_anew(
+    cluster: LocalCluster,
+) -> None:
+    store = open_store(cluster.url, prefix=PREFIX)
+    try:
+        store.add(_fps(random.Random(1)), "page/0")
+        _each(cluster, "FLUSHALL")
+        open_store(cluster.url, prefix=PREFIX).close()
+        with pytest.raises(StoreUnavailable, match="created under its prefix"):
+            store.add(_fps(random.Random(2)), "page/1")
+    finally:
+        store.close()

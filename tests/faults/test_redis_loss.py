@@ -209,3 +209,87 @@ def test_evictions_under_a_policy_set_mid_use_are_watched(
         admin.config_set("maxmemory-policy", "noeviction")
         store.close()
         admin.close()
+
+
+@pytest.mark.parametrize("seen", [False, True])
+def test_a_store_created_anew_after_a_loss_is_not_joined(server: RedisServer, seen: bool) -> None:
+    """The store is flushed, then another client creates a new one under the prefix. A client
+    that had the old one open refuses the new one (its identity differs) instead of following
+    it as a reset, whether it called in between (``seen``: the loss itself) or only meets the
+    new store's log."""
+    admin = redis.Redis.from_url(server.url)
+    store = RedisStore(server.url, prefix=PREFIX)
+    try:
+        pages = _fill(store, 20)
+        admin.execute_command("FLUSHALL")
+        if seen:
+            with pytest.raises(StoreUnavailable, match="gone"):
+                store.check(pages[0], "page/0")
+        with RedisStore(server.url, prefix=PREFIX) as other:  # a new store: another id
+            assert other.check(_fps(random.Random(5)), "other/1").status == "new"
+        for call in (
+            lambda: store.check(pages[0], "page/0"),  # (a near call's path: the log's epoch)
+            lambda: store.add(pages[1], "page/1"),  # (an add's: its ids' epoch is stale)
+            lambda: store.get("page/2"),
+        ):
+            with pytest.raises(StoreUnavailable) as caught:
+                call()
+            if not seen:
+                text = str(caught.value)
+                assert "created under its prefix" in text and "will not join" in text, text
+        with RedisStore(server.url, prefix=PREFIX, read_only=True) as after:
+            assert [e.key for e in after.entries()] == ["other/1"]  # nothing of the old client
+    finally:
+        store.close()
+        admin.close()
+
+
+def test_a_client_that_adds_only_refuses_a_store_created_anew(server: RedisServer) -> None:
+    """An add (no search: no log) meets the new store as ids read under another epoch."""
+    admin = redis.Redis.from_url(server.url)
+    store = RedisStore(server.url, prefix=PREFIX)
+    try:
+        store.add(_fps(random.Random(1)), "page/0")
+        admin.execute_command("FLUSHALL")
+        RedisStore(server.url, prefix=PREFIX).close()
+        with pytest.raises(StoreUnavailable, match="created under its prefix"):
+            store.add(_fps(random.Random(2)), "page/1")
+    finally:
+        store.close()
+        admin.close()
+
+
+def test_a_reset_keeps_the_identity_and_its_clients_follow(server: RedisServer) -> None:
+    """A reset made through nearduppipe is no loss: the other clients follow it."""
+    store = RedisStore(server.url, prefix=PREFIX)
+    try:
+        pages = _fill(store, 5)
+        with RedisStore(server.url, prefix=PREFIX, reset=True) as resetter:
+            assert len(resetter) == 0
+        assert store.check(pages[0], "page/0").status == "new"  # followed: an empty store
+        store.add(pages[1], "page/1")
+        assert store.get("page/1") is not None
+    finally:
+        store.close()
+
+
+def test_a_store_from_before_identities_gets_one_from_its_first_writer(
+    server: RedisServer,
+) -> None:
+    admin = redis.Redis.from_url(server.url)
+    meta = "{" + PREFIX + "}:meta"
+    with RedisStore(server.url, prefix=PREFIX) as s:
+        _fill(s, 3)
+    admin.hdel(meta, "id")
+    with RedisStore(server.url, prefix=PREFIX, read_only=True) as reader:
+        assert len(reader) == 3 and not admin.hexists(meta, "id")  # (readers write nothing)
+    store = RedisStore(server.url, prefix=PREFIX)
+    try:
+        assert admin.hexists(meta, "id")
+        admin.execute_command("FLUSHALL")
+        RedisStore(server.url, prefix=PREFIX).close()
+        with pytest.raises(StoreUnavailable, match="created under its prefix"):
+            store.check(_fps(random.Random(9)), "page/9")
+    finally:
+        store.close()
+        admin.close()

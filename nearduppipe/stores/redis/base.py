@@ -22,12 +22,13 @@ from ...index.layout import Layout
 from ..base import Store, StoreError, StoreUnavailable
 from ..memory import MemoryStore
 from ..scope import check_scope
+from ..ttl_rule import encode_ttl, settle_ttl
 from . import buckets
 from . import keys as rk
 from .format1 import format1_keys, read_format1, switch_format1
 from .format3 import bucket_entries, listpack_advice, listpack_limits
 from .log import LogIndex, compact, new_epoch
-from .loss import GONE, Watch, gone, lost_at_open
+from .loss import GONE, Watch, gone, lost_at_open, new_identity, recreated
 from .names import Names
 from .program import SINGLE3
 from .wire import Packed, Wire, _bytes, bulk
@@ -80,6 +81,9 @@ class RedisBase(Store):
     _watch: Watch
     _lost: str | None  # why the store is lost (gone or evicted): every later call fails
     _absent: bool  # opened read-only where no store was: nothing to find, nothing lost
+    _change_ttl: bool  # a writer that changes the store's recorded TTL on purpose (ttl_rule)
+    _identity: str | None  # the meta's id when opened (None: a store from before ids, read)
+    _carried: str | None  # the id a reset keeps, so that the store's clients follow it
 
     # -- script arguments --------------------------------------------------------------------
     def _head_args(self, mode: str, now: float | str, epoch: str = "") -> list[Any]:
@@ -122,6 +126,7 @@ class RedisBase(Store):
         if not self._log.loaded:  # on the first search: copy, info and get never need it
             with self._errors("load"):
                 self._log.load(self._client, self._k("meta"), self._k("n"))
+                self._same_store()
                 # (a reset since an add or get read the ids: encoded again)
                 if (self._log.epoch or "-") != self._names_epoch and self._adopt(self._log.epoch):
                     args = encode() if encode is not None else args
@@ -145,12 +150,15 @@ class RedisBase(Store):
             if status == b"E":
                 with self._errors("load"):
                     self._log.load(self._client, self._k("meta"), self._k("n"))
+                    self._same_store()  # (a reset keeps the store's id; a new store has its own)
                     if self._adopt(self._log.epoch) and encode is not None:  # (a reset)
                         rest = [_bytes(a) for a in encode()[1:]]
                 continue
             if status == b"R":
                 with self._errors("load"):
                     self._log.catch_up(self._client, self._k("meta"), self._k("n"))
+                    if self._log.epoch != epoch:  # (reloaded: a new epoch meanwhile)
+                        self._same_store()
                 continue
             self._log.apply(int(start), members, epoch)
             return status
@@ -244,6 +252,8 @@ class RedisBase(Store):
                 "epoch": new_epoch(),
                 "new_total": "0",
                 "live": "0",
+                "ttl": encode_ttl(self.ttl),
+                "id": self._carried or new_identity(),
             }
             if blocks is None:
                 fields["blocks_auto"] = "1"
@@ -274,6 +284,7 @@ class RedisBase(Store):
                 "(nearduppipe copy), or reset it"
             )
         self._set_layout(rule or stored, rk.index_blocks(meta))
+        self._settle_meta(meta)  # (before a writer's TTL touches the keys: persist, sweeps)
         if rule is not None and rule != stored and not self.read_only:
             # similarity and legacy_distance are thresholds, not layout: the new default
             self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
@@ -287,6 +298,31 @@ class RedisBase(Store):
             self._compact_if_needed(meta)
             self._check_listpack(live)  # (memory: the writers' business)
         self._names_epoch = meta["epoch"]  # (no id was read yet: the names cache is empty)
+
+    def _settle_meta(self, meta: dict[str, str]) -> None:
+        """A writer's TTL against the store's recorded one (:mod:`..ttl_rule`), and the
+        store's identity, which the client keeps to know the store again after an epoch
+        change (:meth:`_same_store`); a store from before either field gets it here."""
+        self._identity = meta.get("id")
+        if self.read_only:
+            return
+        write = settle_ttl(self._where(), meta.get("ttl"), self.ttl, self._change_ttl)
+        if write is not None:
+            self._client.hset(self._k("meta"), "ttl", write)
+        if self._identity is None:  # (another writer may adopt it first: theirs is kept)
+            self._client.hsetnx(self._k("meta"), "id", new_identity())
+            self._identity = cast(bytes, self._client.hget(self._k("meta"), "id")).decode()
+
+    def _same_store(self) -> None:
+        """After the log's epoch changed: refuse a store created anew under the prefix (the
+        old one was lost, and another client made this one) rather than follow it as a
+        reset, which keeps the id; once refused, every later call fails too."""
+        if self._identity is None:
+            return  # (opened read-only before the store had an id: nothing to compare)
+        raw = self._client.hget(self._k("meta"), "id")
+        found = None if raw is None else raw.decode()
+        if found != self._identity:
+            raise self._lose(recreated(self._where(), self._identity, found))
 
     def _check_listpack(self, live: int) -> None:
         """Warn when the server would keep the bucket hashes as hash tables (~1.4x memory)."""
@@ -319,9 +355,11 @@ class RedisBase(Store):
         # a readable store: format1.switch_format1)
         self.import_records(entries, [])
         self._names_epoch = switch_format1(self._client, self.prefix, self.rule, self.layout)
+        self._settle_meta(self._meta())
 
     def _reset(self, blocks: int | None, rule: Rule | None) -> None:
         meta = self._meta()
+        self._carried = meta.get("id")  # (none when the store was lost: a new one gets its own)
         doomed: set[str | bytes] = {*rk.store_keys(self.prefix, 0), *rk.store_keys3(self.prefix)}
         try:
             counts = [Layout(distance=(rule or Rule()).radius, blocks=blocks).tables()]

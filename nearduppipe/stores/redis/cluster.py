@@ -66,6 +66,7 @@ from . import keys as rk
 from .cluster_check import ClusterBase
 from .cluster_log import READ_LUA, ShardLogs
 from .cluster_open import (
+    Recorded,
     check_params,
     client_uri,
     open_meta,
@@ -106,6 +107,7 @@ class RedisClusterStore(ClusterBase):
         timeout: float = 5.0,
         params: dict[str, Any] | None = None,
         allow_eviction: bool = False,
+        change_ttl: bool = False,
     ) -> None:
         import redis
         from redis.cluster import RedisCluster
@@ -122,6 +124,7 @@ class RedisClusterStore(ClusterBase):
         self.pending_timeout = float(pending_timeout)
         self._closed = True
         self._lost: str | None = None
+        self._identity: str | None = None
         if "allow_eviction" in ours:
             allow_eviction = parse_flag(ours["allow_eviction"], "allow_eviction", self.uri)
         self._watch = Watch(self._where(), self.ttl, bool(allow_eviction))
@@ -149,8 +152,7 @@ class RedisClusterStore(ClusterBase):
         self._closed = False
         with self._errors("open"):
             self._watch.start(self._client, self.read_only)  # (every master; before writing)
-            if reset:
-                reset_keys(self._client, self.prefix)
+            carried = reset_keys(self._client, self.prefix) if reset else None
             opened = open_meta(
                 self._client,
                 self._where(),
@@ -160,15 +162,18 @@ class RedisClusterStore(ClusterBase):
                 blocks,
                 shards,
                 self.read_only,
+                Recorded(self.ttl, bool(change_ttl), carried),
             )
             self.rule, self.layout, self.shards, self.bits = opened[:4]
+            self._identity = opened.identity
             exists = opened.exists
             self._names = Names(self._client, self.prefix, self.bits)
             self._tags = shard_tags(self.prefix, self.shards)
             self._keys = [shard_keys(t) for t in self._tags]
             self._sizes = [buckets.Size() for _ in self._tags]  # (len() when keys expire)
-            self._refresh_names()
             self._global = shard_keys(self.prefix)
+            self._names_epochs = []  # (none read yet)
+            self._refresh_names()
             self._logs = ShardLogs(self.layout, self.shards)
             self._read_script = self._client.register_script(READ_LUA)
             self._wire = ClusterWire(self._client, CLUSTER)
@@ -256,6 +261,8 @@ class RedisClusterStore(ClusterBase):
         for keys in self._keys:
             pipe.hget(keys[0], "epoch")
         epochs = ["-" if e is None else e.decode() for e in pipe.execute()]
+        if self._names_epochs and epochs != self._names_epochs:
+            self._same_store()  # (not a reset: a store created anew after a loss)
         self._names.forget()  # (first: as on one node)
         self._names_epochs = epochs
 

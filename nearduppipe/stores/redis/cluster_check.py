@@ -30,7 +30,7 @@ from . import keys as rk
 from .cluster_log import ShardLogs, reader
 from .cluster_wire import ClusterWire
 from .codec import encode_decision
-from .loss import GONE, Watch, gone
+from .loss import GONE, Watch, gone, recreated
 from .names import Names
 
 __all__ = ["ClusterBase", "kept_for", "ticket_of"]
@@ -112,6 +112,7 @@ class ClusterBase(Store):
     _wire: ClusterWire
     _watch: Watch
     _lost: str | None  # why the store is lost (a meta gone, evictions): every later call fails
+    _identity: str | None  # the store's id when opened (loss.py; None: read-only, no id yet)
 
     # -- plumbing ----------------------------------------------------------------------------
     def _where(self) -> str:
@@ -175,6 +176,19 @@ class ClusterBase(Store):
             cls = StoreUnavailable if rk.unavailable(e) else StoreError
             raise cls(f"{self._where()}: {what} failed: {msg}") from None
 
+    def _same_store(self) -> None:
+        """After a shard's epoch changed: refuse a store created anew under the prefix (its
+        global meta has another id: the old store was lost) rather than follow it as a reset,
+        which keeps the id (as on one node: ``RedisBase._same_store``)."""
+        if self._identity is None:
+            return
+        with self._errors("load"):
+            raw = self._client.hget(self._global[0], "id")
+        found = None if raw is None else raw.decode()
+        if found != self._identity:
+            self._lost = str(recreated(self._where(), self._identity, found))
+            raise StoreUnavailable(self._lost)
+
     def _look_for_evictions(self) -> None:
         """The eviction watch's look, when due (:class:`.loss.Watch`, over every master)."""
         try:
@@ -200,6 +214,7 @@ class ClusterBase(Store):
         if not self._logs.loaded:
             with self._errors("load"):
                 self._logs.load(self._reader())
+            self._same_store()
             epochs = [e or "-" for e in self._logs.epoch]
             if epochs != self._names_epochs:  # (a reset since an add or get read the ids)
                 self._names.forget()  # (first: cluster.py _refresh_names)
@@ -254,6 +269,7 @@ class ClusterBase(Store):
             if reload:
                 with self._errors("load"):
                     self._logs.load(self._reader())
+                self._same_store()  # (a reset keeps the store's id; a new store has its own)
                 # (a log compacted, or the store reset: then its host and job ids are new)
                 self._names.forget()
                 self._names_epochs = [e or "-" for e in self._logs.epoch]

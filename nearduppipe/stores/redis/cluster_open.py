@@ -27,16 +27,18 @@ from ...fingerprint.rule import Rule
 from ...index.layout import Layout
 from ..base import StoreError
 from ..scope import check_scope
+from ..ttl_rule import encode_ttl, settle_ttl
 from . import buckets
 from . import keys as rk
 from .base import LISTPACK, migrate_first
 from .format3 import listpack_advice, listpack_limits
 from .log import new_epoch
-from .loss import lost_at_open
+from .loss import lost_at_open, new_identity
 
 __all__ = [
     "DEFAULT_SHARDS",
     "Opened",
+    "Recorded",
     "bucket_bits",
     "check_params",
     "client_uri",
@@ -105,6 +107,20 @@ class Opened(NamedTuple):
     shards: int
     bits: int  # bucket bits per shard
     exists: bool
+    identity: str | None  # the meta's id (None: read-only, a store from before ids)
+
+
+class Recorded(NamedTuple):
+    """What a writer records in the store's meta besides its layout (:mod:`..ttl_rule`,
+    :mod:`.loss`): its TTL, whether it changes the recorded one on purpose, and the id a
+    reset keeps (None: a new store gets its own)."""
+
+    ttl: float | None
+    change_ttl: bool = False
+    carried: str | None = None
+
+
+_READER = Recorded(None)  # (open_meta's default: what a read-only open records, nothing)
 
 
 def _init(
@@ -141,6 +157,7 @@ def open_meta(
     blocks: int | None,
     shards: int | None,
     read_only: bool,
+    recorded: Recorded = _READER,
 ) -> Opened:
     """The store's rule, layout, shard count and bucket bits (created if new and writable),
     and whether the store exists. A contradicting rule is refused as by the single-node store;
@@ -172,7 +189,7 @@ def open_meta(
         layout = _layout(where, rule, blocks)
         n = DEFAULT_SHARDS if shards is None else shards
         if read_only:
-            return Opened(rule, layout, n, bucket_bits(n), False)
+            return Opened(rule, layout, n, bucket_bits(n), False, None)
         fields = {
             "format": "3",
             "cluster": "1",
@@ -180,6 +197,8 @@ def open_meta(
             "bucket_bits": str(bucket_bits(n)),
             "rule": json.dumps(rule.as_dict()),
             "blocks": str(layout.n_blocks),
+            "ttl": encode_ttl(recorded.ttl),
+            "id": recorded.carried or new_identity(),
         }
         if blocks is None:
             fields["blocks_auto"] = "1"
@@ -198,6 +217,7 @@ def open_meta(
         )
     if shards is not None and shards != n:
         raise StoreError(f"{where}: the store has {n} shards, not {shards} (reset it to change)")
+    identity = meta.get("id") if read_only else _settle(client, where, key, meta, recorded)
     if rule is not None and rule != stored and not read_only:
         client.hset(key, "rule", json.dumps(rule.as_dict()))
     if not read_only:
@@ -215,7 +235,20 @@ def open_meta(
         if not ready:  # (a store from before this field gets it here)
             client.hset(key, "shards_ready", "1")
     layout = _layout(where, stored, rk.index_blocks(meta))
-    return Opened(rule or stored, layout, n, bits, True)
+    return Opened(rule or stored, layout, n, bits, True, identity)
+
+
+def _settle(client: Any, where: str, key: str, meta: dict[str, str], recorded: Recorded) -> str:
+    """As the single-node store's ``_settle_meta``: a writer's TTL against the recorded one
+    (before anything of the store is touched), and the store's identity, given to a store
+    from before either field."""
+    write = settle_ttl(where, meta.get("ttl"), recorded.ttl, recorded.change_ttl)
+    if write is not None:
+        client.hset(key, "ttl", write)
+    if "id" in meta:
+        return meta["id"]
+    client.hsetnx(key, "id", new_identity())  # (another writer may adopt it first)
+    return str(client.hget(key, "id").decode())
 
 
 def _layout(where: str, rule: Rule, blocks: int | None) -> Layout:
@@ -225,10 +258,11 @@ def _layout(where: str, rule: Rule, blocks: int | None) -> Layout:
         raise StoreError(f"{where}: {e}") from None
 
 
-def reset_keys(client: Any, prefix: str) -> None:
+def reset_keys(client: Any, prefix: str) -> str | None:
     """Delete the store at ``prefix``: its global keys and every shard's (fixed names only,
-    format 2's and 3's, and the shards' buckets)."""
-    meta = client.hmget(rk.key(prefix, "meta"), ["shards", "bucket_bits"])
+    format 2's and 3's, and the shards' buckets). Returns the store's identity, which the
+    store opened after the reset keeps (its clients follow a reset: :mod:`.loss`)."""
+    meta = client.hmget(rk.key(prefix, "meta"), ["shards", "bucket_bits", "id"])
     names = [*shard_keys(prefix), *rk.store_keys(prefix)]
     tags = [] if meta[0] is None else shard_tags(prefix, int(meta[0]))
     for tag in tags:
@@ -238,6 +272,7 @@ def reset_keys(client: Any, prefix: str) -> None:
     if meta[1] is not None:
         for tag in tags:
             buckets.delete(client, tag, int(meta[1]))
+    return None if meta[2] is None else str(meta[2].decode())
 
 
 def warn_listpack(client: Any, where: str, entries: int) -> None:

@@ -268,7 +268,7 @@ def unavailable(error: Exception) -> bool:
 # options both Redis stores take (the cluster store adds its own)
 OPTIONS = frozenset(
     {"prefix", "name", "reset", "ttl", "max_decisions", "read_only", "clock", "blocks"}
-    | {"timeout", "params", "allow_eviction"}
+    | {"timeout", "params", "allow_eviction", "change_ttl"}
 )
 _S = TypeVar("_S")
 

@@ -18,11 +18,19 @@ Three guards, all off the hot path or inside calls the store makes anyway:
 * At open, an evicting policy (``allkeys-*``; ``volatile-*`` when the store has a TTL, as its
   data keys then carry an expiry) is refused unless the caller allows it (``allow_eviction``);
   ``INFO`` rather than ``CONFIG GET``, which managed services often disable.
+
+A client that made no call while the store was gone meets the new store another client
+created under the prefix only as a new log epoch, which is also what a reset or a compaction
+looks like. So a store carries an identity (``id`` in ``{P}:meta``: random, written at
+creation; a reset keeps it, a store created after a loss gets its own): on each new epoch the
+client compares it with the one it opened and refuses a store it did not open
+(:func:`recreated`) instead of following it, its earlier pages gone.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -30,7 +38,18 @@ from typing import Any, TypeVar
 
 from ..base import StoreError, StoreUnavailable
 
-__all__ = ["GONE", "STALE", "Watch", "evicts", "fresh_ids", "gone", "lost_at_open", "parse_flag"]
+__all__ = [
+    "GONE",
+    "STALE",
+    "Watch",
+    "evicts",
+    "fresh_ids",
+    "gone",
+    "lost_at_open",
+    "new_identity",
+    "parse_flag",
+    "recreated",
+]
 
 logger = logging.getLogger("nearduppipe.stores.redis")
 T = TypeVar("T")
@@ -104,6 +123,25 @@ def gone(where: str, meta_key: str, client: Any = None) -> StoreUnavailable:
         "restart without persistence, FLUSHDB/FLUSHALL, a DEL, or eviction under maxmemory-policy "
         f"allkeys-*{seen}). What it held is lost; this client will not write a new store in its "
         f"place, and every check fails from here on (NEARDUP_ON_STORE_ERROR decides). {_RECOVER}"
+    )
+
+
+def new_identity() -> str:
+    """A store's identity: random, so that a store created anew never has its predecessor's."""
+    return os.urandom(8).hex()
+
+
+def recreated(where: str, had: str, found: str | None) -> StoreUnavailable:
+    """The store under the prefix is not the one this client opened (identity ``had``; now
+    ``found``, or none: a store an older nearduppipe created): the one it opened was lost."""
+    now = f"another store (identity {found})" if found else "a store without an identity"
+    return StoreUnavailable(
+        f"{where}: the store this client opened (identity {had}) was lost, and {now} was "
+        "created under its prefix since (a restart without persistence, FLUSHDB/FLUSHALL or a "
+        "DEL, then another client's open): what this client wrote before is not in it, so it "
+        "will not join it, and every call fails from here on (NEARDUP_ON_STORE_ERROR decides). "
+        "A new crawl opens the new store; to get the pages back, restore the server from a "
+        "copy of its RDB/AOF files made before the loss"
     )
 
 

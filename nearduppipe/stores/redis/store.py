@@ -48,6 +48,11 @@ append them twice.
 deleted, evicted, a restart without persistence) raises :class:`StoreUnavailable` and so does
 every later one; evictions are watched once a second; opening what is left says so. An
 evicting ``maxmemory-policy`` is refused at open unless ``allow_eviction`` (``?allow_eviction=1``).
+A store created anew under the prefix after a loss has another identity (``id`` in the meta; a
+reset keeps it): a client that had the lost one open refuses it the same way.
+
+**One TTL per store** (:mod:`..ttl_rule`): the meta records it; a writer with another one is
+refused at open unless ``change_ttl``.
 """
 
 from __future__ import annotations
@@ -115,6 +120,7 @@ class RedisStore(RedisBase):
         timeout: float = 5.0,
         params: dict[str, Any] | None = None,
         allow_eviction: bool = False,
+        change_ttl: bool = False,
     ) -> None:
         import redis
         from redis.backoff import ExponentialBackoff
@@ -136,6 +142,9 @@ class RedisStore(RedisBase):
         self._fixed_args: dict[tuple[int, bool], bytes] = {}
         self._lost: str | None = None
         self._absent = False
+        self._change_ttl = bool(change_ttl)
+        self._identity: str | None = None
+        self._carried: str | None = None
         self._size = buckets.Size()  # (len() when the store's keys expire)
         if "allow_eviction" in ours:
             allow_eviction = parse_flag(ours["allow_eviction"], "allow_eviction", self.uri)
@@ -379,6 +388,8 @@ class RedisStore(RedisBase):
         next ids are read under it (dropped before it is published, so another thread that
         sends the new epoch cannot encode with the old ids)."""
         raw = self._client.hget(self._k("meta"), "epoch")
+        if raw is not None and raw.decode() != self._names_epoch:
+            self._same_store()  # (not a reset: a store created anew after a loss)
         self._names.forget()
         self._names_epoch = "-" if raw is None else raw.decode()
 

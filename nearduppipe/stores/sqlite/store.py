@@ -26,11 +26,13 @@ from ...index.columns import Column
 from ..base import DEFAULT_MAX_DECISIONS, Decision, Entry, Store, StoreError, register_store
 from ..indexed import COUNTERS, IndexedStore
 from ..scope import check_scope
+from ..ttl_rule import encode_ttl, settle_ttl
 from .files import (
     FORMAT_VERSION,
     TABLE,
     FileLock,
     check_links,
+    decode,
     encode,
     open_db,
     read_connection,
@@ -88,8 +90,11 @@ class SqliteStore(IndexedStore):
         max_decisions: int | None = DEFAULT_MAX_DECISIONS,
         clock: Callable[[], float] = time.time,
         uri: str | None = None,
+        change_ttl: bool = False,
     ) -> None:
         self.path = Path(path)
+        self._change_ttl = bool(change_ttl)  # (ttl_rule: a writer changes the TTL on purpose)
+        self._ttl_row: str | None = None  # the TTL to record once the store is loaded
         try:
             self.writing = WriteOptions(
                 commit_every, commit_interval, busy_timeout, max_pending, retry_deadline
@@ -142,6 +147,10 @@ class SqliteStore(IndexedStore):
             self._open_writer(reset, stored_rule)
         if self._reader is not None and not reset:
             self._load()
+        if self._writer is not None and self._ttl_row is not None:
+            # (not before _load: every commit writes the m:state row, still empty before it)
+            self._writer.buffer["m:ttl"] = encode(self._ttl_row)
+            self._writer.commit()
         if self.ttl is not None and not self.read_only:
             pruned = self.prune()
             if pruned:
@@ -163,6 +172,9 @@ class SqliteStore(IndexedStore):
         if reset or stored_rule is None:
             w.buffer["m:format"] = encode(FORMAT_VERSION)
             w.buffer["m:created"] = encode(round(time.time(), 3))
+            w.buffer["m:ttl"] = encode(encode_ttl(self.ttl))
+        else:  # refused before the TTL prunes anything (_open); recorded after _load
+            self._ttl_row = settle_ttl(self.uri, self._recorded_ttl(), self.ttl, self._change_ttl)
         if stored_rule != self.rule:
             if stored_rule is not None:
                 logger.info(
@@ -173,6 +185,14 @@ class SqliteStore(IndexedStore):
                 )
             w.buffer["m:rule"] = encode(self.rule.as_dict())
         w.commit(extra=[(f'DELETE FROM "{SNAPSHOT_TABLE}"', ())] if reset else [])
+
+    def _recorded_ttl(self) -> str | None:
+        """The TTL the store records (:mod:`..ttl_rule`; None: a store from before it)."""
+        raw = self._row("m:ttl")
+        value = None if raw is None else decode(raw, f"{self.path}: record m:ttl")
+        if value is not None and not isinstance(value, str):
+            raise StoreError(f"{self.path}: record m:ttl is damaged ({value!r})")
+        return value
 
     def _load(self) -> None:
         assert self._reader is not None
@@ -383,6 +403,7 @@ def _open(uri: str, rule: Rule | None = None, **options: Any) -> Store:
     options.pop("name", None)  # the file path already names the store
     path = sqlite_path(uri)
     if options.get("read_only") and path.is_file():
+        options.pop("change_ttl", None)  # (readers record nothing)
         check_links(path, read_only=True)  # (before sqlite opens it by this name)
         if stored_format(path) == 1:
             return read_only_view(path, uri, rule, options)  # reads never write: not migrated
