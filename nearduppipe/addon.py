@@ -2,9 +2,11 @@
 
     ADDONS = {"nearduppipe.Addon": 0}
 
-It adds the downloader middleware (543), the spider middleware (543: it drops the items of pages
-whose verdict says so) and the pipeline (300) unless the project lists them already (at whatever
-priority, even ``None`` to switch one off), and puts every ``NEARDUP_*`` default in the
+It adds the crawl's state as an extension (``nearduppipe.runtime.NearDupRuntime``: the store,
+the workers, the stats), the downloader middleware (543), the spider middleware (543: it drops
+the items of pages whose verdict says so) and the pipeline (300) unless the project lists them
+already (at whatever priority, even ``None`` to switch one off), and puts every ``NEARDUP_*``
+default in the
 settings at the ``addon`` priority, below the project's and the command line's, so that
 ``crawler.settings`` (and the ``settings`` object of ``scrapy shell``) shows them. (``scrapy
 settings`` itself loads no add-on, in any Scrapy version: it starts no crawler process.)
@@ -23,6 +25,7 @@ __all__ = ["Addon"]
 
 MIDDLEWARE_PRIORITY = 543
 PIPELINE_PRIORITY = 300
+EXTENSION_PRIORITY = 100
 
 
 class Addon:
@@ -36,8 +39,12 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         from .middlewares import NearDupMiddleware, NearDupSpiderMiddleware
         from .pipelines import NearDupPipeline
+        from .runtime import NearDupRuntime
 
         _set_defaults(settings)
+        settings.setdefault_in_component_priority_dict(
+            "EXTENSIONS", NearDupRuntime, EXTENSION_PRIORITY
+        )
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", NearDupMiddleware, MIDDLEWARE_PRIORITY
         )

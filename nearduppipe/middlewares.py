@@ -127,6 +127,7 @@ class NearDupMiddleware:
         if reason is not None:
             runtime.skip("pages", reason)
             request.meta["neardup"] = skipped_verdict(response.url, reason)
+            self._note(request, response.url, None, None, 0, "skipped")
             return response
         assert isinstance(response, HtmlResponse)
         try:
@@ -141,6 +142,7 @@ class NearDupMiddleware:
         except Exception as e:
             reason = runtime.error("pages", response.url, e)
             request.meta["neardup"] = skipped_verdict(response.url, reason)
+            self._note(request, response.url, None, None, 0, "skipped")
             return response
         action = runtime.record("pages", outcome, response.url)
         request.meta["neardup"] = verdict(outcome, response.url, action)
@@ -156,17 +158,30 @@ class NearDupMiddleware:
             raise NearDuplicatePage(response.url, outcome.match)
         if outcome.fingerprint is not None:
             request.meta["neardup_fingerprint"] = outcome.fingerprint
-            # for its items (the spider middleware, the pipeline): runtime/items.py
-            remember_page(
-                runtime.pages_of_items,
-                response.url,
-                outcome.fingerprint,
-                outcome.wide,
-                outcome.text_length,
-                id(request),
-                outcome.status,
-            )
+        self._note(
+            request,
+            response.url,
+            outcome.fingerprint,
+            outcome.wide,
+            outcome.text_length,
+            outcome.status,
+        )
         return response
+
+    def _note(
+        self,
+        request: Request,
+        url: str,
+        fingerprint: int | None,
+        wide: int | None,
+        text_length: int,
+        status: str,
+    ) -> None:
+        """The page, for the items made of it (the spider middleware, the pipeline: an item
+        keyed by its URL is the page itself, or one of its items: runtime/items.py)."""
+        remember_page(
+            self.runtime.pages_of_items, url, fingerprint, wide, text_length, id(request), status
+        )
 
     def __repr__(self) -> str:
         return f"<NearDupMiddleware store={self.runtime.store.uri!r}>"
@@ -256,7 +271,7 @@ class NearDupSpiderMiddleware:
         if response is None or request is None:
             return None
         noted = self.runtime.pages_of_items.get(response.url)
-        if noted is None or noted.visit != id(request):
+        if noted is None or noted.visit != id(request) or noted.fingerprint is None:
             return None
         return _Page(response.url, noted, response)
 
@@ -269,6 +284,7 @@ class NearDupSpiderMiddleware:
         html = adapter.get(self.html_field)
         if html is not None and not (isinstance(html, str) and page.is_html(html)):
             return
+        assert page.noted.fingerprint is not None  # (_page_of: a page with fingerprints)
         fps = Fingerprints(page.noted.fingerprint, page.noted.wide)
         form = encode_for(fps, self.runtime.params, from_text=False)
         self.runtime.set_field(adapter, field, form, "fingerprint")

@@ -140,6 +140,7 @@ class NearDupPipeline:
                     job=same_job,
                     key_for=key_for,
                     turn=turn,
+                    exact=text,
                 )
             elif known is not None:
                 runtime.stats.inc_value("neardup/items/from_page")

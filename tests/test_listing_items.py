@@ -71,6 +71,29 @@ def test_stop_on_seen_stops_at_the_first_page_of_seen_items(tmp_path: Path) -> N
     assert second["stats"]["neardup/lookups"] == 10
 
 
+@pytest.mark.parametrize("short", [False, True])
+def test_the_readmes_recipe_stops_at_the_first_page_of_seen_items(
+    tmp_path: Path, short: bool
+) -> None:
+    """The README's stop-paginating recipe, as written: the first crawl ends cleanly on the
+    last page (before: ``ValueError: url can't be None``), the second stops at the first page
+    of items seen, also when they are under the minimum text length (before: each was skipped
+    as too short, never "seen", so pagination never stopped)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    settings = {"NEARDUP_STORE": str(tmp_path / "store.sqlite"), "NEARDUP_EXECUTOR": "thread"}
+    with serve_directory(site) as base:
+        build_feed(site, 40, 8, short=short)
+        first = crawl(tmp_path, "first", base + "page1.html", settings, item="readme")
+        assert first["stats"]["response_received_count"] == 8 and len(first["items"]) == 40
+        assert first["stats"]["finish_reason"] == "finished"
+        texts = build_feed(site, 43, 9, short=short)  # 3 new items on top
+        second = crawl(tmp_path, "second", base + "page1.html", settings, item="readme")
+    assert [u.removeprefix(base) for u in second["fetched"]] == ["page1.html", "page2.html"]
+    assert sorted(i["text"] for i in second["items"]) == sorted(texts[:3])
+    assert second["stats"]["neardup/items/exact" if short else "neardup/items/unique"] >= 3
+
+
 def test_an_item_carrying_its_pages_html_is_not_extracted_again(tmp_path: Path) -> None:
     """The add-on's pipeline takes the page's fingerprints for an item whose HTML field is the
     response's HTML (one extraction per page, not two); the verdicts stay those of the page."""

@@ -16,7 +16,7 @@ from scrapy.settings import Settings
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
-from nearduppipe import open_store
+from nearduppipe import Rule, open_store
 from nearduppipe.middlewares import NearDupMiddleware
 from nearduppipe.pipelines import NearDupPipeline
 from sample_spider.site_builder import DISTINCT, GROUPS, build_site
@@ -207,6 +207,40 @@ def scrapy(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess
         timeout=120,
         env={**os.environ, **env},
     )
+
+
+SECRET = "hunter2secret"
+REFUSED = {
+    "extractor": ["-s", "NEARDUP_EXTRACTOR=nonsense"],
+    "scope": ["-s", "NEARDUP_SCOPE=global"],  # (the store was made with scope "host")
+    "redis": ["-s", f"NEARDUP_STORE=redis://:{SECRET}@127.0.0.1:1/0"],
+    "rediss": ["-s", f"NEARDUP_STORE=rediss://user:{SECRET}@127.0.0.1:1/0"],
+    "cluster": ["-s", f"NEARDUP_STORE=redis+cluster://:{SECRET}@127.0.0.1:1/"],
+    "unix": ["-s", f"NEARDUP_STORE=unix://:{SECRET}@/nonexistent/redis.sock"],
+    "query": ["-s", f"NEARDUP_STORE=redis://127.0.0.1:1/0?password={SECRET}"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_refused_start_is_one_critical_line_and_a_failed_command(
+    site: str, tmp_path: Path, case: str
+) -> None:
+    """A bad setting, or a store the crawl cannot open, is one CRITICAL line naming the setting
+    (never a password, whatever the scheme); the crawl closes before its first request
+    (``neardup_config_error``) and ``scrapy crawl`` exits 1. Before: a 56-87-line asyncio
+    traceback, the password logged at CRITICAL twice, and on Scrapy 2.14 exit status 0."""
+    store = tmp_path / "refused.sqlite"
+    open_store(str(store), rule=Rule(scope="host")).close()
+    project = make_project(tmp_path, site + ARTICLES[0], store)
+    proc = scrapy(project, "crawl", "probe", *REFUSED[case], *reactor_args())
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 1, log[-3000:]
+    critical = [line for line in log.splitlines() if "CRITICAL" in line]
+    assert len(critical) == 1 and "NEARDUP_" in critical[0], log[-3000:]
+    assert "Traceback" not in log and "Task exception" not in log, log[-3000:]
+    assert "'finish_reason': 'neardup_config_error'" in log, log[-3000:]
+    assert "downloader/request_count" not in log  # closed before its first request
+    assert SECRET not in log
 
 
 def snapshot(store: Path) -> tuple[list[Any], list[Any]]:

@@ -17,12 +17,12 @@ from scrapy.exceptions import NotConfigured, ScrapyDeprecationWarning
 from scrapy.http import HtmlResponse, Response, TextResponse
 from scrapy.settings import Settings
 
-from nearduppipe import StoreError
 from nearduppipe.fingerprint.compact import decode, settings_digest
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
 from nearduppipe.fingerprint.text import extract_text
 from nearduppipe.middlewares import NearDuplicatePage, NearDupMiddleware
 from nearduppipe.pipelines import NearDuplicateItem, NearDupPipeline, text_key
+from nearduppipe.runtime import NearDupRuntime
 from nearduppipe.runtime.policy import BadKey
 from nearduppipe.settings import DEFAULTS, NearDupConfig, NearDupConfigError
 from nearduppipe.stores import StoreUnavailable, register_store
@@ -99,15 +99,24 @@ def test_store_failure_keeps_the_page(make_crawler: Any) -> None:
     assert stats(mw)["neardup/skipped/error"] == 1
 
 
-def test_disabled_and_bad_settings(make_crawler: Any) -> None:
+def test_disabled_and_bad_settings(make_crawler: Any, caplog: pytest.LogCaptureFixture) -> None:
     with pytest.raises(NotConfigured):
         NearDupMiddleware.from_crawler(make_crawler(NEARDUP_ENABLED=False))
     with pytest.raises(NotConfigured):
         NearDupPipeline.from_crawler(make_crawler(NEARDUP_ENABLED="false"))
-    with pytest.raises(NearDupConfigError, match="NEARDUP_DISTANCE must be between 0 and 12"):
-        middleware(make_crawler, NEARDUP_DISTANCE=40)
-    with pytest.raises(StoreError, match="unknown store scheme"):
-        middleware(make_crawler, NEARDUP_STORE="ftp://x")
+    for settings, said in (
+        ({"NEARDUP_DISTANCE": 40}, "NEARDUP_DISTANCE must be between 0 and 12"),
+        ({"NEARDUP_STORE": "ftp://x"}, "unknown store scheme"),
+    ):
+        crawler = make_crawler(**settings)
+        with caplog.at_level(logging.CRITICAL, logger="nearduppipe"):
+            caplog.clear()
+            # refused once (runtime/refusal.py): every component is disabled, said once
+            for component in (NearDupMiddleware, NearDupPipeline, NearDupRuntime):
+                with pytest.raises(NotConfigured):
+                    component.from_crawler(crawler)
+        critical = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
+        assert len(critical) == 1 and said in critical[0], critical
 
 
 @pytest.mark.parametrize(

@@ -4,14 +4,19 @@ The job has two halves. :func:`fingerprint_html` / :func:`fingerprint_text` (her
 work on picklable arguments, so adapters may run them in worker processes; the store's atomic
 check (:mod:`nearduppipe.stores.decide`) is the only shared state and runs where the store lives.
 
-Texts shorter than ``min_text_length`` are never checked: short texts have few features, and a
-store full of near-identical stubs ("Page not found", empty templates) would drop pages wholesale.
+Texts shorter than ``min_text_length`` are never compared with other pages: short texts have
+few features, and a store full of near-identical stubs ("Page not found", empty templates) would
+drop pages wholesale. A short *item* is still recognised when it comes again under its own key
+(:func:`exact_fingerprinted`: the key and the text's exact digest), so that a crawl exports it
+once and a listing of short items is known as seen.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+import xxhash
 
 from .features import DEFAULT_FEATURES, FeatureConfig, features
 from .rule import Fingerprints
@@ -26,7 +31,13 @@ from .text import (
     require_extractor,
 )
 
-__all__ = ["FingerprintParams", "Fingerprinted", "fingerprint_html", "fingerprint_text"]
+__all__ = [
+    "FingerprintParams",
+    "Fingerprinted",
+    "exact_fingerprinted",
+    "fingerprint_html",
+    "fingerprint_text",
+]
 
 
 @dataclass(frozen=True)
@@ -92,3 +103,20 @@ def fingerprint_html(
         # a cut can leave white space at the end: normalise again
         return fingerprint_text(extraction.text, params)
     return _fingerprint_normalised(extraction.text, params)  # extract() normalised it
+
+
+def exact_fingerprinted(key: str | None, text: str) -> Fingerprinted:
+    """A short text's identity: a 64-bit digest of its key and the text (white space
+    normalised), with no wide fingerprint. Its own entry matches it exactly (a revisit:
+    ``again`` in the same crawl, ``unchanged`` in the next); another key's entry never does
+    (a random 64-bit value lies within the rule's distance of it with odds of about 10^-14),
+    so a short text is never dropped as a copy of another page. ``key=None``: an item whose
+    only identity is its text (a listing item keyed ``<page>#item-<digest>``): the same text
+    under another such key is the same item, found again (moved to another page)."""
+    normal = normalise_whitespace(text)
+    data = (
+        (key or "").encode("utf-8", "surrogatepass")
+        + b"\0"
+        + normal.encode("utf-8", "surrogatepass")
+    )
+    return Fingerprinted(Fingerprints(xxhash.xxh3_64_intdigest(data), None), None, len(normal))

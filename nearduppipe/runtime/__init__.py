@@ -9,6 +9,7 @@ Twisted reactor, whichever runs the crawl).
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from collections import OrderedDict
@@ -20,26 +21,39 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured, ScrapyDeprecationWarning
 
 from .. import signals as neardup_signals
-from ..fingerprint.page import Fingerprinted, FingerprintParams
+from ..fingerprint.page import Fingerprinted, FingerprintParams, exact_fingerprinted
 from ..fingerprint.text import require_extractor
-from ..settings import Action, NearDupConfig
+from ..settings import Action, NearDupConfig, NearDupConfigError
 from ..stores import Match, Store
-from ..stores.base import StoreUnavailable
+from ..stores.base import LEASE_SECONDS, StoreError, StoreUnavailable
 from ..stores.decide import Deduplicator, Outcome
 from .breaker import Breaker
 from .commands import debug_command
 from .executor import Executor, PageTimeout, WorkerDied
-from .items import PageOfItems
+from .items import PageOfItems, listing_key
 from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri
 from .loop import on_shutdown, periodic, start_coroutine
 from .order import Turn, Turns
 from .policy import FailurePolicy, StoreCallError
+from .refusal import Refusal
 from .stats import Source, StatsLog, logger
 from .verdict import skipped_verdict, verdict
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
+
+
+def _made(crawler: Crawler) -> NearDupRuntime | Refusal | None:
+    try:  # (Scrapy >= 2.12; None until the extension is built, or when it is not listed)
+        found = crawler.get_extension(NearDupRuntime)
+    except RuntimeError:  # asked before the extensions were built
+        found = None
+    if found is not None:
+        return found
+    made: NearDupRuntime | Refusal | None = getattr(crawler, _ATTR, None)
+    return made
+
 
 __all__ = [
     "NearDupRuntime",
@@ -56,24 +70,46 @@ _ATTR = "_nearduppipe_runtime"
 
 
 class NearDupRuntime:
+    """The crawl's nearduppipe state in one place (store, executor, stats, the pages judged
+    for their items): a Scrapy extension that the add-on lists in ``EXTENSIONS``; the
+    middlewares and the pipeline get it from the crawler (:meth:`for_crawler`)."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NearDupRuntime:
+        """The extension's entry (``EXTENSIONS``): the crawler's one runtime."""
+        return cls.for_crawler(crawler)
+
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> NearDupRuntime:
-        """The crawler's runtime, created by the first component that asks.
+        """The crawler's runtime: the extension's (``crawler.get_extension``), else the one
+        made by the first component that asked, else a new one (set-ups without the add-on:
+        one place creates it, whoever asks first).
 
-        A bare ``NotConfigured`` (Scrapy logs nothing for it) when ``NEARDUP_ENABLED`` is off or
-        a debug command (``scrapy shell``, ``fetch``, ``view``, ``parse``, ``check``) runs;
-        ``NearDupConfigError`` for a bad setting."""
-        runtime: NearDupRuntime | None = getattr(crawler, _ATTR, None)
+        A bare ``NotConfigured`` (Scrapy logs nothing for it) when ``NEARDUP_ENABLED`` is off,
+        a debug command (``scrapy shell``, ``fetch``, ``view``, ``parse``, ``check``) runs, or
+        nearduppipe refused the crawl (a bad setting, a store it cannot open:
+        :mod:`.refusal`, said once at CRITICAL)."""
+        runtime = _made(crawler)
         if runtime is None:
             command = debug_command()
             if command is not None:
                 logger.debug("nearduppipe: off for `scrapy %s`", command)
                 raise NotConfigured
-            config = NearDupConfig.from_settings(crawler.settings)
+            try:
+                config = NearDupConfig.from_settings(crawler.settings)
+            except NearDupConfigError as e:
+                setattr(crawler, _ATTR, Refusal(crawler, e))
+                raise NotConfigured from None
             if not config.enabled:
                 raise NotConfigured
-            runtime = cls(crawler, config)
+            try:
+                runtime = cls(crawler, config)
+            except (NearDupConfigError, StoreError) as e:
+                setattr(crawler, _ATTR, Refusal(crawler, e, config.store))
+                raise NotConfigured from None
             setattr(crawler, _ATTR, runtime)
+        if isinstance(runtime, Refusal):
+            raise NotConfigured
         return runtime
 
     def __init__(self, crawler: Crawler, config: NearDupConfig) -> None:
@@ -170,14 +206,16 @@ class NearDupRuntime:
         key_for: Callable[[Fingerprinted], str] | None = None,
         known: Fingerprinted | None = None,
         turn: Turn | None = None,
+        exact: str | None = None,
     ) -> Outcome:
         """Fingerprint (``fn(*args)`` in a worker, within ``NEARDUP_PAGE_TIMEOUT``), then
         check ``key`` in the thread pool (``job=False``: without this crawl's job id, for keys
         made from the content itself; ``key_for``: the key, chosen once the fingerprints are
         known; ``known``: fingerprints already computed, e.g. the page's own for an item that
         carries its HTML, so ``fn`` is not run; ``turn``: the store is asked only once the
-        turns before it are done, :mod:`.order`). Failures reach the caller, which keeps the
-        page and hands them to :meth:`error`."""
+        turns before it are done, :mod:`.order`; ``exact``: the item's text, checked by its
+        key and exact digest when it is too short to fingerprint, ``exact_fingerprinted``).
+        Failures reach the caller, which keeps the page and hands them to :meth:`error`."""
         dedup = self.dedup if job else self.dedup_no_job
         self._unless_store_down()  # (not even fingerprinted for a store that is down)
         if known is not None:
@@ -187,8 +225,13 @@ class NearDupRuntime:
             result = await self.executor.compute(fn, *args)
         if turn is not None:
             await turn.wait()
+        given = key
         if key_for is not None:
             key = key_for(result)
+        if exact is not None and result.skipped == "too_short":
+            self.stats.inc_value("neardup/items/exact")
+            # (a listing item's key is made of its text: the text is its identity)
+            result = exact_fingerprinted(key if key == given else None, exact)
         if result.fingerprint is None:  # nothing to check: no store call, no thread hop
             return dedup.decide(result, key)
         self._unless_store_down()  # (it may have gone down meanwhile)
@@ -212,7 +255,9 @@ class NearDupRuntime:
         are all ``duplicate`` or ``unchanged``. A failure gives ``status == "skipped"`` and
         ``skipped`` the reason the stats count (``store_error``, ``timeout`` …; never raised). Under
         ``NEARDUP_SCOPE`` ``domain`` or ``host``, the scope is ``key``'s, else ``url``'s (pass
-        ``response.url``)."""
+        ``response.url``). A text under ``NEARDUP_MIN_TEXT_LENGTH`` is looked up by its key and
+        exact digest (docs/verdicts.md): ``key``, else the key an item of page ``url`` keyed
+        by the page's URL gets (``<url>#item-<digest>``)."""
         from ..fingerprint.page import fingerprint_text
 
         name = key if key is not None else "(lookup)"
@@ -220,6 +265,11 @@ class NearDupRuntime:
         try:
             self._unless_store_down()
             result = await self.executor.compute(fingerprint_text, text, self.params)
+            if result.skipped == "too_short" and (key is not None or url is not None):
+                # a short item is known by its key and exact text (the pipeline's rule): the
+                # key given, else the one an item of the page ``url`` keyed by it gets
+                result = exact_fingerprinted(key, text)  # (key None: the text alone)
+                key = key if key is not None else listing_key(url or "", text)
             try:
                 outcome = await self.executor.run(self.dedup.lookup, result, key, url)
             except Exception as e:
@@ -351,7 +401,17 @@ class NearDupRuntime:
         self.policy.handle("pages", "(periodic commit)", StoreCallError(exc))
 
     def _lease_failed(self, exc: Exception) -> None:
-        self.policy.handle("pages", "(the crawl's lease)", StoreCallError(exc))
+        """A renewal of the crawl's lease failed (the store is down: the pages' own checks
+        count that). No page waits on it; until a renewal succeeds, another crawl that
+        shares the store may take this crawl's pages as unchanged (docs/verdicts.md)."""
+        n = self.log.inc("pages", "lease/failed")
+        logger.log(
+            logging.WARNING if n == 1 else logging.DEBUG,
+            "nearduppipe: could not renew the crawl's lease in the store (retried every "
+            "%(s).0f s; neardup/lease/failed counts these): %(exc)s",
+            {"s": LEASE_SECONDS / 4, "exc": exc},
+            extra={"crawler": self.crawler},
+        )
 
     def dropped(self, source: Source, key: str, match: Match, **context: Any) -> None:
         """Send ``neardup_dropped`` (``key``, ``match``, ``source`` and the ``request`` and

@@ -17,7 +17,7 @@ import sys
 import threading
 from types import FrameType
 
-__all__ = ["DEBUG_COMMANDS", "debug_command", "running_command"]
+__all__ = ["DEBUG_COMMANDS", "debug_command", "fail_command", "running_command"]
 
 DEBUG_COMMANDS = frozenset({"shell", "fetch", "view", "parse", "check"})
 
@@ -25,18 +25,37 @@ DEBUG_COMMANDS = frozenset({"shell", "fetch", "view", "parse", "check"})
 def running_command() -> str | None:
     """The ``scrapy`` command this process runs (``scrapy shell URL`` → ``"shell"``), or
     ``None`` outside Scrapy's command line (a script with ``CrawlerProcess``)."""
+    frame = _execute_frame()
+    name = None if frame is None else frame.f_locals.get("cmdname")
+    return name if isinstance(name, str) else None
+
+
+def _execute_frame() -> FrameType | None:
+    """The frame of ``scrapy.cmdline.execute`` on the main thread, if a command runs."""
     cmdline = sys.modules.get("scrapy.cmdline")
-    execute = getattr(cmdline, "execute", None)
-    code = getattr(execute, "__code__", None)
+    code = getattr(getattr(cmdline, "execute", None), "__code__", None)
     if code is None:
         return None
     frame: FrameType | None = sys._current_frames().get(threading.main_thread().ident or -1)
-    while frame is not None:
-        if frame.f_code is code:
-            name = frame.f_locals.get("cmdname")
-            return name if isinstance(name, str) else None
+    while frame is not None and frame.f_code is not code:
         frame = frame.f_back
-    return None
+    return frame
+
+
+def fail_command() -> bool:
+    """Make the running ``scrapy`` command exit with status 1 (``cmd.exitcode``, which
+    ``execute`` passes to ``sys.exit``); ``False`` outside Scrapy's command line.
+
+    Scrapy gives a non-zero exit only to a crawl whose start raised, and prints that
+    exception's traceback; a crawl nearduppipe refuses to run is said in one line and closed
+    before its first request instead, so its command's status is set here (the only place
+    that reaches it, as :func:`running_command` reaches its name)."""
+    frame = _execute_frame()
+    cmd = None if frame is None else frame.f_locals.get("cmd")
+    if cmd is None or not hasattr(cmd, "exitcode"):
+        return False
+    cmd.exitcode = 1
+    return True
 
 
 def debug_command() -> str | None:

@@ -38,7 +38,15 @@ import xxhash
 from ..fingerprint.page import Fingerprinted
 from ..fingerprint.rule import Fingerprints, Rule, distances
 
-__all__ = ["MARKED", "PageOfItems", "html_digest", "item_key", "remember_page", "same_html"]
+__all__ = [
+    "MARKED",
+    "PageOfItems",
+    "html_digest",
+    "item_key",
+    "listing_key",
+    "remember_page",
+    "same_html",
+]
 
 # Pages remembered between the downloader middleware (as it judges them) and the spider
 # middleware and the pipeline (which see their items moments later): a bound, not a cache
@@ -50,7 +58,7 @@ MAX_PAGES = 4096
 class PageOfItems:
     """A judged page whose items carry its URL: its fingerprints and the item texts seen."""
 
-    fingerprint: int
+    fingerprint: int | None  # None: a page not fingerprinted (skipped)
     wide: int | None
     text_length: int = 0
     visit: int = 0  # which response (its id): a later visit of the URL is noted anew
@@ -74,6 +82,8 @@ class PageOfItems:
 
     def fingerprinted(self) -> Fingerprinted:
         """The page's own fingerprints, as the pipeline's worker would have computed them."""
+        if self.fingerprint is None:
+            return Fingerprinted(None, "page_skipped", self.text_length)
         return Fingerprinted(Fingerprints(self.fingerprint, self.wide), None, self.text_length)
 
 
@@ -84,7 +94,7 @@ MARKED = frozenset({"duplicate", "unchanged", "claimed"})
 def remember_page(
     pages: OrderedDict[str, PageOfItems],
     url: str,
-    fingerprint: int,
+    fingerprint: int | None,
     wide: int | None,
     text_length: int = 0,
     visit: int = 0,
@@ -117,11 +127,16 @@ def item_key(
 ) -> str:
     """The key of an item of ``page`` whose key field is ``url`` (module docstring)."""
     fps = result.fingerprints
-    page_fps = Fingerprints(page.fingerprint, page.wide)
-    if fps is not None and rule.is_near(*distances(fps, page_fps)):
+    own = None if page.fingerprint is None else Fingerprints(page.fingerprint, page.wide)
+    if fps is not None and own is not None and rule.is_near(*distances(fps, own)):
         return url  # the item is the page itself
+    key = listing_key(url, content)
+    page.texts[key] += 1
+    n = page.texts[key]
+    return key + (f"~{n}" if n > 1 else "")
+
+
+def listing_key(url: str, content: str | bytes) -> str:
+    """``<url>#item-<16 hex digits of the xxh3 digest of the item's text>``."""
     data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
-    digest = xxhash.xxh3_64_hexdigest(data)
-    page.texts[digest] += 1
-    n = page.texts[digest]
-    return f"{url}#item-{digest}" + (f"~{n}" if n > 1 else "")
+    return f"{url}#item-{xxhash.xxh3_64_hexdigest(data)}"

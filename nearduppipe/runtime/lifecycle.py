@@ -198,7 +198,7 @@ class StoreLifecycle:
                 size = len(self.store)
             except Exception:
                 size = None
-        if self._job is not None:
+        if self._job is not None and count:  # (a store known to be down is not waited for)
             # the pages it stored go to the next crawl at once, not in a minute (a lease not
             # released runs out by itself)
             with contextlib.suppress(Exception):

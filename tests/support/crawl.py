@@ -8,8 +8,10 @@ A crawl per subprocess because Twisted's reactor cannot be restarted within one 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
+import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from scrapy.exceptions import ScrapyDeprecationWarning
 
 from .reactor import NO_REACTOR, reactor_settings
 
+README = Path(__file__).resolve().parents[2] / "README.md"
 # The crawls fail on deprecated Scrapy API, as the in-process tests do (pyproject.toml).
 warnings.filterwarnings("error", category=ScrapyDeprecationWarning)
 
@@ -43,9 +46,15 @@ class ProbeSpider(scrapy.Spider):
         self.item = item  # "text": the article's paragraphs; "html": the whole page
         self.reached: list[str] = []
         self.errbacks: list[dict[str, Any]] = []
+        if item == "readme":  # the README's stop-paginating recipe, as written
+            self.parse = types.MethodType(readme_recipe(), self)  # type: ignore[method-assign]
 
     async def start(self) -> Any:
         # like start_urls (dont_filter=True), plus an errback that sees dropped pages
+        if self.item == "readme":
+            for url in self.start_urls:
+                yield scrapy.Request(url, self.parse, dont_filter=True)
+            return
         for url in self.start_urls:
             listing = self.item in ("listing", "stop_on_seen", "own_url")
             callback = self.listing if listing else self.parse
@@ -105,6 +114,17 @@ class ProbeSpider(scrapy.Spider):
         nxt = response.css("a.next::attr(href)").get()
         if nxt and follow:
             yield response.follow(nxt, callback=self.listing)
+
+
+def readme_recipe() -> Any:
+    """The ``parse`` of the README's stop-paginating recipe (its first code block after "stop
+    paginating"), compiled from the README itself."""
+    text = README.read_text(encoding="utf-8")
+    found = re.search(r"stop paginating a.*?```python\n(.*?)```", text, re.S)
+    assert found is not None, "the README's recipe"
+    namespace: dict[str, Any] = {}
+    exec(compile(found.group(1), "README.md", "exec"), namespace)
+    return namespace["parse"]
 
 
 def main(config_path: str) -> None:

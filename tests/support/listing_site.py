@@ -63,10 +63,15 @@ def build_copies(root: Path) -> dict[str, int]:
     return group
 
 
-def build_feed(root: Path, n: int, pages: int) -> list[str]:
+def build_feed(root: Path, n: int, pages: int, short: bool = False) -> list[str]:
     """Write a feed of the newest ``n`` items (item ``n - 1`` first), 5 per page, on ``pages``
-    pages; returns the texts in page order."""
-    texts = [_text(f"feed{i}") for i in reversed(range(n))]
+    pages (``short``: items of a few words, under the minimum text length); returns the texts
+    in page order."""
+    if short:
+        texts = [f"Notice {i}: the {_text(f'feed{i}').split()[3]} desk is open." for i in range(n)]
+        texts.reverse()
+    else:
+        texts = [_text(f"feed{i}") for i in reversed(range(n))]
     for p in range(1, pages + 1):
         chunk = texts[(p - 1) * PER_PAGE : p * PER_PAGE]
         (root / f"page{p}.html").write_text(_page(p, chunk, p == pages), encoding="utf-8")
