@@ -8,6 +8,7 @@ kind of change goes: docs/architecture.md.
 
 from __future__ import annotations
 
+from .errors import NearDupError
 from .fingerprint.features import FeatureConfig, features
 from .fingerprint.rule import Fingerprints, Rule
 from .fingerprint.simhash import (
@@ -36,6 +37,7 @@ __all__ = [
     "Fingerprints",
     "Layout",
     "Match",
+    "NearDupError",
     "Rule",
     "Store",
     "StoreError",

@@ -27,6 +27,7 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 
+from .errors import NearDupError
 from .fingerprint.compact import encode_for
 from .fingerprint.page import fingerprint_html
 from .fingerprint.rule import Fingerprints
@@ -51,7 +52,7 @@ __all__ = [
 logger = logging.getLogger("nearduppipe")
 
 
-class NearDuplicatePage(IgnoreRequest):
+class NearDuplicatePage(NearDupError, IgnoreRequest):
     """The response was a near-duplicate of an earlier page; it never reaches the spider.
 
     The request's errback receives it (``failure.check(NearDuplicatePage)``; ``failure.value``

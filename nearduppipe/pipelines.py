@@ -17,6 +17,7 @@ import xxhash
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
+from .errors import NearDupError
 from .fingerprint.compact import encode_for
 from .fingerprint.page import Fingerprinted, fingerprint_html, fingerprint_text
 from .fingerprint.rule import Fingerprints
@@ -38,7 +39,7 @@ __all__ = ["NearDupPipeline", "NearDuplicateItem", "RepeatedItem"]
 _SCRAPY_DROP_LOG_LEVEL = logging.DEBUG - 5
 
 
-class NearDuplicateItem(DropItem):
+class NearDuplicateItem(NearDupError, DropItem):
     """The item's text was a near-duplicate of an earlier item or page."""
 
     def __init__(self, key: str, match: Match, unchanged: bool = False) -> None:
@@ -56,7 +57,7 @@ class NearDuplicateItem(DropItem):
         self.unchanged = unchanged
 
 
-class RepeatedItem(DropItem):
+class RepeatedItem(NearDupError, DropItem):
     """This crawl job checked the item's key before and the item passed then: a repeat (the
     same item on several listing pages, a page fetched twice)."""
 

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from .errors import NearDupError
 from .fingerprint.features import FeatureConfig
 from .fingerprint.rule import Rule
 from .fingerprint.text import ExtractorUnavailable, TextLimits, require_extractor
@@ -32,7 +33,7 @@ Action = Literal["page", "items", "mark"]
 ACTIONS: tuple[Action, ...] = ("page", "items", "mark")
 
 
-class NearDupConfigError(ValueError):
+class NearDupConfigError(NearDupError, ValueError):
     """A ``NEARDUP_*`` setting has a value nearduppipe cannot use."""
 
 

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import NearDupError
+
 __all__ = ["IGNORED_REDIS_PARAMS", "RedisSettings", "read_redis_settings"]
 
 # scrapy-redis client options the store cannot take: another client class, and reply decoding
@@ -22,7 +24,7 @@ IGNORED_REDIS_PARAMS = ("redis_cls", "decode_responses", "encoding", "encoding_e
 _ADDRESS = ("url", "host", "port", "db")
 
 
-class RedisSettingsError(ValueError):
+class RedisSettingsError(NearDupError, ValueError):
     """A Redis setting has a value nearduppipe cannot use (a NearDupConfigError's cause)."""
 
 

@@ -1,7 +1,8 @@
 """The folders are the layers: the package's imports, walked with ast (nothing is executed).
 
-fingerprint → index → stores (→ stores/sqlite, stores/redis) → batch → the Scrapy face: each
-layer imports only the layers below it, none imports Scrapy or Twisted, and no module imports
+errors → fingerprint → index → stores (→ stores/sqlite, stores/redis) → batch → the Scrapy
+face: each layer imports only the layers below it (errors.py, the exceptions' root, imports
+nothing of the package and only the standard library), none imports Scrapy or Twisted, and no module imports
 itself back through others (module-level or inside a function). The one allowed loop is the
 store registry, which imports its bundled backends when a URI first needs one.
 """
@@ -27,12 +28,13 @@ PACKAGE = ROOT / "nearduppipe"
 # layer → the nearduppipe layers it may import ("face" is everything else: the Scrapy
 # adapters, settings, runtime, reports and the command line, which may import anything)
 ALLOWED = {
-    "fingerprint": {"fingerprint"},
-    "index": {"index", "fingerprint"},
-    "stores": {"stores", "index", "fingerprint"},
-    "stores.sqlite": {"stores.sqlite", "stores", "index", "fingerprint"},
-    "stores.redis": {"stores.redis", "stores", "index", "fingerprint"},
-    "batch": {"batch", "stores", "index", "fingerprint"},
+    "errors": set(),  # NearDupError, the root of every exception class: the bottom layer
+    "fingerprint": {"fingerprint", "errors"},
+    "index": {"index", "fingerprint", "errors"},
+    "stores": {"stores", "index", "fingerprint", "errors"},
+    "stores.sqlite": {"stores.sqlite", "stores", "index", "fingerprint", "errors"},
+    "stores.redis": {"stores.redis", "stores", "index", "fingerprint", "errors"},
+    "batch": {"batch", "stores", "index", "fingerprint", "errors"},
 }
 CORE_FORBIDDEN = {"scrapy", "twisted"}  # at any depth of a core module, even TYPE_CHECKING
 # third-party libraries the fingerprint layer may use (besides the standard library); numba
@@ -132,7 +134,7 @@ def layer(module: str) -> str:
     parts = module.split(".")[1:]
     if parts[:2] in (["stores", "sqlite"], ["stores", "redis"]):
         return ".".join(parts[:2])
-    if parts and parts[0] in ("fingerprint", "index", "stores", "batch"):
+    if parts and parts[0] in ("errors", "fingerprint", "index", "stores", "batch"):
         return parts[0]
     return "face"
 
@@ -159,6 +161,8 @@ def forbidden(all_edges: list[Edge]) -> list[str]:
             and e.target != "__future__"
         ):
             bad.append(f"{e}: the fingerprint layer may not import {e.target}")
+        elif src == "errors" and e.target not in sys.stdlib_module_names | {"__future__"}:
+            bad.append(f"{e}: the errors layer may not import {e.target}")
     return bad
 
 
@@ -218,7 +222,8 @@ def test_layers_import_only_downwards() -> None:
 
 def test_the_top_level_is_the_face() -> None:
     """Core code lives in the layers' folders: a module added at the top level is part of the
-    Scrapy face, and is added here on purpose."""
+    Scrapy face, and is added here on purpose (errors.py, the bottom layer, is the one core
+    module at the top level)."""
     top = sorted(m for m in modules(PACKAGE) if m.count(".") == 1)
     assert top == [
         "nearduppipe._runtime",
@@ -226,6 +231,7 @@ def test_the_top_level_is_the_face() -> None:
         "nearduppipe.batch",
         "nearduppipe.cli",
         "nearduppipe.commands",
+        "nearduppipe.errors",
         "nearduppipe.explain",
         "nearduppipe.fingerprint",
         "nearduppipe.index",
@@ -256,6 +262,7 @@ def test_the_walk_finds_what_it_must_refuse(tmp_path: Path) -> None:
         {
             "__init__.py": "",
             "settings.py": "",
+            "errors.py": "import attrs\nfrom .fingerprint import text\n",
             "fingerprint/__init__.py": "",
             "fingerprint/text.py": "import scrapy\nfrom ..index import search\n",
             "fingerprint/rule.py": "import redis\n",
@@ -276,6 +283,8 @@ def test_the_walk_finds_what_it_must_refuse(tmp_path: Path) -> None:
     assert "nearduppipe.fingerprint.text -> scrapy (module, line 1)" in bad
     assert "nearduppipe.fingerprint.text -> nearduppipe.index.search" in bad
     assert "the fingerprint layer may not import redis" in bad
+    assert "nearduppipe.errors -> attrs (module, line 1): the errors layer may not" in bad
+    assert "nearduppipe.errors -> nearduppipe.fingerprint.text (module, line 2)" in bad
     assert "nearduppipe.stores.memory -> twisted (type-checking, line 3)" in bad
     assert "nearduppipe.stores.memory -> nearduppipe.settings" in bad
     assert "nearduppipe.batch -> nearduppipe.stores.sqlite (module" in bad

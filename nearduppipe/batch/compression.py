@@ -9,6 +9,8 @@ import io
 from pathlib import Path
 from typing import IO, Any, cast
 
+from ..errors import NearDupError
+
 __all__ = [
     "COMPRESSIONS",
     "FeedError",
@@ -21,7 +23,7 @@ __all__ = [
 _CHUNK = 1 << 16
 
 
-class FeedError(ValueError):
+class FeedError(NearDupError, ValueError):
     """The input is not a feed of the expected format; the message names file and record."""
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import NearDupError
 from ..fingerprint.compact import (
     LEGACY,
     CompactFormError,
@@ -34,7 +35,7 @@ __all__ = ["DEFAULT_FIELD", "MixedFingerprintsError", "precomputed"]
 DEFAULT_FIELD = "fingerprint"
 
 
-class MixedFingerprintsError(ValueError):
+class MixedFingerprintsError(NearDupError, ValueError):
     """A record carries fingerprints this run cannot use: malformed, of another format version,
     or made with another extractor or other feature settings (the message names both)."""
 

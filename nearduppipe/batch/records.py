@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ..errors import NearDupError
 from ..fingerprint.page import FingerprintParams
 from ..fingerprint.rule import Fingerprints, Rule
 from ..index.words import wide_words, words_to_int
@@ -55,7 +56,7 @@ TEXT_SAMPLE_CHARS = 5000
 PAIRS_WITH_TEXTS = 100  # the HTML report shows at most this many pairs side by side
 
 
-class MissingFieldError(ValueError):
+class MissingFieldError(NearDupError, ValueError):
     """No record has the text field (nor the HTML field): almost surely a wrong field name."""
 
 

@@ -20,8 +20,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..stores import StoreError
-from ._io import CliError, say
+from ..errors import NearDupError
+from ._io import CliError, redact, say
 from .dedup_cmd import add_parsers as _dedup_parsers
 from .forget_cmd import add_parsers as _forget_parsers
 from .migrate_cmd import add_parsers as _migrate_parsers
@@ -61,6 +61,13 @@ def _quiet_broken_pipe() -> int:
     return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
 
 
+def _one_line(error: BaseException, args: argparse.Namespace) -> str:
+    """An error's message as one line (its own lines joined; its class name if it has none),
+    with the passwords of every URI on the command line redacted wherever they appear."""
+    uris = [v for v in vars(args).values() if isinstance(v, str) and "://" in v]
+    return redact(" ".join(str(error).split("\n")).strip() or type(error).__name__, *uris)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -73,8 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as e:
         say(f"{name}: {e}")
         return e.status
-    except StoreError as e:
-        say(f"{name}: {e}")
+    except NearDupError as e:  # anything nearduppipe refused (a store, a feed, a setting)
+        say(f"{name}: {_one_line(e, args)}")
         return 2
     except OSError as e:  # a file that vanished or a full disk: one line, never a traceback
         where = f"{e.filename}: " if e.filename else ""

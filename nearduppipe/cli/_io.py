@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..errors import NearDupError
 from ..report.render import safe_text as clean
 from ..stores.redaction import redact
 
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 
-class CliError(Exception):
+class CliError(NearDupError):
     """A problem with what the user asked for (a missing file, a bad URI, a contradiction):
     printed as one line naming the argument, exit status 2, no traceback."""
 

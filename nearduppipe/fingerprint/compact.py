@@ -38,6 +38,7 @@ from typing import NamedTuple
 
 import xxhash
 
+from ..errors import NearDupError
 from .features import FeatureConfig
 from .page import FingerprintParams
 from .rule import Fingerprints
@@ -68,7 +69,7 @@ _HEX16 = re.compile(r"[0-9a-f]{16}", re.IGNORECASE)
 _SHOWN = 60  # characters of a bad value quoted in an error
 
 
-class CompactFormError(ValueError):
+class CompactFormError(NearDupError, ValueError):
     """A value that is not a fingerprint this release can read: malformed, or of another
     format version (the message says which)."""
 

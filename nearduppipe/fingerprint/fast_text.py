@@ -29,12 +29,14 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
+from ..errors import NearDupError
+
 __all__ = ["INSTALL_HINT", "ExtractorUnavailable", "main_text", "require"]
 
 INSTALL_HINT = "pip install 'nearduppipe[resiliparse]'"
 
 
-class ExtractorUnavailable(ImportError):
+class ExtractorUnavailable(NearDupError, ImportError):
     """The extractor chosen needs a package that is not installed (the message says which)."""
 
 

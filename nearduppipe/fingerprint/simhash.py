@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from ..errors import NearDupError
 from .features import _SUBLINEAR, DEFAULT_FEATURES, FeatureConfig, features, term_counts, weigh
 from .rule import WIDE_BITS, Fingerprints
 
@@ -54,7 +55,7 @@ _MIX2 = 0x94D049BB133111EB
 _MASK64 = (1 << 64) - 1
 
 
-class EmptyFeaturesError(ValueError):
+class EmptyFeaturesError(NearDupError, ValueError):
     """The input has no feature to fingerprint: its fingerprint would collide with every other
     empty input, so callers must skip it rather than store one."""
 

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from pebble import ProcessExpired, ProcessPool
 
+from ..errors import NearDupError
 from ..fingerprint.page import FingerprintParams, fingerprint_text
 from .loop import await_future
 
@@ -40,11 +41,11 @@ __all__ = ["Executor", "PageTimeout", "WorkerDied"]
 T = TypeVar("T")
 
 
-class PageTimeout(Exception):
+class PageTimeout(NearDupError):
     """Fingerprinting one page took longer than ``NEARDUP_PAGE_TIMEOUT``; it was abandoned."""
 
 
-class WorkerDied(Exception):
+class WorkerDied(NearDupError):
     """The worker process fingerprinting this page died (killed, out of memory, crashed)."""
 
 
@@ -121,7 +122,7 @@ def _worker_init(params: FingerprintParams, parent: int) -> None:
 
 
 # -- the executor -------------------------------------------------------------------------------
-class _PoolGone(Exception):
+class _PoolGone(NearDupError):
     """The pool a page was queued on broke or was replaced before the page ran."""
 
 

@@ -22,6 +22,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
+from ..errors import NearDupError
 from ..stores.base import BadKey, StoreUnavailable
 from .executor import PageTimeout, WorkerDied
 from .loop import start_coroutine
@@ -36,7 +37,7 @@ __all__ = ["NOT_A_PAGE", "BadKey", "FailurePolicy", "StoreCallError"]
 NOT_A_PAGE = "(periodic commit)"
 
 
-class StoreCallError(Exception):
+class StoreCallError(NearDupError):
     """Wraps an exception raised by the store call (not by fingerprinting), so that a
     ``ValueError`` from the store is told apart from one raised while extracting text."""
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any, NamedTuple, overload
 
+from ..errors import NearDupError
 from ..fingerprint.rule import Fingerprints, Rule
 from .counts import COUNTERS, STATUSES, Source, Status, StoreInfo, Tally
 
@@ -110,7 +111,7 @@ class Verdict(NamedTuple):
         return self.status in ("new", "changed", "again")
 
 
-class StoreError(Exception):
+class StoreError(NearDupError):
     """A store cannot be opened or used; the message names the store and what is wrong."""
 
 
@@ -120,7 +121,7 @@ class StoreUnavailable(StoreError):
     decides about. Nothing acknowledged before it is lost."""
 
 
-class BadKey(ValueError):
+class BadKey(NearDupError, ValueError):
     """A key no store can hold (not text, empty, too long, or not encodable as UTF-8, e.g. a
     lone surrogate from a JSON feed). Only that page is affected; the store is untouched."""
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ...errors import NearDupError
 from ...fingerprint.rule import Fingerprints
 from ...index.layout import Layout
 from ..base import (
@@ -45,7 +46,7 @@ _STATUS = {
 }
 
 
-class _Restart(Exception):
+class _Restart(NearDupError):
     """This check's pending entry passed its deadline: others treat it as gone; start again."""
 
 
