@@ -246,21 +246,24 @@ class NearDupSpiderMiddleware:
         self._count(verdict_, dropped)
 
     def _pass(self, o: Any, verdict_: dict[str, Any] | None, page: _Page | None) -> Any:
-        if verdict_ is None or isinstance(o, Request):
+        if verdict_ is None or isinstance(o, Request) or not ItemAdapter.is_item(o):
             return o
         if verdict_["dropped"] == "items":
             return None
-        if page is not None or self.field is not None:
-            adapter = ItemAdapter(o)
-            if page is not None and adapter.get(self.key_field) == page.url:
-                noted = page.noted
-                html = adapter.get(self.html_field)
-                if noted.html is None and isinstance(html, str) and page.is_html(html):
-                    noted.html = html_digest(html)  # the pipeline will not extract it again
-            if page is not None and self.fingerprint_field is not None:
-                self._page_fingerprints(adapter, page, self.fingerprint_field)
-            if self.field is not None:
-                self.runtime.set_field(adapter, self.field, dict(verdict_), "verdict")
+        adapter = ItemAdapter(o)
+        key = adapter.get(self.key_field)
+        own = page is not None and key == page.url
+        if isinstance(key, str):  # which page made it, for the pipeline (runtime/items.py)
+            self.runtime.bind_item(o, key, page.noted if own and page is not None else None)
+        if own and page is not None and page.noted.fingerprint is not None:
+            noted = page.noted
+            html = adapter.get(self.html_field)
+            if noted.html is None and isinstance(html, str) and page.is_html(html):
+                noted.html = html_digest(html)  # the pipeline will not extract it again
+        if page is not None and self.fingerprint_field is not None:
+            self._page_fingerprints(adapter, page, self.fingerprint_field)
+        if self.field is not None:
+            self.runtime.set_field(adapter, self.field, dict(verdict_), "verdict")
         return o
 
     def _page_of(self, response: Response | None) -> _Page | None:
@@ -272,7 +275,7 @@ class NearDupSpiderMiddleware:
         if response is None or request is None:
             return None
         noted = self.runtime.pages_of_items.get(response.url)
-        if noted is None or noted.visit != id(request) or noted.fingerprint is None:
+        if noted is None or noted.visit != id(request):
             return None
         return _Page(response.url, noted, response)
 
@@ -280,13 +283,12 @@ class NearDupSpiderMiddleware:
         """An item without text of its own (or carrying the page's HTML) gets its page's
         fingerprints in ``NEARDUP_FINGERPRINT_FIELD``, so a batch job need not extract the
         page again; the pipeline writes an item's own, from its text, over this."""
-        if adapter.get(self.text_field) is not None:
+        if adapter.get(self.text_field) is not None or page.noted.fingerprint is None:
             return
         html = adapter.get(self.html_field)
         if html is not None and not (isinstance(html, str) and page.is_html(html)):
             return
-        assert page.noted.fingerprint is not None  # (_page_of: a page with fingerprints)
-        fps = Fingerprints(page.noted.fingerprint, page.noted.wide)
+        fps = Fingerprints(page.noted.fingerprint, page.noted.wide)  # (checked above)
         form = encode_for(fps, self.runtime.params, from_text=False)
         self.runtime.set_field(adapter, field, form, "fingerprint")
 

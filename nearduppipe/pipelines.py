@@ -20,12 +20,14 @@ from scrapy.exceptions import DropItem
 from .errors import NearDupError
 from .fingerprint.compact import encode_for
 from .fingerprint.page import Fingerprinted, fingerprint_html, fingerprint_text
-from .fingerprint.rule import Fingerprints
+from .fingerprint.rule import Fingerprints, distances
 from .runtime import NearDupRuntime
 from .runtime.items import item_key, same_html
 from .runtime.order import Turn
+from .runtime.policy import StoreCallError
 from .runtime.verdict import verdict
 from .stores import Match
+from .stores.decide import Outcome
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -42,12 +44,15 @@ _SCRAPY_DROP_LOG_LEVEL = logging.DEBUG - 5
 class NearDuplicateItem(NearDupError, DropItem):
     """The item's text was a near-duplicate of an earlier item or page."""
 
-    def __init__(self, key: str, match: Match, unchanged: bool = False) -> None:
-        why = (
-            "unchanged since it was stored"
-            if unchanged
-            else f"near-duplicate of {match.key} (distance {match.distance})"
-        )
+    def __init__(
+        self, key: str, match: Match, unchanged: bool = False, claimed: bool = False
+    ) -> None:
+        if claimed:
+            why = "another running crawl has it"
+        elif unchanged:
+            why = "unchanged since it was stored"
+        else:
+            why = f"near-duplicate of {match.key} (distance {match.distance})"
         super().__init__(
             f"{why}: {key}",
             log_level=_SCRAPY_DROP_LOG_LEVEL,  # type: ignore[arg-type,unused-ignore]
@@ -114,7 +119,7 @@ class NearDupPipeline:
         same_job = raw_key is key
         # An item carrying its page's URL gets a key of its own unless it is the page itself
         # (runtime/items.py); the key is chosen once its fingerprints are known.
-        page = runtime.pages_of_items.get(key) if same_job else None
+        page = runtime.page_of_item(item, key) if same_job else None
         if page is not None and page.marked:
             # a copy only marked: its items carry the page's verdict (the spider middleware
             # wrote it) and nothing marked as a copy is stored
@@ -166,12 +171,20 @@ class NearDupPipeline:
             match = outcome.match
             assert match is not None
             runtime.dropped("items", key, match, item=item)
-            raise NearDuplicateItem(key, match, unchanged=outcome.status == "unchanged")
-        own = page is not None and key == raw_key  # the page's own item (runtime/items.py)
-        if outcome.status == "again" and not (own and page is not None and page.own_item_passes()):
-            # this crawl job checked the key before: the item passed then (docs/verdicts.md)
-            runtime.log.repeat(key)
-            raise RepeatedItem(key)
+            raise NearDuplicateItem(
+                key,
+                match,
+                unchanged=outcome.status == "unchanged",
+                claimed=outcome.status == "claimed",
+            )
+        if outcome.status == "again":
+            own = page is not None and key == raw_key  # the page's own item (runtime/items.py)
+            if not (own and page is not None and page.own_item_passes()):
+                if await self._seen(key, outcome):
+                    # this crawl job passed the key with near content (docs/verdicts.md)
+                    runtime.log.repeat(key)
+                    raise RepeatedItem(key)
+                runtime.stats.inc_value("neardup/items/again/other_content")
         if config.fingerprint_field and outcome.fingerprint is not None:
             fps = Fingerprints(outcome.fingerprint, outcome.wide)
             form = encode_for(fps, runtime.params, from_text=text is not None)
@@ -184,3 +197,21 @@ class NearDupPipeline:
                 adapter, config.verdict_field, verdict(outcome, key, action), "verdict"
             )
         return item
+
+    async def _seen(self, key: str, outcome: Outcome) -> bool:
+        """Whether the entry this crawl job stored under ``key`` is near the item's content: a
+        repeat. Another item under the same key with other content (a teaser carrying an
+        article's URL) is not one: it is kept, and the entry stays the first's."""
+        runtime = self.runtime
+        if outcome.fingerprint is None:
+            return False
+        try:
+            entry = await runtime.run(runtime.store.get, key)
+        except Exception as e:  # (kept, never lost: counted like any store failure)
+            runtime.error("items", key, StoreCallError(e))
+            return False
+        if entry is None:
+            return False
+        fps = Fingerprints(outcome.fingerprint, outcome.wide)
+        # (both sides masked by the same key's scope, or neither: the distances are the same)
+        return runtime.store.rule.is_near(*distances(entry.fingerprints, fps))

@@ -22,7 +22,12 @@ from .test_redis_crawl import MIDDLEWARE, finish, start_crawl
 
 ARTICLES = [p for g in GROUPS for p in g] + DISTINCT
 A = 0x0F0F_0000_FFFF_1234
-NOTHING = {"revisits_unchanged": 0, "revisits_changed": 0, "again": 0, "claimed": 0}  # a crawl's first
+NOTHING = {
+    "revisits_unchanged": 0,
+    "revisits_changed": 0,
+    "again": 0,
+    "claimed": 0,
+}  # a crawl's first
 
 
 @pytest.fixture(scope="module")

@@ -32,10 +32,12 @@ WORDS = (
 
 
 def start_crawl(
-    tmp: Path, name: str, urls: list[str], settings: dict[str, Any]
+    tmp: Path, name: str, urls: list[str], settings: dict[str, Any], **options: Any
 ) -> tuple[subprocess.Popen[str], Path]:
     config, output = tmp / f"{name}.json", tmp / f"{name}.out.json"
-    config.write_text(json.dumps({"start_urls": urls, "settings": settings, "output": str(output)}))
+    config.write_text(
+        json.dumps({"start_urls": urls, "settings": settings, "output": str(output), **options})
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.support.crawl", str(config)],
         cwd=ROOT,

@@ -752,3 +752,32 @@ def test_a_client_of_a_store_reset_under_it_encodes_its_hosts_anew(
             assert a.near(Fingerprints(B, WB), exclude="https://b.example/1") == []
             keys = sorted(e.key for e in b.entries())
             assert keys == ["https://a.example/2", "https://b.example/1"]
+
+
+def test_a_crawls_lease_is_a_field_of_the_meta_and_run_out_ones_are_cleared(
+    redis_server: RedisServer,
+) -> None:
+    """Store.lease on Redis (docs/verdicts.md): ``lease:<job part in hex>`` in the meta until
+    its end; released at 0; the lease of a crawl killed without releasing it goes at the next
+    lease call after it ran out, so killed crawls leave nothing behind."""
+    now = [1_000_000.0]
+    store = _open(redis_server.url, prefix="test:lease", reset=True, clock=lambda: now[0])
+    client = redis.Redis.from_url(redis_server.url)
+    meta = store_key("test:lease", "meta")
+
+    def leases() -> dict[bytes, float]:
+        fields = client.hgetall(meta)
+        return {k: float(v) for k, v in fields.items() if k.startswith(b"lease:")}
+
+    try:
+        store.lease("killed-crawl", 60)
+        store.lease("running-crawl", 60)
+        assert sorted(leases().values()) == [now[0] + 60] * 2
+        store.lease("running-crawl", 0)  # released at close
+        assert len(leases()) == 1
+        now[0] += 61  # the killed crawl's lease ran out
+        store.lease("next-crawl", 60)
+        assert list(leases().values()) == [now[0] + 60]
+    finally:
+        store.close()
+        client.close()

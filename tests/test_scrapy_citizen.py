@@ -218,6 +218,9 @@ REFUSED = {
     "cluster": ["-s", f"NEARDUP_STORE=redis+cluster://:{SECRET}@127.0.0.1:1/"],
     "unix": ["-s", f"NEARDUP_STORE=unix://:{SECRET}@/nonexistent/redis.sock"],
     "query": ["-s", f"NEARDUP_STORE=redis://127.0.0.1:1/0?password={SECRET}"],
+    # passwords holding "@" or a space (redis-py takes both)
+    "at": ["-s", f"NEARDUP_STORE=redis://user:p@{SECRET}@127.0.0.1:1/0"],
+    "space": ["-s", f"NEARDUP_STORE=redis://:{SECRET} 2@127.0.0.1:1/0"],
 }
 
 

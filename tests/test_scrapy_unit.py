@@ -283,12 +283,17 @@ def test_pipeline_fields_keys_and_skips(make_crawler: Any) -> None:
         ({"link": "x"}, "no_text"),
         ({"body": 42}, "text_not_string"),
         ({"page": ["<p>"]}, "html_not_string"),
-        ({"body": "short"}, "too_short"),
     ]:
         assert run(pl.process_item(item)) is item
         assert stats(pl)[f"neardup/items/skipped/{reason}"] == 1
+    # a short text is known by its key and exact text (docs/verdicts.md): once, then unchanged
+    # (a key made of the text: no crawl job)
+    assert run(pl.process_item({"body": "short"})) == {"body": "short"}
+    assert stats(pl)["neardup/items/exact"] == 1
+    with pytest.raises(NearDuplicateItem):
+        run(pl.process_item({"body": "short"}))
     assert stats(pl)["neardup/items/dropped"] == 1
-    assert stats(pl)["neardup/items/revisit/unchanged/dropped"] == 1
+    assert stats(pl)["neardup/items/revisit/unchanged/dropped"] == 2
     pl.runtime.spider_closed()
 
 

@@ -183,3 +183,38 @@ def test_a_crawler_started_half_way_and_a_recrawl_by_two(
     unchanged = sum(r["stats"].get("neardup/revisit/unchanged", 0) for r in again)
     assert unchanged >= ARTICLES  # each article once by one of them; the other's claimed
     client.close()
+
+
+def test_crawlers_sharing_scrapy_redis_scheduler_export_each_page_once(
+    site: tuple[str, list[list[str]]], tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Three crawlers sharing scrapy-redis' scheduler and dupefilter (one request queue) and
+    one nearduppipe store on the same Redis: every group exported exactly once."""
+    pytest.importorskip("scrapy_redis")
+    base, groups = site
+    flush_prefix(redis_server.url, "{neardup:probe}:*")
+    flush_prefix(redis_server.url, "probe:*")  # scrapy-redis' keys for spider "probe"
+    shared = {
+        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+        "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+        "REDIS_URL": redis_server.url,
+        "SCHEDULER_IDLE_BEFORE_CLOSE": 1,
+    }
+    results = []
+    for rnd in range(3):
+        flush_prefix(redis_server.url, "{neardup:probe}:*")
+        flush_prefix(redis_server.url, "probe:*")
+        (tmp_path / f"r{rnd}").mkdir()
+        urls = [base + p for g in groups for p in g]
+        settings = {**ADDON, "NEARDUP_STORE": redis_server.url, "NEARDUP_RESET": False, **shared}
+        started = []
+        for k in range(3):
+            order = urls[:]
+            random.Random(rnd * 10 + k).shuffle(order)
+            started.append(
+                start_crawl(
+                    tmp_path / f"r{rnd}", f"sr{k}", order, settings, third_party_deprecations=True
+                )
+            )
+        results = [finish(*p) for p in started]
+        assert exported_per_group(results, base, groups) == [1] * len(groups), rnd

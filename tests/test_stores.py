@@ -451,6 +451,7 @@ STATUS_FIELDS = {
     "unchanged": "revisits_unchanged",
     "changed": "revisits_changed",
     "again": "again",
+    "claimed": "claimed",  # (no lease taken in this test: never answered)
 }
 
 

@@ -106,17 +106,22 @@ def fingerprint_html(
 
 
 def exact_fingerprinted(key: str | None, text: str) -> Fingerprinted:
-    """A short text's identity: a 64-bit digest of its key and the text (white space
-    normalised), with no wide fingerprint. Its own entry matches it exactly (a revisit:
-    ``again`` in the same crawl, ``unchanged`` in the next); another key's entry never does
-    (a random 64-bit value lies within the rule's distance of it with odds of about 10^-14),
-    so a short text is never dropped as a copy of another page. ``key=None``: an item whose
-    only identity is its text (a listing item keyed ``<page>#item-<digest>``): the same text
-    under another such key is the same item, found again (moved to another page)."""
+    """A short text's identity: digests of its key and the text (white space normalised), 64
+    and 512 bits. Its own entry matches it exactly (a revisit: ``again`` in the same crawl,
+    ``unchanged`` in the next). Another entry matches it by chance only: a verifying rule
+    needs the wide digest within its threshold of the other's (odds below 10^-100), the
+    paper's rule the 64-bit one within its distance (about 4.5x10^-15 a pair at distance 3;
+    3x10^-10 at 8, which is why a crawl checks short items only under a verifying rule or a
+    distance of at most 3). ``key=None``: an item whose only identity is its text (a listing
+    item keyed ``<page>#item-<digest>``): the same text under another such key is the same
+    item, found again (moved to another page)."""
     normal = normalise_whitespace(text)
     data = (
         (key or "").encode("utf-8", "surrogatepass")
         + b"\0"
         + normal.encode("utf-8", "surrogatepass")
     )
-    return Fingerprinted(Fingerprints(xxhash.xxh3_64_intdigest(data), None), None, len(normal))
+    wide = 0
+    for seed in range(4):
+        wide = (wide << 128) | xxhash.xxh3_128_intdigest(data, seed=seed)
+    return Fingerprinted(Fingerprints(xxhash.xxh3_64_intdigest(data), wide), None, len(normal))

@@ -30,7 +30,7 @@ from ..stores.decide import Deduplicator, Outcome
 from .breaker import Breaker
 from .commands import debug_command
 from .executor import Executor, PageTimeout, WorkerDied
-from .items import PageOfItems, listing_key
+from .items import MAX_ITEMS_IN_FLIGHT, PageOfItems, listing_key
 from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri
 from .loop import on_shutdown, periodic, start_coroutine
 from .order import Turn, Turns
@@ -122,6 +122,9 @@ class NearDupRuntime:
         # middleware and the pipeline read them): see :mod:`.items`
         self.pages_of_items: OrderedDict[str, PageOfItems] = OrderedDict()
         self.item_turns = Turns()  # the pipeline's store calls, in the items' order
+        # items on their way from the spider middleware to the pipeline: which judged page
+        # made each one (None: not its key's page), see :mod:`.items`
+        self._item_pages: OrderedDict[int, tuple[str, PageOfItems | None]] = OrderedDict()
         self.log = StatsLog(crawler, debug=config.debug)
         self.stats: StatsCollector = self.log.stats
         self.policy = FailurePolicy(crawler, self.log, on_store_error=config.on_store_error)
@@ -138,6 +141,10 @@ class NearDupRuntime:
         )
         self.job = job_id(crawler.settings.get("JOBDIR"))
         self.dedup = Deduplicator(self.store, self.job)
+        # short items checked by key and exact digest where chance matches are negligible
+        # (fingerprint.page.exact_fingerprinted)
+        rule = self.store.rule
+        self._exact_items = rule.verifies or rule.radius <= 3
         self.dedup_no_job = Deduplicator(self.store)
         try:
             self.executor = Executor(
@@ -166,7 +173,7 @@ class NearDupRuntime:
             self.store.uri, self.lifecycle.size_at_open, self.store.rule.describe(), config.reset
         )
         try:
-            self.lifecycle.start_leasing(self.job, self.executor.run, self._lease_failed)
+            self.lifecycle.start_leasing(self.job, self._lease_failed)
         except BaseException:
             self.executor.close()
             self.store.close()
@@ -181,6 +188,25 @@ class NearDupRuntime:
         # If the crawl never closes normally, still commit and release the store.
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
         on_shutdown(self.close)
+
+    # -- pages and their items ---------------------------------------------------------------
+    def bind_item(self, item: Any, key: str, page: PageOfItems | None) -> None:
+        """The spider middleware saw ``item`` (keyed ``key``) leave a response: ``page`` is
+        that response's judged page when the item carries its URL, else ``None``."""
+        bound = self._item_pages
+        bound[id(item)] = (key, page)
+        bound.move_to_end(id(item))
+        while len(bound) > MAX_ITEMS_IN_FLIGHT:
+            bound.popitem(last=False)
+
+    def page_of_item(self, item: Any, key: str) -> PageOfItems | None:
+        """The judged page ``item`` (keyed ``key``) came from, if it carries that page's URL:
+        as the spider middleware bound it; without the spider middleware (or for an item an
+        earlier pipeline replaced), the page last judged at that URL."""
+        found = self._item_pages.pop(id(item), None)
+        if found is not None and found[0] == key:
+            return found[1]
+        return self.pages_of_items.get(key)
 
     # -- the check --------------------------------------------------------------------------
     @property
@@ -228,7 +254,7 @@ class NearDupRuntime:
         given = key
         if key_for is not None:
             key = key_for(result)
-        if exact is not None and result.skipped == "too_short":
+        if exact is not None and result.skipped == "too_short" and self._exact_items:
             self.stats.inc_value("neardup/items/exact")
             # (a listing item's key is made of its text: the text is its identity)
             result = exact_fingerprinted(key if key == given else None, exact)
@@ -265,7 +291,11 @@ class NearDupRuntime:
         try:
             self._unless_store_down()
             result = await self.executor.compute(fingerprint_text, text, self.params)
-            if result.skipped == "too_short" and (key is not None or url is not None):
+            if (
+                result.skipped == "too_short"
+                and (key is not None or url is not None)
+                and self._exact_items
+            ):
                 # a short item is known by its key and exact text (the pipeline's rule): the
                 # key given, else the one an item of the page ``url`` keyed by it gets
                 result = exact_fingerprinted(key, text)  # (key None: the text alone)

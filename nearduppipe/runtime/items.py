@@ -17,8 +17,11 @@ middleware saw come out of a page the downloader middleware judged:
 Items whose key is anything else are judged by that key, as given.
 
 Each item passes once per crawl (docs/verdicts.md): an item checked ``again`` (its key was
-checked earlier in this crawl job) is a repeat and is dropped, except the page's own item the
-first time it leaves a page whose verdict kept it (``new`` or ``changed``). The items of a page
+checked earlier in this crawl job) with content near the key's entry is a repeat and is
+dropped, except the page's own item the first time it leaves a page whose verdict kept it
+(``new`` or ``changed``). The spider middleware binds each item to the page it left
+(:meth:`NearDupRuntime.bind_item`), so that an item carrying another page's URL is not taken
+for that page's own. The items of a page
 whose verdict was ``duplicate``, ``unchanged`` or ``claimed`` but is only marked
 (``NEARDUP_ON_*`` = ``"mark"``) carry the page's verdict and are not checked: nothing marked
 as a duplicate is stored.
@@ -52,6 +55,9 @@ __all__ = [
 # middleware and the pipeline (which see their items moments later): a bound, not a cache
 # that must hold a crawl.
 MAX_PAGES = 4096
+# Items bound to their page by the spider middleware until the pipeline takes them: Scrapy holds
+# at most a few thousand (its scraper's 5 MB slot, CONCURRENT_ITEMS per response).
+MAX_ITEMS_IN_FLIGHT = 65536
 
 
 @dataclass
@@ -104,7 +110,12 @@ def remember_page(
     verdict; ``visit``: its request's id, so that a later visit is noted anew), for the items
     made of it."""
     page = pages.get(url)
-    if page is None or page.visit != visit or page.fingerprint != fingerprint:
+    if page is not None and status == "again" and page.visit != visit:
+        # the same page again in this crawl job (a request queued twice): the earlier visit's
+        # items may still be on their way, and its own item passes once, from either visit
+        page.fingerprint, page.wide, page.visit = fingerprint, wide, visit
+        page.text_length = text_length
+    elif page is None or page.visit != visit or page.fingerprint != fingerprint:
         page = pages[url] = PageOfItems(fingerprint, wide, text_length, visit, status)
     pages.move_to_end(url)
     while len(pages) > MAX_PAGES:

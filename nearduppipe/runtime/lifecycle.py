@@ -7,6 +7,7 @@ absolute path is what the log shows.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import uuid
@@ -21,7 +22,7 @@ from ..stores import Store, StoreError, StoreUnavailable, open_store
 from ..stores.base import LEASE_SECONDS, _scheme
 from ..stores.redaction import redact
 from ..stores.sqlite.store import sqlite_path
-from .loop import periodic, start_coroutine
+from .loop import await_future, periodic, start_coroutine
 
 if TYPE_CHECKING:
     from .loop import Periodic
@@ -118,6 +119,7 @@ class StoreLifecycle:
         self.closed = False
         self._flusher: Periodic | None = None
         self._leaser: Periodic | None = None
+        self._lease_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._job: str | None = None
 
     def start_flushing(
@@ -130,12 +132,7 @@ class StoreLifecycle:
         loop, ``on_error`` gets a failure (on the loop)."""
         self._flusher = self._every(self.config.commit_interval, self.store.tick, run, on_error)
 
-    def start_leasing(
-        self,
-        job: str,
-        run: Callable[[Callable[[], None]], Awaitable[None]],
-        on_error: Callable[[Exception], None],
-    ) -> None:
+    def start_leasing(self, job: str, on_error: Callable[[Exception], None]) -> None:
         """Take the crawl job's lease (:meth:`Store.lease`, docs/verdicts.md) now and renew it
         every quarter of :data:`LEASE_SECONDS`, so that other crawlers sharing the store
         leave this crawl's pages to it (``claimed``); :meth:`close` releases it."""
@@ -146,8 +143,17 @@ class StoreLifecycle:
                 f"NEARDUP_STORE {self.store.uri}: taking the crawl's lease: {e}"
             ) from None
         self._job = job
+        # a thread of its own: page checks that fill the pool (a Cluster's wait for another
+        # check) must not hold the renewal back past the lease's end
+        pool = self._lease_pool = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="neardup-lease"
+        )
+
+        async def in_own_thread(fn: Callable[[], None]) -> None:
+            await await_future(pool.submit(fn))
+
         self._leaser = self._every(
-            LEASE_SECONDS / 4, lambda: self.store.lease(job, LEASE_SECONDS), run, on_error
+            LEASE_SECONDS / 4, lambda: self.store.lease(job, LEASE_SECONDS), in_own_thread, on_error
         )
 
     def _every(
@@ -203,5 +209,7 @@ class StoreLifecycle:
             # released runs out by itself)
             with contextlib.suppress(Exception):
                 self.store.lease(self._job, 0)
+        if self._lease_pool is not None:
+            self._lease_pool.shutdown(wait=False)
         self.store.close()
         return size

@@ -129,6 +129,8 @@ def readme_recipe() -> Any:
 
 def main(config_path: str) -> None:
     config = json.loads(Path(config_path).read_text())
+    if config.get("third_party_deprecations"):  # (scrapy-redis 0.9 calls deprecated API)
+        warnings.filterwarnings("default", category=ScrapyDeprecationWarning)
     items: list[dict[str, Any]] = []
     settings = {
         "LOG_LEVEL": "INFO",

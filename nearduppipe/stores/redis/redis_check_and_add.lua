@@ -97,6 +97,14 @@ local function modes()
     else
       redis.call('HDEL', META, field)
     end
+    -- the leases of crawls killed without releasing them go once they have run out (the
+    -- meta holds a few dozen fields: read whole)
+    local all = redis.call('HGETALL', META)
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 6) == 'lease:' and tonumber(all[i + 1]) < now then
+        redis.call('HDEL', META, all[i])
+      end
+    end
     return 1
   elseif mode == 'remove' then
     local id, rec = own(ARGV[12])
