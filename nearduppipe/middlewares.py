@@ -32,9 +32,12 @@ from .fingerprint.compact import encode_for
 from .fingerprint.page import fingerprint_html
 from .fingerprint.rule import Fingerprints
 from .runtime import NearDupRuntime
+from .runtime.canonical import declared_key
 from .runtime.items import PageOfItems, html_digest, remember_page
 from .runtime.verdict import skipped_verdict, verdict
+from .settings import Action
 from .stores import Match
+from .stores.decide import Outcome
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -128,40 +131,54 @@ class NearDupMiddleware:
         if reason is not None:
             runtime.skip("pages", reason)
             request.meta["neardup"] = skipped_verdict(response.url, reason)
-            self._note(request, response.url, None, None, 0, "skipped")
+            self._note(request, response.url, response.url, None, None, 0, "skipped")
             return response
         assert isinstance(response, HtmlResponse)
+        url = key = response.url
+        if runtime.config.canonical:  # (runtime/canonical.py)
+            link = response.headers.get(b"Link")
+            declared = declared_key(
+                url,
+                response.text,
+                link.decode("latin-1") if link else None,
+                runtime.store.rule.scope,
+            )
+            if declared is not None:
+                runtime.stats.inc_value("neardup/canonical/keyed")
+                key = declared
         try:
             outcome = await runtime.check(
                 fingerprint_html,
                 response.text,
-                response.url,
+                url,
                 runtime.params,
-                key=response.url,
+                key=key,
                 source="pages",
             )
         except Exception as e:
-            reason = runtime.error("pages", response.url, e)
-            request.meta["neardup"] = skipped_verdict(response.url, reason)
-            self._note(request, response.url, None, None, 0, "skipped")
+            reason = runtime.error("pages", url, e)
+            request.meta["neardup"] = skipped_verdict(key, reason)
+            self._note(request, url, key, None, None, 0, "skipped")
             return response
-        action = runtime.record("pages", outcome, response.url)
-        request.meta["neardup"] = verdict(outcome, response.url, action)
+        action = runtime.record("pages", outcome, key)
+        match = outcome.match
+        if runtime.config.canonical:
+            match, action = self._canonical(outcome, key, url, match, action)
+        request.meta["neardup"] = verdict(outcome, key, action, match)
         if action == "page":
-            assert outcome.match is not None
-            runtime.dropped(
-                "pages", response.url, outcome.match, request=request, response=response
-            )
+            assert match is not None
+            runtime.dropped("pages", url, match, request=request, response=response)
             if outcome.status == "unchanged":
-                raise UnchangedPage(response.url, outcome.match)
+                raise UnchangedPage(url, match)
             if outcome.status == "claimed":
-                raise ClaimedPage(response.url, outcome.match)
-            raise NearDuplicatePage(response.url, outcome.match)
+                raise ClaimedPage(url, match)
+            raise NearDuplicatePage(url, match)
         if outcome.fingerprint is not None:
             request.meta["neardup_fingerprint"] = outcome.fingerprint
         self._note(
             request,
-            response.url,
+            url,
+            key,
             outcome.fingerprint,
             outcome.wide,
             outcome.text_length,
@@ -169,10 +186,30 @@ class NearDupMiddleware:
         )
         return response
 
+    def _canonical(
+        self, outcome: Outcome, key: str, url: str, match: Match | None, action: Action | None
+    ) -> tuple[Match | None, Action | None]:
+        """Under ``NEARDUP_CANONICAL``: a page kept under its key is remembered by URL; another
+        URL met later in this crawl under a key it kept (``again``: the original after its
+        copy, or a copy after the original) is dropped like a near-duplicate of that key."""
+        canonical = self.runtime.canonical
+        if outcome.status in ("new", "changed"):
+            canonical.kept(key, url)
+        elif (
+            outcome.status == "again"
+            and outcome.fingerprint is not None
+            and canonical.other_url(key, url) is not None
+        ):
+            self.runtime.stats.inc_value("neardup/canonical/dropped")
+            wide = 0 if outcome.wide is not None else None
+            return Match(key, outcome.fingerprint, 0, wide), self.runtime.config.on_duplicate
+        return match, action
+
     def _note(
         self,
         request: Request,
         url: str,
+        key: str,
         fingerprint: int | None,
         wide: int | None,
         text_length: int,
@@ -181,7 +218,14 @@ class NearDupMiddleware:
         """The page, for the items made of it (the spider middleware, the pipeline: an item
         keyed by its URL is the page itself, or one of its items: runtime/items.py)."""
         remember_page(
-            self.runtime.pages_of_items, url, fingerprint, wide, text_length, id(request), status
+            self.runtime.pages_of_items,
+            url,
+            fingerprint,
+            wide,
+            text_length,
+            id(request),
+            status,
+            key,
         )
 
     def __repr__(self) -> str:

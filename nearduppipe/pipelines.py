@@ -178,7 +178,8 @@ class NearDupPipeline:
                 claimed=outcome.status == "claimed",
             )
         if outcome.status == "again":
-            own = page is not None and key == raw_key  # the page's own item (runtime/items.py)
+            # the page's own item (runtime/items.py): keyed as its page
+            own = page is not None and key == (page.key or raw_key)
             if not (own and page is not None and page.own_item_passes()):
                 if await self._seen(key, outcome):
                     # this crawl job passed the key with near content (docs/verdicts.md)

@@ -77,6 +77,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_THREADS": 4,
     "NEARDUP_EXECUTOR": "process",
     "NEARDUP_TTL": None,  # seconds, every backend; the store records it (ttl_rule)
+    "NEARDUP_CANONICAL": False,  # True: a page is keyed by the URL it declares canonical
     "NEARDUP_TTL_CHANGE": False,  # True: change the store's recorded TTL to NEARDUP_TTL (ttl_rule)
     "NEARDUP_ON_STORE_ERROR": "keep",
     "NEARDUP_REDIS_PARAMS": {},  # extra redis.Redis client options, e.g. {"retry_on_timeout": True}
@@ -204,6 +205,7 @@ class NearDupConfig:
     unknown: tuple[str, ...] = ()  # NEARDUP_* names nearduppipe does not know, with a hint
     ignored_redis_params: tuple[str, ...] = ()  # scrapy-redis REDIS_PARAMS the store cannot use
     progress_interval: float = 60.0  # Scrapy's LOGSTATS_INTERVAL: the progress line (0: none)
+    canonical: bool = False  # key a page by its declared canonical URL (runtime/canonical.py)
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike) -> NearDupConfig:
@@ -345,6 +347,7 @@ class NearDupConfig:
             if _unset(get("NEARDUP_TTL"))
             else _float("NEARDUP_TTL", get("NEARDUP_TTL"), 0, 100 * 365 * 86_400, least=1),
             ttl_change=_bool("NEARDUP_TTL_CHANGE", get("NEARDUP_TTL_CHANGE")),
+            canonical=_bool("NEARDUP_CANONICAL", get("NEARDUP_CANONICAL")),
             redis_params=redis.params,
             redis_url=redis.url,
             on_store_error=_choice(

@@ -28,6 +28,7 @@ from ..stores import Match, Store
 from ..stores.base import LEASE_SECONDS, StoreError, StoreUnavailable
 from ..stores.decide import Deduplicator, Outcome
 from .breaker import Breaker
+from .canonical import CanonicalKeys
 from .commands import debug_command
 from .executor import Executor, PageTimeout, WorkerDied
 from .items import MAX_ITEMS_IN_FLIGHT, PageOfItems, listing_key
@@ -122,6 +123,7 @@ class NearDupRuntime:
         # middleware and the pipeline read them): see :mod:`.items`
         self.pages_of_items: OrderedDict[str, PageOfItems] = OrderedDict()
         self.item_turns = Turns()  # the pipeline's store calls, in the items' order
+        self.canonical = CanonicalKeys()  # NEARDUP_CANONICAL: the URL kept under each key
         # items on their way from the spider middleware to the pipeline: which judged page
         # made each one (None: not its key's page), see :mod:`.items`
         self._item_pages: OrderedDict[int, tuple[str, PageOfItems | None]] = OrderedDict()

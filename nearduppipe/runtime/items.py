@@ -72,6 +72,7 @@ class PageOfItems:
     html: int | None = None  # xxh3_64 of the page's HTML, once an item is seen to carry it
     texts: Counter[str] = field(default_factory=Counter)
     own_passed: bool = False  # the page's own item has passed with it
+    key: str | None = None  # the page's store key, when not its URL (NEARDUP_CANONICAL)
 
     @property
     def marked(self) -> bool:
@@ -105,6 +106,7 @@ def remember_page(
     text_length: int = 0,
     visit: int = 0,
     status: str = "new",
+    key: str | None = None,
 ) -> PageOfItems:
     """Note page ``url``, judged by the downloader middleware (with these fingerprints and
     verdict; ``visit``: its request's id, so that a later visit is noted anew), for the items
@@ -117,6 +119,7 @@ def remember_page(
         page.text_length = text_length
     elif page is None or page.visit != visit or page.fingerprint != fingerprint:
         page = pages[url] = PageOfItems(fingerprint, wide, text_length, visit, status)
+    page.key = key if key != url else None
     pages.move_to_end(url)
     while len(pages) > MAX_PAGES:
         pages.popitem(last=False)
@@ -140,7 +143,7 @@ def item_key(
     fps = result.fingerprints
     own = None if page.fingerprint is None else Fingerprints(page.fingerprint, page.wide)
     if fps is not None and own is not None and rule.is_near(*distances(fps, own)):
-        return url  # the item is the page itself
+        return page.key or url  # the item is the page itself (under the page's key)
     key = listing_key(url, content)
     page.texts[key] += 1
     n = page.texts[key]

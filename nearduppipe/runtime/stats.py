@@ -36,6 +36,13 @@ _COUNTED = (
 )
 
 
+# Verdicts of a key's own entry that drop (unless marked): their stat and their log line.
+_REVISITS = {
+    "unchanged": ("revisit/unchanged", "Dropped unchanged %s %s (a recrawl)"),
+    "claimed": ("claimed", "Dropped %s %s: another running crawl sharing the store has it"),
+}
+
+
 class StatsLog:
     def __init__(self, crawler: Crawler, *, debug: bool) -> None:
         assert crawler.stats is not None
@@ -78,31 +85,15 @@ class StatsLog:
             self.inc(source, "revisit/changed" if status == "changed" else "again")
             return
         what = "page" if source == "pages" else "item"
-        if status == "claimed":
-            self.inc(source, "claimed")
+        if status in _REVISITS:
+            stat, said = _REVISITS[status]
+            self.inc(source, stat)
             if action == "mark":
-                self.inc(source, "marked/claimed")
-            else:
-                self.inc(source, "claimed/dropped")
-                logger.debug(
-                    "Dropped %s %s: another running crawl sharing the store has it",
-                    "page's items of" if action == "items" and source == "pages" else what,
-                    key,
-                    extra=self._extra,
-                )
-            return
-        if status == "unchanged":
-            self.inc(source, "revisit/unchanged")
-            if action == "mark":
-                self.inc(source, "marked/unchanged")
-            else:
-                self.inc(source, "revisit/unchanged/dropped")
-                logger.debug(
-                    "Dropped unchanged %s %s (a recrawl)",
-                    "page's items of" if action == "items" and source == "pages" else what,
-                    key,
-                    extra=self._extra,
-                )
+                self.inc(source, f"marked/{status}")
+                return
+            self.inc(source, f"{stat}/dropped")
+            whose = "page's items of" if action == "items" and source == "pages" else what
+            logger.debug(said, whose, key, extra=self._extra)
             return
         match = outcome.match
         assert match is not None

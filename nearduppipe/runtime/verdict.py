@@ -11,17 +11,20 @@ from typing import Any
 
 from ..fingerprint.rule import WIDE_BITS, implied_similarity
 from ..settings import Action
+from ..stores.base import Match
 from ..stores.decide import Outcome
 
 __all__ = ["skipped_verdict", "verdict"]
 
 
-def verdict(outcome: Outcome, key: str, action: Action | None) -> dict[str, Any]:
+def verdict(
+    outcome: Outcome, key: str, action: Action | None, match: Match | None = None
+) -> dict[str, Any]:
     """``status`` (new / duplicate / unchanged / changed / again / skipped), the page's
     ``key``, the ``matched`` key, the 64-bit ``distance``, the cosine ``similarity`` the wide
     fingerprints imply, the ``fingerprint`` (16 hex digits) and ``dropped``: ``"page"``,
     ``"items"`` or ``None`` (kept; ``mark``, or nothing to drop)."""
-    match = outcome.match
+    match = outcome.match if match is None else match  # (``match``: the face's own verdict)
     wide = None if match is None else match.wide_distance
     return {
         "status": outcome.status,

@@ -36,14 +36,7 @@ from .names import Names
 
 __all__ = ["ClusterBase", "kept_for", "ticket_of"]
 
-_STATUS = {
-    b"N": "new",
-    b"C": "changed",
-    b"A": "again",
-    b"U": "unchanged",
-    b"D": "duplicate",
-    b"L": "claimed",
-}
+_STATUS = rk.REPLY_STATUS
 
 
 class _Restart(NearDupError):
@@ -358,8 +351,8 @@ class ClusterBase(Store):
                 if len(reply[0]) > 1:
                     with self._errors("check"):
                         match = self._names.match(reply[0], 1)[0]
-                    return Verdict(_STATUS[kind], match)  # type: ignore[arg-type]
-                return Verdict(_STATUS[kind])  # type: ignore[arg-type]
+                    return Verdict(_STATUS[kind], match)
+                return Verdict(_STATUS[kind])
             pid = reply[1]
             ticket = int(self._call("check", -1, self._head("ticket", now)))
             query = self._record(fps, "", 0.0, None, None)  # the fingerprints, not the text
@@ -386,7 +379,7 @@ class ClusterBase(Store):
             if status == b"X":
                 continue
             if best is None:
-                return Verdict(_STATUS[status[:1]])  # type: ignore[arg-type]
+                return Verdict(_STATUS[status[:1]])
             m = best.match
             at = rk.record_time(now)  # (the server's time replaces it: stamped below)
             d = Decision(key, fps.fp, m.key, m.fingerprint, m.distance, at, text, m.wide_distance)

@@ -46,12 +46,14 @@ from urllib.parse import parse_qsl, urlencode
 
 from ...fingerprint.rule import Rule
 from ..base import StoreError
+from ..counts import Status
 from ..redaction import redact
 
 __all__ = [
     "FIXED_NAMES",
     "FORMAT2_NAMES",
     "FORMAT3_NAMES",
+    "REPLY_STATUS",
     "bad_params",
     "call_head",
     "call_time",
@@ -214,6 +216,17 @@ def uri_ttl(ours: dict[str, str], ttl: float | None, where: str) -> float | None
         raise StoreError(
             f"{where}: ?ttl= must be a number of seconds, got {ours['ttl']!r}"
         ) from None
+
+
+# A check's reply letter -> its verdict (the scripts' revisit and check; a Cluster's reserve)
+REPLY_STATUS: dict[bytes, Status] = {
+    b"N": "new",
+    b"C": "changed",
+    b"A": "again",
+    b"U": "unchanged",
+    b"D": "duplicate",
+    b"L": "claimed",
+}
 
 
 @contextlib.contextmanager

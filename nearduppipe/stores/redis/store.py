@@ -93,14 +93,7 @@ from .program import SINGLE3
 __all__ = ["RedisStore", "StoreUnavailable"]
 
 _BATCH = 500
-_STATUS = {
-    b"N": "new",
-    b"C": "changed",
-    b"A": "again",
-    b"U": "unchanged",
-    b"D": "duplicate",
-    b"L": "claimed",
-}
+_STATUS = rk.REPLY_STATUS
 
 
 class RedisStore(RedisBase):
@@ -208,8 +201,8 @@ class RedisStore(RedisBase):
         if len(reply) > 1:
             with self._errors("check"):
                 match = self._names.match(reply, 1)[0]
-            return Verdict(status, match)  # type: ignore[arg-type]
-        return Verdict(status)  # type: ignore[arg-type]
+            return Verdict(status, match)
+        return Verdict(status)
 
     def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
         fps = check_fingerprints(fps)
