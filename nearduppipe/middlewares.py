@@ -33,7 +33,7 @@ from .fingerprint.page import fingerprint_html
 from .fingerprint.rule import Fingerprints
 from .runtime import NearDupRuntime
 from .runtime.canonical import declared_key
-from .runtime.items import PageOfItems, html_digest, remember_page
+from .runtime.items import PageOfItems, html_digest
 from .runtime.verdict import skipped_verdict, verdict
 from .settings import Action
 from .stores import Match
@@ -217,8 +217,7 @@ class NearDupMiddleware:
     ) -> None:
         """The page, for the items made of it (the spider middleware, the pipeline: an item
         keyed by its URL is the page itself, or one of its items: runtime/items.py)."""
-        remember_page(
-            self.runtime.pages_of_items,
+        self.runtime.pages.note(
             url,
             fingerprint,
             wide,
@@ -298,7 +297,7 @@ class NearDupSpiderMiddleware:
         key = adapter.get(self.key_field)
         own = page is not None and key == page.url
         if isinstance(key, str):  # which page made it, for the pipeline (runtime/items.py)
-            self.runtime.bind_item(o, key, page.noted if own and page is not None else None)
+            self.runtime.pages.bind_item(o, key, page.noted if own and page is not None else None)
         if own and page is not None and page.noted.fingerprint is not None:
             noted = page.noted
             html = adapter.get(self.html_field)
@@ -318,7 +317,7 @@ class NearDupSpiderMiddleware:
             return None
         if response is None or request is None:
             return None
-        noted = self.runtime.pages_of_items.get(response.url)
+        noted = self.runtime.pages.get(response.url)
         if noted is None or noted.visit != id(request):
             return None
         return _Page(response.url, noted, response)

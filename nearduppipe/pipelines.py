@@ -119,7 +119,7 @@ class NearDupPipeline:
         same_job = raw_key is key
         # An item carrying its page's URL gets a key of its own unless it is the page itself
         # (runtime/items.py); the key is chosen once its fingerprints are known.
-        page = runtime.page_of_item(item, key) if same_job else None
+        page = runtime.pages.page_of_item(item, key) if same_job else None
         if page is not None and page.marked:
             # a copy only marked: its items carry the page's verdict (the spider middleware
             # wrote it) and nothing marked as a copy is stored

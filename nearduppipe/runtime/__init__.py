@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,7 +30,7 @@ from .breaker import Breaker
 from .canonical import CanonicalKeys
 from .commands import debug_command
 from .executor import Executor, PageTimeout, WorkerDied
-from .items import MAX_ITEMS_IN_FLIGHT, PageOfItems, listing_key
+from .items import PageNotes, listing_key
 from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri
 from .loop import on_shutdown, periodic, start_coroutine
 from .order import Turn, Turns
@@ -119,14 +118,10 @@ class NearDupRuntime:
         self.breaker = Breaker()
         self._field_errors: set[str] = set()
         self._closed = False
-        # the pages the downloader middleware judged, for the items made of them (the spider
-        # middleware and the pipeline read them): see :mod:`.items`
-        self.pages_of_items: OrderedDict[str, PageOfItems] = OrderedDict()
+        # the pages the downloader middleware judged and the items made of them: .items
+        self.pages = PageNotes()
         self.item_turns = Turns()  # the pipeline's store calls, in the items' order
         self.canonical = CanonicalKeys()  # NEARDUP_CANONICAL: the URL kept under each key
-        # items on their way from the spider middleware to the pipeline: which judged page
-        # made each one (None: not its key's page), see :mod:`.items`
-        self._item_pages: OrderedDict[int, tuple[str, PageOfItems | None]] = OrderedDict()
         self.log = StatsLog(crawler, debug=config.debug)
         self.stats: StatsCollector = self.log.stats
         self.policy = FailurePolicy(crawler, self.log, on_store_error=config.on_store_error)
@@ -190,25 +185,6 @@ class NearDupRuntime:
         # If the crawl never closes normally, still commit and release the store.
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
         on_shutdown(self.close)
-
-    # -- pages and their items ---------------------------------------------------------------
-    def bind_item(self, item: Any, key: str, page: PageOfItems | None) -> None:
-        """The spider middleware saw ``item`` (keyed ``key``) leave a response: ``page`` is
-        that response's judged page when the item carries its URL, else ``None``."""
-        bound = self._item_pages
-        bound[id(item)] = (key, page)
-        bound.move_to_end(id(item))
-        while len(bound) > MAX_ITEMS_IN_FLIGHT:
-            bound.popitem(last=False)
-
-    def page_of_item(self, item: Any, key: str) -> PageOfItems | None:
-        """The judged page ``item`` (keyed ``key``) came from, if it carries that page's URL:
-        as the spider middleware bound it; without the spider middleware (or for an item an
-        earlier pipeline replaced), the page last judged at that URL."""
-        found = self._item_pages.pop(id(item), None)
-        if found is not None and found[0] == key:
-            return found[1]
-        return self.pages_of_items.get(key)
 
     # -- the check --------------------------------------------------------------------------
     @property

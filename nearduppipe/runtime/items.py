@@ -43,11 +43,11 @@ from ..fingerprint.rule import Fingerprints, Rule, distances
 
 __all__ = [
     "MARKED",
+    "PageNotes",
     "PageOfItems",
     "html_digest",
     "item_key",
     "listing_key",
-    "remember_page",
     "same_html",
 ]
 
@@ -98,32 +98,65 @@ class PageOfItems:
 MARKED = frozenset({"duplicate", "unchanged", "claimed"})
 
 
-def remember_page(
-    pages: OrderedDict[str, PageOfItems],
-    url: str,
-    fingerprint: int | None,
-    wide: int | None,
-    text_length: int = 0,
-    visit: int = 0,
-    status: str = "new",
-    key: str | None = None,
-) -> PageOfItems:
-    """Note page ``url``, judged by the downloader middleware (with these fingerprints and
-    verdict; ``visit``: its request's id, so that a later visit is noted anew), for the items
-    made of it."""
-    page = pages.get(url)
-    if page is not None and status == "again" and page.visit != visit:
-        # the same page again in this crawl job (a request queued twice): the earlier visit's
-        # items may still be on their way, and its own item passes once, from either visit
-        page.fingerprint, page.wide, page.visit = fingerprint, wide, visit
-        page.text_length = text_length
-    elif page is None or page.visit != visit or page.fingerprint != fingerprint:
-        page = pages[url] = PageOfItems(fingerprint, wide, text_length, visit, status)
-    page.key = key if key != url else None
-    pages.move_to_end(url)
-    while len(pages) > MAX_PAGES:
-        pages.popitem(last=False)
-    return page
+class PageNotes:
+    """The pages the downloader middleware judged, for the items made of them, and which page
+    each item in flight came from: the crawl's one record of pages and their items (on the
+    crawl's loop only)."""
+
+    def __init__(self) -> None:
+        self._pages: OrderedDict[str, PageOfItems] = OrderedDict()
+        # items on their way from the spider middleware to the pipeline: which judged page
+        # made each one (None: not its key's page)
+        self._items: OrderedDict[int, tuple[str, PageOfItems | None]] = OrderedDict()
+
+    def note(
+        self,
+        url: str,
+        fingerprint: int | None,
+        wide: int | None,
+        text_length: int = 0,
+        visit: int = 0,
+        status: str = "new",
+        key: str | None = None,
+    ) -> PageOfItems:
+        """Note page ``url``, judged with these fingerprints and verdict (``visit``: its
+        request's id, so that a later visit is noted anew; ``key``: its store key)."""
+        pages = self._pages
+        page = pages.get(url)
+        if page is not None and status == "again" and page.visit != visit:
+            # the same page again in this crawl job (a request queued twice): the earlier
+            # visit's items may still be on their way, and its own item passes once, from
+            # either visit
+            page.fingerprint, page.wide, page.visit = fingerprint, wide, visit
+            page.text_length = text_length
+        elif page is None or page.visit != visit or page.fingerprint != fingerprint:
+            page = pages[url] = PageOfItems(fingerprint, wide, text_length, visit, status)
+        page.key = key if key != url else None
+        pages.move_to_end(url)
+        while len(pages) > MAX_PAGES:
+            pages.popitem(last=False)
+        return page
+
+    def get(self, url: str) -> PageOfItems | None:
+        return self._pages.get(url)
+
+    def bind_item(self, item: object, key: str, page: PageOfItems | None) -> None:
+        """The spider middleware saw ``item`` (keyed ``key``) leave a response: ``page`` is
+        that response's judged page when the item carries its URL, else ``None``."""
+        bound = self._items
+        bound[id(item)] = (key, page)
+        bound.move_to_end(id(item))
+        while len(bound) > MAX_ITEMS_IN_FLIGHT:
+            bound.popitem(last=False)
+
+    def page_of_item(self, item: object, key: str) -> PageOfItems | None:
+        """The judged page ``item`` (keyed ``key``) came from, if it carries that page's URL:
+        as the spider middleware bound it; without the spider middleware (or for an item an
+        earlier pipeline replaced), the page last judged at that URL."""
+        found = self._items.pop(id(item), None)
+        if found is not None and found[0] == key:
+            return found[1]
+        return self._pages.get(key)
 
 
 def html_digest(html: str | bytes) -> int:
