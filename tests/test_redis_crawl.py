@@ -136,6 +136,10 @@ def test_redis_killed_mid_crawl(site: str, tmp_path: Path, policy: str) -> None:
     stats = result["stats"]
     assert stats["neardup/store_error"] >= 1
     assert "store unavailable" in result["log"]
+    # the close summary says how many pages went through unchecked, and the store's failure
+    let = stats["neardup/let_through/store_error"]
+    assert f"{let} let through unchecked (store_error)" in result["log"], result["log"][-3000:]
+    assert "the store failed during the crawl" in result["log"]
     if policy == "keep":
         assert stats["finish_reason"] == "finished"
         assert len(result["reached"]) == 150  # every page kept: none lost

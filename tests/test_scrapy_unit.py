@@ -453,8 +453,11 @@ def test_page_over_the_time_limit_is_kept_and_counted(make_crawler: Any, executo
     respond(mw, html("http://a/0", page(OTHER)))  # the pool is up
     # a thread cannot be stopped: a page that ends by itself a few seconds later
     slow = html("http://a/slow", SLOW_PAGE if executor == "process" else slow_page(60_000))
-    assert respond(mw, slow) is slow
+    request = scrapy.Request(slow.url)
+    assert run(mw.process_response(request, slow)) is slow
     assert stats(mw)["neardup/skipped/timeout"] == 1
+    # the verdict says the reason the stats count (was "error")
+    assert request.meta["neardup"]["skipped"] == "timeout"
     assert len(mw.runtime.store) == 1  # nothing stored for it
     if executor == "thread":  # its thread runs on: let it end, or it holds the GIL and the
         _wait_threads_idle()  # next page could time out too on a loaded machine
