@@ -195,9 +195,13 @@ class FormSpider(scrapy.Spider):
     def article(self, response):
         text = "\\n".join(response.css("article p::text").getall())
         title = response.css("h1::text").get()
-        yield {"url": response.url, "text": text}            # its own text: the pipeline's form
+        # the page's own item, one form or the other (both would be the same item twice:
+        # the second is dropped as a repeat, docs/verdicts.md)
+        if int(response.url.rsplit("a", 1)[1].split(".")[0]) % 2:
+            yield {"url": response.url, "text": text}            # its own text: the pipeline's
+        else:
+            yield {"url": response.url, "html": response.text}  # its page's HTML: the page's
         yield {"url": response.url + "#t", "title": title}  # none of its own: its page's form
-        yield {"url": response.url, "html": response.text}  # its page's HTML: the page's form
 """
 
 
@@ -235,7 +239,7 @@ def test_a_crawls_exported_items_carry_the_fingerprints_it_computed(tmp_path: Pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ERROR" not in proc.stderr, proc.stderr[-3000:]
     items = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(items) == 3 * len(pages)
+    assert len(items) == 2 * len(pages)
     by_url = {base + name: page for name, page in pages.items()}
     kinds = {"text": 0, "title": 0, "html": 0}
     with open_store(str(store), read_only=True) as s:
@@ -257,4 +261,4 @@ def test_a_crawls_exported_items_carry_the_fingerprints_it_computed(tmp_path: Pa
                 assert found.source == "trafilatura" and found.fingerprints == page
             # what the batch job reads back: exactly these fingerprints, no extraction
             assert precomputed(item, "fingerprint", PARAMS) == found.fingerprints
-    assert kinds == dict.fromkeys(kinds, len(pages))
+    assert kinds == {"text": len(pages) // 2, "title": len(pages), "html": len(pages) // 2}

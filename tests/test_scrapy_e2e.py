@@ -243,8 +243,15 @@ def test_bad_setting_fails_at_start_up(site: str, tmp_path: Path) -> None:
         "NEARDUP_DISTANCE": "three",
     }
     result = crawl(tmp_path, [site + "index.html"], settings, expect_ok=False)
-    assert "NEARDUP_DISTANCE must be an integer, got 'three'" in result["log"]
-    assert "Spider opened" not in result["log"]
+    log = result["log"]
+    assert "NEARDUP_DISTANCE must be an integer, got 'three'" in log
+    # one CRITICAL line, no traceback; closed before its first request (runtime/refusal.py)
+    assert [line for line in log.splitlines() if "CRITICAL" in line] == [
+        next(line for line in log.splitlines() if "NEARDUP_DISTANCE" in line)
+    ]
+    assert "Traceback" not in log
+    assert "Closing spider (neardup_config_error)" in log
+    assert "downloader/request_count" not in log
 
 
 def test_report_of_a_crawl_that_kept_texts(site: str, tmp_path: Path) -> None:
