@@ -59,14 +59,31 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[l
         yield base, groups
 
 
+SETUPS: dict[str, dict[str, Any]] = {
+    "addon": ADDON,
+    "pipeline": {"ITEM_PIPELINES": {"nearduppipe.pipelines.NearDupPipeline": 300}},
+    "middlewares": {
+        "DOWNLOADER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupMiddleware": 543},
+        "SPIDER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupSpiderMiddleware": 543},
+    },
+}
+
+
 def crawl_together(
-    tmp: Path, base: str, groups: list[list[str]], store: str, n: int, seed: int, stagger: float
+    tmp: Path,
+    base: str,
+    groups: list[list[str]],
+    store: str,
+    n: int,
+    seed: int,
+    stagger: float,
+    setup: str = "addon",
 ) -> list[dict[str, Any]]:
     """``n`` crawler processes on ``store``, each fetching every page in its own order,
-    started ``stagger`` seconds apart; their results."""
+    started ``stagger`` seconds apart, with the components of ``setup``; their results."""
     urls = [base + p for g in groups for p in g]
     settings = {
-        **ADDON,
+        **SETUPS[setup],
         "NEARDUP_STORE": store,
         "NEARDUP_RESET": False,
         "CONCURRENT_REQUESTS": 2,
@@ -97,20 +114,30 @@ def flush_prefix(url: str, pattern: str) -> None:
 
 
 def _check_rounds(
-    tmp: Path, site: tuple[str, list[list[str]]], store: str, n: int, clear: Any
+    tmp: Path,
+    site: tuple[str, list[list[str]]],
+    store: str,
+    n: int,
+    clear: Any,
+    setup: str = "addon",
+    rounds: int = 3,
 ) -> None:
     base, groups = site
     claimed = 0
-    for rnd in range(3):
+    for rnd in range(rounds):
         clear()
-        results = crawl_together(tmp / f"round{rnd}", base, groups, store, n, rnd, 0.0)
+        results = crawl_together(tmp / f"round{rnd}", base, groups, store, n, rnd, 0.0, setup)
         counts = exported_per_group(results, base, groups)
         lost = [g for g, c in zip(groups, counts, strict=True) if c == 0]
         twice = [g for g, c in zip(groups, counts, strict=True) if c > 1]
         assert not lost and not twice, (rnd, lost, twice)
         for r in results:
             assert "log_count/ERROR" not in r["stats"], r["log"][-3000:]
-        claimed += sum(r["stats"].get("neardup/claimed", 0) for r in results)
+        claimed += sum(
+            r["stats"].get(name, 0)
+            for r in results
+            for name in ("neardup/claimed", "neardup/items/claimed")
+        )
     assert claimed > 0  # the crawls did overlap on the same keys
 
 
@@ -130,6 +157,24 @@ def test_crawlers_together_on_redis_export_each_page_once(
         redis_server.url,
         n,
         lambda: flush_prefix(redis_server.url, "{neardup:probe}:*"),
+    )
+
+
+@pytest.mark.parametrize("setup", ["pipeline", "middlewares"])
+def test_two_crawlers_with_only_the_pipeline_or_the_middlewares_export_each_page_once(
+    site: tuple[str, list[list[str]]], tmp_path: Path, redis_server: RedisServer, setup: str
+) -> None:
+    """The same without the add-on: only the item pipeline (items judged alone), or only the
+    middlewares (pages judged, their items not)."""
+    _mkdirs(tmp_path)
+    _check_rounds(
+        tmp_path,
+        site,
+        redis_server.url,
+        2,
+        lambda: flush_prefix(redis_server.url, "{neardup:probe}:*"),
+        setup,
+        rounds=2,
     )
 
 
