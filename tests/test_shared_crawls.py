@@ -150,14 +150,7 @@ def _mkdirs(tmp: Path) -> None:
 def test_crawlers_together_on_redis_export_each_page_once(
     site: tuple[str, list[list[str]]], tmp_path: Path, redis_server: RedisServer, n: int
 ) -> None:
-    _mkdirs(tmp_path)
-    _check_rounds(
-        tmp_path,
-        site,
-        redis_server.url,
-        n,
-        lambda: flush_prefix(redis_server.url, "{neardup:probe}:*"),
-    )
+    _on_redis(tmp_path, site, redis_server, n)
 
 
 @pytest.mark.parametrize("setup", ["pipeline", "middlewares"])
@@ -166,16 +159,21 @@ def test_two_crawlers_with_only_the_pipeline_or_the_middlewares_export_each_page
 ) -> None:
     """The same without the add-on: only the item pipeline (items judged alone), or only the
     middlewares (pages judged, their items not)."""
-    _mkdirs(tmp_path)
-    _check_rounds(
-        tmp_path,
-        site,
-        redis_server.url,
-        2,
-        lambda: flush_prefix(redis_server.url, "{neardup:probe}:*"),
-        setup,
-        rounds=2,
-    )
+    _on_redis(tmp_path, site, redis_server, 2, setup, rounds=2)
+
+
+def _on_redis(
+    tmp: Path,
+    site: tuple[str, list[list[str]]],
+    server: RedisServer,
+    n: int,
+    setup: str = "addon",
+    rounds: int = 3,
+) -> None:
+    """:func:`_check_rounds` on one Redis server, the spider's store emptied each round."""
+    _mkdirs(tmp)
+    clear = lambda: flush_prefix(server.url, "{neardup:probe}:*")  # noqa: E731
+    _check_rounds(tmp, site, server.url, n, clear, setup, rounds)
 
 
 @pytest.mark.fault  # (a three-master cluster and several crawlers: slow, run once in CI)
