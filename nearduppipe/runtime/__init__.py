@@ -9,7 +9,6 @@ Twisted reactor, whichever runs the crawl).
 
 from __future__ import annotations
 
-import logging
 import time
 import warnings
 from collections.abc import Callable
@@ -24,12 +23,12 @@ from ..fingerprint.page import Fingerprinted, FingerprintParams, exact_fingerpri
 from ..fingerprint.text import require_extractor
 from ..settings import Action, NearDupConfig, NearDupConfigError
 from ..stores import Match, Store
-from ..stores.base import LEASE_SECONDS, StoreError, StoreUnavailable
+from ..stores.base import StoreError, StoreUnavailable
 from ..stores.decide import Deduplicator, Outcome
-from .breaker import Breaker
 from .canonical import CanonicalKeys
 from .commands import debug_command
 from .executor import Executor, PageTimeout, WorkerDied
+from .health import StoreHealth
 from .items import PageNotes, listing_key
 from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri
 from .loop import on_shutdown, periodic, start_coroutine
@@ -115,7 +114,6 @@ class NearDupRuntime:
     def __init__(self, crawler: Crawler, config: NearDupConfig) -> None:
         self.crawler = crawler
         self.config = config
-        self.breaker = Breaker()
         self._field_errors: set[str] = set()
         self._closed = False
         # the pages the downloader middleware judged and the items made of them: .items
@@ -149,11 +147,20 @@ class NearDupRuntime:
                 workers=config.workers if config.executor == "process" else 0,
                 timeout=config.page_timeout,
                 params=self.params,
-                on_restart=self._workers_restarted,
+                on_restart=self.log.workers_restarted,
             )
         except BaseException:
             self.store.close()
             raise
+        try:  # (before a line says the store opened: a refusal here stops the crawl)
+            self.lifecycle.start_leasing(self.job, self.log.lease_failed)
+        except BaseException:
+            self.executor.close()
+            self.store.close()
+            raise
+        self.health = StoreHealth(
+            crawler, lambda: self.executor.run(len, self.store), config.on_store_error
+        )
         for message in config.deprecated:
             warnings.warn(message, ScrapyDeprecationWarning, stacklevel=2)
             logger.warning("nearduppipe: %s", message, extra={"crawler": crawler})
@@ -169,12 +176,6 @@ class NearDupRuntime:
         self.log.opened(
             self.store.uri, self.lifecycle.size_at_open, self.store.rule.describe(), config.reset
         )
-        try:
-            self.lifecycle.start_leasing(self.job, self._lease_failed)
-        except BaseException:
-            self.executor.close()
-            self.store.close()
-            raise
         self.lifecycle.start_flushing(self.executor.run, self._flush_failed)
         self._progress: Any = None
         if config.progress_interval > 0:
@@ -221,7 +222,7 @@ class NearDupRuntime:
         key and exact digest when it is too short to fingerprint, ``exact_fingerprinted``).
         Failures reach the caller, which keeps the page and hands them to :meth:`error`."""
         dedup = self.dedup if job else self.dedup_no_job
-        self._unless_store_down()  # (not even fingerprinted for a store that is down)
+        self.health.ask()  # (not even fingerprinted for a store that is down)
         if known is not None:
             result = known
         else:
@@ -238,16 +239,15 @@ class NearDupRuntime:
             result = exact_fingerprinted(key if key == given else None, exact)
         if result.fingerprint is None:  # nothing to check: no store call, no thread hop
             return dedup.decide(result, key)
-        self._unless_store_down()  # (it may have gone down meanwhile)
+        self.health.ask()  # (it may have gone down meanwhile)
         try:
             outcome = await self.executor.run(dedup.decide, result, key, source)
         except StoreUnavailable as e:
-            self._store_failed()
+            self.health.failed()
             raise StoreCallError(e) from e
         except Exception as e:
             raise StoreCallError(e) from e
-        if self.breaker.failures:
-            self._store_answered()
+        self.health.answered()
         return outcome
 
     async def lookup(
@@ -267,7 +267,7 @@ class NearDupRuntime:
         name = key if key is not None else "(lookup)"
         self.stats.inc_value("neardup/lookups")
         try:
-            self._unless_store_down()
+            self.health.ask()
             result = await self.executor.compute(fingerprint_text, text, self.params)
             if (
                 result.skipped == "too_short"
@@ -282,58 +282,11 @@ class NearDupRuntime:
                 outcome = await self.executor.run(self.dedup.lookup, result, key, url)
             except Exception as e:
                 if isinstance(e, StoreUnavailable):
-                    self._store_failed()
+                    self.health.failed()
                 raise StoreCallError(e) from e
         except Exception as e:
             return skipped_verdict(name, self.error("items", name, e))
         return verdict(outcome, name, None)
-
-    def _unless_store_down(self) -> None:
-        """Raise at once, without asking the store, while the breaker is open."""
-        breaker = self.breaker
-        if breaker.skip():
-            self.stats.inc_value("neardup/store_down/skipped")
-            if breaker.probe_due():
-                start_coroutine(self._probe())
-            raise StoreCallError(
-                StoreUnavailable(
-                    f"not asked: the store failed {breaker.failures} times in a row (it is "
-                    "tried again in the background)"
-                )
-            )
-
-    async def _probe(self) -> None:
-        """Whether the store answers again: one cheap call, in the thread pool (never a page's)."""
-        try:
-            await self.executor.run(len, self.store)
-        except Exception:
-            self._store_failed()
-        else:
-            self._store_answered()
-
-    def _store_answered(self) -> None:
-        down = self.breaker.success()
-        if down is not None:
-            self.stats.inc_value("neardup/store_down/recovered")
-            logger.warning(
-                "nearduppipe: the store answers again after %(down).0f s; %(n)d pages were let "
-                "through without asking it (counted in neardup/store_error)",
-                {"down": down, "n": self.breaker.skipped},
-                extra={"crawler": self.crawler},
-            )
-
-    def _store_failed(self) -> None:
-        backoff = self.breaker.failure()
-        if backoff is None:
-            return
-        self.stats.inc_value("neardup/store_down/backoff")
-        logger.warning(
-            "nearduppipe: the store failed %(n)d times in a row: not asking it for %(s).0f s; "
-            "pages are let through unchecked meanwhile (NEARDUP_ON_STORE_ERROR = %(policy)r) "
-            "while it is tried again in the background",
-            {"n": self.breaker.failures, "s": backoff, "policy": self.config.on_store_error},
-            extra={"crawler": self.crawler},
-        )
 
     # -- stats, logs, failures, the hook -----------------------------------------------------
     def action(self, outcome: Outcome) -> Action | None:
@@ -395,31 +348,8 @@ class NearDupRuntime:
 
         start_coroutine(line())
 
-    def _workers_restarted(self, reason: str) -> None:
-        """The worker pool broke and was replaced (any thread): the pages it held are retried."""
-        self.stats.inc_value("neardup/workers/restarted")
-        logger.warning(
-            "nearduppipe: %(reason)s; started new worker processes, retrying the pages that "
-            "waited (neardup/workers/restarted counts these)",
-            {"reason": reason},
-            extra={"crawler": self.crawler},
-        )
-
     def _flush_failed(self, exc: Exception) -> None:
         self.policy.handle("pages", "(periodic commit)", StoreCallError(exc))
-
-    def _lease_failed(self, exc: Exception) -> None:
-        """A renewal of the crawl's lease failed (the store is down: the pages' own checks
-        count that). No page waits on it; until a renewal succeeds, another crawl that
-        shares the store may take this crawl's pages as unchanged (docs/verdicts.md)."""
-        n = self.log.inc("pages", "lease/failed")
-        logger.log(
-            logging.WARNING if n == 1 else logging.DEBUG,
-            "nearduppipe: could not renew the crawl's lease in the store (retried every "
-            "%(s).0f s; neardup/lease/failed counts these): %(exc)s",
-            {"s": LEASE_SECONDS / 4, "exc": exc},
-            extra={"crawler": self.crawler},
-        )
 
     def dropped(self, source: Source, key: str, match: Match, **context: Any) -> None:
         """Send ``neardup_dropped`` (``key``, ``match``, ``source`` and the ``request`` and
@@ -442,7 +372,7 @@ class NearDupRuntime:
         if self._progress is not None and self._progress.running:
             self._progress.stop()
         try:
-            return self.lifecycle.close(count=not self.breaker.open)
+            return self.lifecycle.close(count=not self.health.down)
         except StoreUnavailable as e:
             # The last commit failed (a full disk, say): the writes it names are lost. The crawl
             # itself ends normally; the error is logged and counted, like any store failure.

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..settings import Action
-from ..stores.base import Source
+from ..stores.base import LEASE_SECONDS, Source
 from ..stores.decide import Outcome
 
 if TYPE_CHECKING:
@@ -121,6 +121,29 @@ class StatsLog:
             )
         else:
             logger.debug(msg, args, extra=self._extra)
+
+    def workers_restarted(self, reason: str) -> None:
+        """The worker pool broke and was replaced (any thread): the pages it held are retried."""
+        self.stats.inc_value("neardup/workers/restarted")
+        logger.warning(
+            "nearduppipe: %(reason)s; started new worker processes, retrying the pages that "
+            "waited (neardup/workers/restarted counts these)",
+            {"reason": reason},
+            extra=self._extra,
+        )
+
+    def lease_failed(self, exc: Exception) -> None:
+        """A renewal of the crawl's lease failed (the store is down: the pages' own checks
+        count that). No page waits on it; until a renewal succeeds, another crawl that
+        shares the store may take this crawl's pages as unchanged (docs/verdicts.md)."""
+        n = self.inc("pages", "lease/failed")
+        logger.log(
+            logging.WARNING if n == 1 else logging.DEBUG,
+            "nearduppipe: could not renew the crawl's lease in the store (retried every "
+            "%(s).0f s; neardup/lease/failed counts these): %(exc)s",
+            {"s": LEASE_SECONDS / 4, "exc": exc},
+            extra=self._extra,
+        )
 
     def repeat(self, key: str) -> None:
         """An item whose key this crawl job checked before (it passed then): dropped."""
