@@ -295,11 +295,10 @@ class NearDupSpiderMiddleware:
             return None
         adapter = ItemAdapter(o)
         key = adapter.get(self.key_field)
-        own = page is not None and key == page.url
+        noted = page.noted if page is not None and key == page.url else None  # its own page
         if isinstance(key, str):  # which page made it, for the pipeline (runtime/items.py)
-            self.runtime.pages.bind_item(o, key, page.noted if own and page is not None else None)
-        if own and page is not None and page.noted.fingerprint is not None:
-            noted = page.noted
+            self.runtime.pages.bind_item(o, key, noted)
+        if page is not None and noted is not None and noted.fingerprint is not None:
             html = adapter.get(self.html_field)
             if noted.html is None and isinstance(html, str) and page.is_html(html):
                 noted.html = html_digest(html)  # the pipeline will not extract it again

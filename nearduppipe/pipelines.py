@@ -177,15 +177,14 @@ class NearDupPipeline:
                 unchanged=outcome.status == "unchanged",
                 claimed=outcome.status == "claimed",
             )
-        if outcome.status == "again":
-            # the page's own item (runtime/items.py): keyed as its page
-            own = page is not None and key == (page.key or raw_key)
-            if not (own and page is not None and page.own_item_passes()):
-                if await self._seen(key, outcome):
-                    # this crawl job passed the key with near content (docs/verdicts.md)
-                    runtime.log.repeat(key)
-                    raise RepeatedItem(key)
-                runtime.stats.inc_value("neardup/items/again/other_content")
+        # an item checked "again" passes once: the page's own item (runtime/items.py, keyed as
+        # its page) with its page, another one unless its content is near the key's entry
+        own = page is not None and key == (page.key or raw_key)
+        if outcome.status == "again" and not (own and page is not None and page.own_item_passes()):
+            if await self._seen(key, outcome):
+                runtime.log.repeat(key)  # this crawl job passed the key (docs/verdicts.md)
+                raise RepeatedItem(key)
+            runtime.stats.inc_value("neardup/items/again/other_content")
         if config.fingerprint_field and outcome.fingerprint is not None:
             fps = Fingerprints(outcome.fingerprint, outcome.wide)
             form = encode_for(fps, runtime.params, from_text=text is not None)
