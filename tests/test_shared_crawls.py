@@ -87,7 +87,7 @@ def crawl_together(
         "NEARDUP_STORE": store,
         "NEARDUP_RESET": False,
         "CONCURRENT_REQUESTS": 2,
-        "DOWNLOAD_DELAY": 0.02,  # (a few seconds each: the crawls overlap)
+        "DOWNLOAD_DELAY": 0.05,  # (about 4 s each: the crawls overlap, whatever start-up takes)
         "LOG_LEVEL": "INFO",
     }
     started = []
