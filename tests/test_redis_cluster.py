@@ -35,6 +35,7 @@ from .test_stores import (  # noqa: F401
     test_check_is_atomic_across_threads,
     test_counts_per_source_add_up_across_reopen_and_forget,
     test_decisions_are_bounded,
+    test_every_call_refuses_bad_arguments_and_writes_nothing,
     test_forget_removes_from_every_table,
     test_near_is_sorted_and_read_only,
     test_revisits_and_one_entry_per_key,

@@ -11,7 +11,7 @@ import pytest
 
 from nearduppipe import open_store
 from nearduppipe.fingerprint.rule import Fingerprints
-from nearduppipe.stores.base import MAX_KEY_CHARS, BadKey, check_key, clean_text
+from nearduppipe.stores.checks import MAX_KEY_CHARS, BadKey, check_key, clean_text
 from nearduppipe.stores.sqlite.files import encode
 from nearduppipe.stores.sqlite.records import entry_record, key_record, parse_entry
 

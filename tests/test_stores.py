@@ -14,7 +14,7 @@ import pytest
 from nearduppipe import Match, Store, StoreError, open_store
 from nearduppipe.fingerprint.rule import Fingerprints, Rule
 from nearduppipe.index.search import kernels
-from nearduppipe.stores.base import BadKey, Verdict
+from nearduppipe.stores.base import BadKey, Entry, Verdict
 from nearduppipe.stores.indexed import IndexedStore
 
 from .support.bound import dispatched
@@ -302,6 +302,62 @@ def test_bad_keys_and_closed(backend: object) -> None:
     store.close()  # idempotent
     with pytest.raises(StoreError):
         store.check(A, "k")
+
+
+def test_every_call_refuses_bad_arguments_and_writes_nothing(backend: object) -> None:
+    """The public calls check their arguments once, in ``Store`` (stores/checks.py), for
+    every backend alike: before, the Redis checks did not clean a job, the Cluster's ``add``
+    cleaned nothing. A refused call leaves the store as it was."""
+    store = backend()  # type: ignore[operator]
+    store.add(Fingerprints(A, W), "kept", job="j")
+    bad_fps = [
+        None,
+        "x",
+        -1,
+        1 << 64,
+        1.5,
+        True,
+        Fingerprints(A, 1 << 512),
+        Fingerprints("1", None),
+    ]
+    for fps in bad_fps:
+        for call in (
+            lambda f: store.check(f, "k"),
+            lambda f: store.near(f),
+            lambda f: store.add(f, "k"),
+        ):
+            with pytest.raises((TypeError, ValueError)):
+                call(fps)
+    for key in [None, 7, "", "x" * 70_000, "k\ud800"]:
+        for call in (
+            lambda k: store.check(A, k),
+            lambda k: store.add(A, k),
+            lambda k: store.near(A, exclude=k if k is not None else 0),
+            lambda k: store.get(k),
+            lambda k: store.remove(k),
+        ):
+            with pytest.raises(BadKey):
+                call(key)
+    for kw in [{"text": 5}, {"job": b"j"}, {"source": "other"}]:
+        with pytest.raises((TypeError, ValueError)):
+            store.check(A, "k", **kw)
+    for t in [float("nan"), float("inf"), "soon", None]:
+        if t is not None:
+            with pytest.raises(ValueError):
+                store.add(A, "k", stored_at=t)
+    bad_entry = Entry("k2", A ^ 0xFF, float("nan"))
+    with pytest.raises(ValueError):
+        store.import_records([bad_entry], [])
+    assert len(store) == 1 and store.get("k") is None and store.get("k2") is None
+    assert [e.key for e in store.entries()] == ["kept"]
+    # lone surrogates in a job, a text or an imported entry are stored as U+FFFD everywhere
+    store.check(Fingerprints(~A & ((1 << 64) - 1), None), "s", text="a\udc80", job="j\ud800")
+    got = store.get("s")
+    assert got is not None and (got.text, got.job) == ("a\ufffd", "j\ufffd")
+    far = Fingerprints(A ^ 0xFFFF_FFFF_0000_0000, None)
+    store.import_records([Entry("i", far.fp, 1_000.0, "t\udc80", None, "j\udc80")], [])
+    got = store.get("i")
+    assert got is not None and (got.text, got.job, got.stored_at) == ("t\ufffd", "j\ufffd", 1_000.0)
 
 
 def test_ttl_with_an_injected_clock(backend: object) -> None:

@@ -21,14 +21,23 @@ for each near-duplicate decision the key, the key it matched and both distances;
 from __future__ import annotations
 
 import math
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 from ..errors import NearDupError
 from ..fingerprint.rule import Fingerprints, Rule
+from .checks import (
+    BadKey,
+    check_fingerprints,
+    check_key,
+    check_source,
+    check_time,
+    clean_decision,
+    clean_entries,
+    clean_text,
+)
 from .counts import COUNTERS, STATUSES, Source, Status, StoreInfo, Tally
 
 __all__ = [
@@ -51,11 +60,9 @@ __all__ = [
     "register_store",
 ]
 
-MAX_KEY_CHARS = 65_536
 # How long a crawl job's lease lasts (Store.lease); the crawl renews it every quarter of that.
 # A crawler killed without closing holds its pages for at most this long.
 LEASE_SECONDS = 60.0
-_SURROGATE = re.compile("[\ud800-\udfff]")
 DEFAULT_MAX_DECISIONS = 100_000
 
 
@@ -121,86 +128,6 @@ class StoreUnavailable(StoreError):
     decides about. Nothing acknowledged before it is lost."""
 
 
-class BadKey(NearDupError, ValueError):
-    """A key no store can hold (not text, empty, too long, or not encodable as UTF-8, e.g. a
-    lone surrogate from a JSON feed). Only that page is affected; the store is untouched."""
-
-
-def check_key(key: object) -> str:
-    """The key, if a store can hold it; :class:`BadKey` otherwise."""
-    if not isinstance(key, str):
-        raise BadKey(f"store keys are strings, not {type(key).__name__}")
-    if not key:
-        raise BadKey("store keys are non-empty strings")
-    if len(key) > MAX_KEY_CHARS:
-        raise BadKey(f"store key of {len(key)} characters (at most {MAX_KEY_CHARS})")
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise BadKey(f"store key is not valid Unicode text ({e.reason}): {key!r:.80}") from None
-    return key
-
-
-def check_time(t: object) -> float:
-    """A stored time (seconds since the epoch) as a float; a time that is not a finite number
-    is refused before anything is written (a sqlite record holding it could not be read)."""
-    try:
-        value = float(t)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"stored_at must be a number of seconds, not {t!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"stored_at must be a finite time, not {value}")
-    return value
-
-
-@overload
-def clean_text(text: str) -> str: ...
-@overload
-def clean_text(text: None) -> None: ...
-@overload
-def clean_text(text: str | None) -> str | None: ...
-def clean_text(text: str | None) -> str | None:
-    """A text sample (or a crawl job's id) as every backend can store it: lone surrogates
-    become U+FFFD (the sqlite store's UTF-8 rows cannot hold them)."""
-    if text is None:
-        return None
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
-
-
-def clean_decision(d: Decision) -> Decision:
-    """A decision as every backend can store it (its keys and text through :func:`clean_text`:
-    an imported decision may come from a store that kept lone surrogates)."""
-    return d._replace(
-        key=clean_text(d.key), matched_key=clean_text(d.matched_key), text=clean_text(d.text)
-    )
-
-
-_WIDE_END = 1 << 512  # (CPython folds no constant this large: computed once here)
-
-
-def check_fingerprints(fps: Fingerprints | int) -> Fingerprints:
-    if (
-        type(fps) is Fingerprints
-        and type(fps.fp) is int
-        and 0 <= fps.fp < 1 << 64
-        and (fps.wide is None or (type(fps.wide) is int and 0 <= fps.wide < _WIDE_END))
-    ):
-        return fps  # (every check of a crawl: first, and cheap)
-    if isinstance(fps, int) and not isinstance(fps, bool):
-        fps = Fingerprints(fps, None)
-    if not isinstance(fps, Fingerprints):
-        raise TypeError(f"expected Fingerprints or an int, not {type(fps).__name__}")
-    if not isinstance(fps.fp, int) or not 0 <= fps.fp < 1 << 64:
-        raise ValueError("fingerprint must be an integer in [0, 2**64)")
-    if fps.wide is not None and (not isinstance(fps.wide, int) or not 0 <= fps.wide < 1 << 512):
-        raise ValueError("wide fingerprint must be an integer in [0, 2**512)")
-    return fps
-
-
 def check_ttl(ttl: float | None, where: str) -> float | None:
     if ttl is None:
         return None
@@ -234,7 +161,8 @@ class Store(ABC):
     read_only: bool = False
     format_version: int = 2
 
-    @abstractmethod
+    # The public calls check and clean their arguments once, here, then call the backend's
+    # protected ones: a backend never sees a key it cannot hold or a text it cannot store.
     def check(
         self,
         fps: Fingerprints | int,
@@ -246,13 +174,15 @@ class Store(ABC):
     ) -> Verdict:
         """Atomically decide and record what ``key`` with ``fps`` is (see the module doc);
         ``source`` says whose check it is, for the counters."""
+        fps, key = check_fingerprints(fps), check_key(key)
+        return self._check(fps, key, clean_text(text), clean_text(job), check_source(source))
 
-    @abstractmethod
     def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
         """Stored pages that are near-duplicates of ``fps`` under the rule, nearest first
         (``exclude``: a key to leave out). Never writes."""
+        fps = check_fingerprints(fps)
+        return self._near(fps, None if exclude is None else check_key(exclude))
 
-    @abstractmethod
     def add(
         self,
         fps: Fingerprints | int,
@@ -263,14 +193,58 @@ class Store(ABC):
         stored_at: float | None = None,
     ) -> None:
         """Store ``key`` without checking, replacing its entry if it has one."""
+        fps, key = check_fingerprints(fps), check_key(key)
+        t = None if stored_at is None else check_time(stored_at)
+        self._add(fps, key, clean_text(text), clean_text(job), t)
 
-    @abstractmethod
     def get(self, key: str) -> Entry | None:
         """The entry stored under ``key`` (expired ones included), or ``None``."""
+        return self._get(check_key(key))
 
-    @abstractmethod
     def remove(self, key: str) -> bool:
         """Forget ``key``: its fingerprints leave the index. ``False`` if it was not stored."""
+        return self._remove(check_key(key))
+
+    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+        """Store entries (with their own times and jobs, unchecked; a later entry for a key
+        replaces an earlier one) and append decisions, e.g. when copying a store to another
+        backend. Returns the number of entries imported. Each entry is checked as it is
+        read: a bad one stops the import there, the entries before it stored."""
+        return self._import_records(clean_entries(entries), map(clean_decision, decisions))
+
+    @abstractmethod
+    def _check(
+        self, fps: Fingerprints, key: str, text: str | None, job: str | None, source: Source
+    ) -> Verdict:
+        """:meth:`check`, its arguments checked and cleaned."""
+
+    @abstractmethod
+    def _near(self, fps: Fingerprints, exclude: str | None) -> list[Match]:
+        """:meth:`near`, its arguments checked."""
+
+    @abstractmethod
+    def _add(
+        self,
+        fps: Fingerprints,
+        key: str,
+        text: str | None,
+        job: str | None,
+        stored_at: float | None,
+    ) -> None:
+        """:meth:`add`, its arguments checked and cleaned."""
+
+    @abstractmethod
+    def _get(self, key: str) -> Entry | None:
+        """:meth:`get`, its key checked."""
+
+    @abstractmethod
+    def _remove(self, key: str) -> bool:
+        """:meth:`remove`, its key checked."""
+
+    @abstractmethod
+    def _import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+        """:meth:`import_records`: each entry and decision is checked and cleaned as the
+        iterables are read."""
 
     @abstractmethod
     def __len__(self) -> int:
@@ -296,12 +270,6 @@ class Store(ABC):
         recorded), ``decisions_trimmed``, ``again`` (checks of a key by the job that stored it),
         ``claimed`` (checks of a key another running job holds) and ``items_<status>`` (the
         item pipeline's verdicts)."""
-
-    @abstractmethod
-    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
-        """Store entries (with their own times and jobs, unchecked; a later entry for a key
-        replaces an earlier one) and append decisions, e.g. when copying a store to another
-        backend. Returns the number of entries imported."""
 
     def lease(self, job: str, seconds: float) -> None:
         """Say that crawl job ``job`` runs for ``seconds`` more (``0``: it has ended). While

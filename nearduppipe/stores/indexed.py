@@ -32,13 +32,8 @@ from .base import (
     Store,
     StoreError,
     Verdict,
-    check_fingerprints,
-    check_key,
     check_max_decisions,
-    check_time,
     check_ttl,
-    clean_decision,
-    clean_text,
 )
 from .counts import counter_names
 
@@ -182,7 +177,7 @@ class IndexedStore(Store):
         """Raise if writes cannot be accepted now (e.g. earlier writes are failing): called
         before anything changes, so a refused call leaves the store as it was."""
 
-    def _near(self, fps: Fingerprints, now: float, exclude: int | None) -> list[Match]:
+    def _search(self, fps: Fingerprints, now: float, exclude: int | None) -> list[Match]:
         index = self._index
         count = index.search_into(fps.fp)
         if not count:
@@ -213,34 +208,24 @@ class IndexedStore(Store):
         found.sort(key=lambda h: (h[2] if h[2] is not None else h[1] * scale, h[1], h[0]))
         return [Match(self._key_of(i), index.fingerprint(i), d, w) for i, d, w in found]
 
-    def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
-        fps = check_fingerprints(fps)
+    def _near(self, fps: Fingerprints, exclude: str | None) -> list[Match]:
         with self._lock:
             self._check_open()
             own = self._find(exclude) if exclude is not None else None
-            return self._near(fps, self.clock(), own[0] if own else None)
+            return self._search(fps, self.clock(), own[0] if own else None)
 
-    def check(
-        self,
-        fps: Fingerprints | int,
-        key: str,
-        *,
-        text: str | None = None,
-        job: str | None = None,
-        source: Source = "pages",
+    def _check(
+        self, fps: Fingerprints, key: str, text: str | None, job: str | None, source: Source
     ) -> Verdict:
-        fps = check_fingerprints(fps)
-        check_key(key)
-        text, job = clean_text(text), clean_text(job)
         with self._lock:
-            verdict = self._check(fps, key, text, job)
+            verdict = self._decide(fps, key, text, job)
             counters = self._counters
             for name in counter_names(verdict.status, source):
                 counters[name] += 1
             return verdict
 
-    def _check(self, fps: Fingerprints, key: str, text: str | None, job: str | None) -> Verdict:
-        """The verdict, under the lock; :meth:`check` counts it."""
+    def _decide(self, fps: Fingerprints, key: str, text: str | None, job: str | None) -> Verdict:
+        """The verdict, under the lock; :meth:`_check` counts it."""
         self._check_open(write=True)
         now = self.clock()
         own = self._find(key)
@@ -258,7 +243,7 @@ class IndexedStore(Store):
                     self._times[own_id] = now
                     self._persist_touch(own_id, key, now, job)
                     return Verdict("unchanged", Match(key, mine.fp, d, dw))
-        matches = self._near(fps, now, own_id)
+        matches = self._search(fps, now, own_id)
         if matches:
             m = matches[0]
             self._persist_decision(
@@ -301,28 +286,24 @@ class IndexedStore(Store):
         self._persist_entry(i, key, fps, t, job, text, replaces)
         return i
 
-    def add(
+    def _add(
         self,
-        fps: Fingerprints | int,
+        fps: Fingerprints,
         key: str,
-        *,
-        text: str | None = None,
-        job: str | None = None,
-        stored_at: float | None = None,
+        text: str | None,
+        job: str | None,
+        stored_at: float | None,
     ) -> None:
-        fps = check_fingerprints(fps)
-        check_key(key)
         with self._lock:
             self._check_open(write=True)
             own = self._find(key)
             now = self.clock()
-            t = now if stored_at is None else check_time(stored_at)
-            self._store(fps, key, t, clean_text(job), clean_text(text), own[0] if own else None)
+            t = now if stored_at is None else stored_at
+            self._store(fps, key, t, job, text, own[0] if own else None)
             if own is None or self._expired(own[0], now):  # (as a check would call it)
                 self._counters["new_total"] += 1
 
-    def get(self, key: str) -> Entry | None:
-        check_key(key)
+    def _get(self, key: str) -> Entry | None:
         with self._lock:
             self._check_open()
             own = self._find(key)
@@ -333,8 +314,7 @@ class IndexedStore(Store):
             text, job = self._extra_of(i)
             return Entry(key, fps.fp, float(self._times[i]), text, fps.wide, job)
 
-    def remove(self, key: str) -> bool:
-        check_key(key)
+    def _remove(self, key: str) -> bool:
         with self._lock:
             self._check_open(write=True)
             own = self._find(key)
@@ -367,21 +347,15 @@ class IndexedStore(Store):
         with self._lock:
             return dict(self._counters)
 
-    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+    def _import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         n = 0
         with self._lock:
             self._check_open(write=True)
-            for entry in entries:
-                self.add(
-                    entry.fingerprints,
-                    entry.key,
-                    text=entry.text,
-                    job=entry.job,
-                    stored_at=entry.stored_at,
-                )
+            for e in entries:
+                self._add(e.fingerprints, e.key, e.text, e.job, e.stored_at)
                 n += 1
             for decision in decisions:
-                self._record(clean_decision(decision))
+                self._record(decision)
         return n
 
     @property

@@ -19,10 +19,6 @@ from ..base import (
     Decision,
     Entry,
     StoreUnavailable,
-    check_fingerprints,
-    check_key,
-    check_time,
-    clean_text,
 )
 from .codec import encode_decision
 from .loss import STALE
@@ -84,7 +80,7 @@ def import_cluster(
     calls: list[tuple[int, list[_Row]]] = []
     tickets = range(0)
     for e in entries:
-        s = store.shard(check_key(e.key))
+        s = store.shard(e.key)
         if not tickets:
             with store._errors("import", write=True):
                 last = int(store._client.hincrby(store._global[0], "order", BATCH))
@@ -113,13 +109,8 @@ def import_cluster(
 
 
 def _row(e: Entry, ticket: int) -> _Row:
-    check_key(e.key)
-    return (
-        e._replace(text=clean_text(e.text)),
-        check_fingerprints(e.fingerprints),
-        check_time(e.stored_at),
-        ticket,
-    )
+    """An entry checked by :meth:`Store.import_records`, with what its record is made of."""
+    return (e, e.fingerprints, e.stored_at, ticket)
 
 
 def _send_single(store: RedisStore, calls: list[list[_Row]], now: float | str) -> None:
@@ -177,7 +168,7 @@ def _stale(replies: list[Any]) -> list[bool]:
 def _decision_batches(decisions: Iterable[Decision]) -> Iterable[list[bytes]]:
     batch: list[bytes] = []
     for d in decisions:
-        batch.append(encode_decision(d._replace(text=clean_text(d.text))))
+        batch.append(encode_decision(d))
         if len(batch) >= BATCH:
             yield batch
             batch = []

@@ -54,10 +54,7 @@ from ..base import (
     Entry,
     StoreError,
     StoreUnavailable,
-    check_fingerprints,
-    check_key,
     check_max_decisions,
-    check_time,
     check_ttl,
     register_store,
 )
@@ -196,23 +193,19 @@ class RedisClusterStore(ClusterBase):
         return self
 
     # -- the rest of the interface ----------------------------------------------------------
-    def add(
+    def _add(
         self,
-        fps: Fingerprints | int,
+        fps: Fingerprints,
         key: str,
-        *,
-        text: str | None = None,
-        job: str | None = None,
-        stored_at: float | None = None,
+        text: str | None,
+        job: str | None,
+        stored_at: float | None,
     ) -> None:
-        fps = check_fingerprints(fps)
-        check_key(key)
         now = rk.call_time(self.clock, stamp=stored_at is None)
-        t = rk.record_time(now) if stored_at is None else check_time(stored_at)
+        t = rk.record_time(now) if stored_at is None else stored_at
         bulk.import_cluster(self, [Entry(key, fps.fp, t, text, fps.wide, job)], [], now)
 
-    def get(self, key: str) -> Entry | None:
-        check_key(key)
+    def _get(self, key: str) -> Entry | None:
         if self._empty:
             return None
         raw = self._keyed("get", key, False)
@@ -221,8 +214,7 @@ class RedisClusterStore(ClusterBase):
         with self._errors("get"):
             return self._names.entry(raw)
 
-    def remove(self, key: str) -> bool:
-        check_key(key)
+    def _remove(self, key: str) -> bool:
         return bool(self._keyed("remove", key, True))
 
     def _keyed(self, mode: str, key: str, write: bool) -> Any:
@@ -311,7 +303,7 @@ class RedisClusterStore(ClusterBase):
                     counts[n] += int(v or 0)
         return counts
 
-    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+    def _import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         """Batches of 500 entries per shard, 20 batches per round trip; each entry gets a
         ticket in the order given (tickets are reserved 500 at a time)."""
         return bulk.import_cluster(self, entries, decisions, rk.call_time(self.clock, stamp=False))

@@ -23,9 +23,6 @@ from ..base import (
     StoreError,
     StoreUnavailable,
     Verdict,
-    check_fingerprints,
-    check_key,
-    clean_text,
 )
 from . import keys as rk
 from .cluster_log import ShardLogs, reader
@@ -306,18 +303,9 @@ class ClusterBase(Store):
         return min(kept, key=_Hit.order) if kept else None
 
     # -- the interface -----------------------------------------------------------------------
-    def check(
-        self,
-        fps: Fingerprints | int,
-        key: str,
-        *,
-        text: str | None = None,
-        job: str | None = None,
-        source: Source = "pages",
+    def _check(
+        self, fps: Fingerprints, key: str, text: str | None, job: str | None, source: Source
     ) -> Verdict:
-        fps = check_fingerprints(fps)
-        check_key(key)
-        text = clean_text(text)
         if self.read_only:
             raise StoreError(f"store {self.uri} was opened read-only")
         s = self.shard(key)
@@ -387,10 +375,7 @@ class ClusterBase(Store):
             return Verdict("duplicate", m)
         raise AssertionError("unreachable")
 
-    def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
-        fps = check_fingerprints(fps)
-        if exclude is not None:
-            check_key(exclude)
+    def _near(self, fps: Fingerprints, exclude: str | None) -> list[Match]:
         if self._empty:
             return []
         skip = b""

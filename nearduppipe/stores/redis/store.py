@@ -72,12 +72,8 @@ from ..base import (
     StoreError,
     StoreUnavailable,
     Verdict,
-    check_fingerprints,
-    check_key,
     check_max_decisions,
-    check_time,
     check_ttl,
-    clean_text,
     register_store,
 )
 from ..memory import MemoryStore
@@ -167,18 +163,9 @@ class RedisStore(RedisBase):
         return self
 
     # -- the interface -----------------------------------------------------------------------
-    def check(
-        self,
-        fps: Fingerprints | int,
-        key: str,
-        *,
-        text: str | None = None,
-        job: str | None = None,
-        source: Source = "pages",
+    def _check(
+        self, fps: Fingerprints, key: str, text: str | None, job: str | None, source: Source
     ) -> Verdict:
-        fps = check_fingerprints(fps)
-        check_key(key)
-        text = clean_text(text)
         if self._f1 is not None or self.read_only:
             raise StoreError(f"store {self.uri} was opened read-only")
         now = rk.call_time(self.clock)
@@ -204,10 +191,7 @@ class RedisStore(RedisBase):
             return Verdict(status, match)
         return Verdict(status)
 
-    def near(self, fps: Fingerprints | int, *, exclude: str | None = None) -> list[Match]:
-        fps = check_fingerprints(fps)
-        if exclude is not None:
-            check_key(exclude)
+    def _near(self, fps: Fingerprints, exclude: str | None) -> list[Match]:
         if self._f1 is not None:
             return self._f1.near(fps, exclude=exclude)
         now = rk.call_time(self.clock)
@@ -225,20 +209,16 @@ class RedisStore(RedisBase):
                 out.append(m)
         return out
 
-    def add(
+    def _add(
         self,
-        fps: Fingerprints | int,
+        fps: Fingerprints,
         key: str,
-        *,
-        text: str | None = None,
-        job: str | None = None,
-        stored_at: float | None = None,
+        text: str | None,
+        job: str | None,
+        stored_at: float | None,
     ) -> None:
-        fps = check_fingerprints(fps)
-        check_key(key)
         now = rk.call_time(self.clock, stamp=stored_at is None)
-        t = rk.record_time(now) if stored_at is None else check_time(stored_at)
-        text = clean_text(text)
+        t = rk.record_time(now) if stored_at is None else stored_at
 
         def call(epoch: str) -> Any:
             rec = self._record(fps, key, t, job, text)
@@ -247,8 +227,7 @@ class RedisStore(RedisBase):
 
         self._keyed("add", True, call)
 
-    def get(self, key: str) -> Entry | None:
-        check_key(key)
+    def _get(self, key: str) -> Entry | None:
         if self._f1 is not None:
             return self._f1.get(key)
 
@@ -263,8 +242,7 @@ class RedisStore(RedisBase):
         with self._errors("get"):
             return None if raw is None else self._names.entry(raw)
 
-    def remove(self, key: str) -> bool:
-        check_key(key)
+    def _remove(self, key: str) -> bool:
 
         def call(epoch: str) -> bool:
             address = self._names.address(key, assign=False)
@@ -333,7 +311,7 @@ class RedisStore(RedisBase):
             counts["new_total"] = len(self)
         return counts
 
-    def import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
+    def _import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         return bulk.import_records(self, entries, decisions, rk.call_time(self.clock, stamp=False))
 
     def prune(self) -> int:
