@@ -6,8 +6,11 @@ Real files, reopened."""
 from __future__ import annotations
 
 import math
+import os
 import random
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +144,23 @@ def test_a_damaged_page_is_a_store_error_not_a_traceback(tmp_path: Path) -> None
     path.write_bytes(bytes(data))
     with open_store(str(path), read_only=True) as r, pytest.raises(StoreError, match="damaged"):
         list(r.entries())  # a scan reaches the damaged page: sqlite3.DatabaseError before
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+def test_a_fifo_or_a_device_is_named_not_called_missing(tmp_path: Path, read_only: bool) -> None:
+    """A FIFO was "no such store file" (the file exists); opening one for writing could block
+    on it. Each kind is named, and nothing is read from it or written beside it."""
+    fifo = tmp_path / "pipe.sqlite"
+    os.mkfifo(fifo)
+    for path, kind in [(fifo, "a FIFO"), (Path("/dev/null"), "a character device")]:
+        with pytest.raises(StoreError, match=f"is {kind}.*not a store file"):
+            open_store(str(path), read_only=read_only)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.sqlite"]
+    out = subprocess.run(
+        [sys.executable, "-m", "nearduppipe.cli", "info", str(fifo)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2 and out.stdout == ""
+    assert (
+        out.stderr.strip() == f"nearduppipe info: {fifo}: is a FIFO (named pipe), not a store file"
+    )

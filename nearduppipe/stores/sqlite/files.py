@@ -210,6 +210,24 @@ def stored_format(path: Path) -> int | None:
     return version
 
 
+def not_a_store_file(path: Path) -> str:
+    """Why ``path`` (which is not a regular file) can not be read as a store, in a few words:
+    a FIFO or a device is named as such, not "no such file" (reading one could block)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "no such store file"
+    kinds = [
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ]
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    return f"is {kind}, not a store file"
+
+
 def prepare_path(path: Path) -> None:
     """Make sure a store can be created or written at ``path``, with a clear error if not."""
     parent = path.parent
@@ -218,7 +236,7 @@ def prepare_path(path: Path) -> None:
     except OSError as e:
         raise StoreError(f"{path}: cannot create its directory: {e}") from e
     if path.exists() and not path.is_file():
-        raise StoreError(f"{path}: exists and is not a file")
+        raise StoreError(f"{path}: {not_a_store_file(path)}")
     if not os.access(parent, os.W_OK):
         raise StoreError(
             f"{path}: directory {parent} is not writable (the store writes its file, "

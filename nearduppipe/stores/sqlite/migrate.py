@@ -25,6 +25,7 @@ from .files import (
     FileLock,
     decode,
     encode,
+    not_a_store_file,
     prepare_path,
     read_connection,
     stored_format,
@@ -66,8 +67,7 @@ def prepare_file(
     removed, and a format-1 file not being reset migrated in place."""
     if read_only:
         if not path.is_file():
-            what = "is a directory, not a store file" if path.is_dir() else "no such store file"
-            raise StoreError(f"{path}: {what}")
+            raise StoreError(f"{path}: {not_a_store_file(path)}")
         stored_format(path)  # (an unreadable or unknown format is an error here)
         return
     prepare_path(path)
