@@ -16,6 +16,7 @@ import argparse
 import datetime
 import os
 import sys
+from pathlib import Path
 from typing import Any, ClassVar
 
 from scrapy.commands import ScrapyCommand
@@ -29,14 +30,21 @@ def _given_store(uri: str) -> str:
     """``--store`` as typed: a relative sqlite path that exists from here is that file; else it
     is found where a crawl with the same ``NEARDUP_STORE`` keeps it (the project's data dir)."""
     from nearduppipe.runtime.lifecycle import resolve_store_uri
-    from nearduppipe.stores.base import _scheme
-    from nearduppipe.stores.sqlite.store import sqlite_path
 
     if "{spider}" in uri:
         raise UsageError("--store names one store: {spider} needs a spider (use -s NEARDUP_STORE)")
-    if _scheme(uri) != "sqlite" or sqlite_path(uri).exists():
+    path = _store_file(uri)
+    if path is None or path.exists():
         return uri
     return resolve_store_uri(uri, "")
+
+
+def _store_file(uri: str) -> Path | None:
+    """The local file a store URI names (a sqlite store), or None."""
+    from nearduppipe.stores import find_backend
+
+    backend = find_backend(uri)
+    return None if backend is None else backend.file(uri)
 
 
 class NearDupCommand(ScrapyCommand):
@@ -144,11 +152,10 @@ class NearDupCommand(ScrapyCommand):
         """Summarise (or, with ``--format``, report) one spider's store."""
         from nearduppipe.cli._io import emit, redact, say, write_output
         from nearduppipe.cli._stores import is_redis, open_cli_store, uri_prefix
-        from nearduppipe.stores.base import _scheme
-        from nearduppipe.stores.sqlite.store import sqlite_path
 
         header = f"spider {name}: {redact(uri)}"
-        if _scheme(uri) == "sqlite" and not sqlite_path(uri).exists():
+        path = _store_file(uri)
+        if path is not None and not path.exists():
             if opts.format:
                 say(f"{header}: no store yet (nothing crawled with nearduppipe)")
                 self.exitcode = 1
@@ -192,7 +199,7 @@ class NearDupCommand(ScrapyCommand):
         if last is not None:
             when = datetime.datetime.fromtimestamp(last).isoformat(timespec="seconds")
             lines.append(f"  last near-duplicate at:             {when}")
-        if _scheme(uri) == "sqlite":
-            size = os.path.getsize(sqlite_path(uri))
+        if path is not None:
+            size = os.path.getsize(path)
             lines.append(f"  file size:                          {size / 1e6:.1f} MB")
         emit("\n".join(lines) + "\n")

@@ -5,6 +5,11 @@ face: each layer imports only the layers below it (errors.py, the exceptions' ro
 nothing of the package and only the standard library), none imports Scrapy or Twisted, and no module imports
 itself back through others (module-level or inside a function). The one allowed loop is the
 store registry, which imports its bundled backends when a URI first needs one.
+
+The face (and batch/) reach the stores through ``nearduppipe.stores`` and its modules that are
+no backend: the ``Store`` interface and the backend objects (``backend_for``). None of them
+imports a backend's module (``stores/sqlite/``, ``stores/redis/``, ``stores/memory.py``) or a
+name starting with ``_`` from a store module, and the face never imports redis-py.
 """
 
 from __future__ import annotations
@@ -42,13 +47,19 @@ CORE_FORBIDDEN = {"scrapy", "twisted"}  # at any depth of a core module, even TY
 FINGERPRINT_LIBS = {
     "trafilatura", "jieba", "rjieba", "xxhash", "numpy", "lxml", "resiliparse", "numba",
 }  # fmt: skip
-# the store registry loads its backends lazily (a function-level import: see stores/__init__)
+# the store registry loads its backends lazily (a function-level import: see stores/__init__;
+# open_store and register_store, in stores/base.py, reach the registry in stores/backend.py)
 REGISTRY = {
     ("nearduppipe.stores.base", "nearduppipe.stores"),
+    ("nearduppipe.stores.base", "nearduppipe.stores.backend"),
+    ("nearduppipe.stores.backend", "nearduppipe.stores"),
     ("nearduppipe.stores", "nearduppipe.stores.memory"),
     ("nearduppipe.stores", "nearduppipe.stores.redis"),
     ("nearduppipe.stores", "nearduppipe.stores.sqlite"),
 }
+# backends beside the stores.sqlite and stores.redis layers: modules of the stores layer that
+# the face and batch/ may not import (they open a backend with open_store, or ask backend_for)
+BACKEND_MODULES = {"nearduppipe.stores.memory"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,7 @@ class Edge:
     line: int
     level: str  # "module", "function" or "type-checking"
     internal: bool
+    name: str = ""  # the name ``from target import name`` takes, when it is no module
 
     def __str__(self) -> str:
         return f"{self.source} -> {self.target} ({self.level}, line {self.line})"
@@ -94,9 +106,10 @@ def _module_edges(name: str, path: Path, mods: set[str], top: str) -> list[Edge]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: list[Edge] = []
 
-    def add(target: str, line: int, level: str) -> None:
+    def add(target: str, line: int, level: str, taken: str = "") -> None:
         internal = target == top or target.startswith(top + ".")
-        out.append(Edge(name, target if internal else target.split(".")[0], line, level, internal))
+        target = target if internal else target.split(".")[0]
+        out.append(Edge(name, target, line, level, internal, taken))
 
     def visit(node: ast.AST, level: str) -> None:
         for child in ast.iter_child_nodes(node):
@@ -123,7 +136,10 @@ def _module_edges(name: str, path: Path, mods: set[str], top: str) -> list[Edge]
                 mod = child.module or ""
             for a in child.names:
                 sub = f"{mod}.{a.name}"
-                add(sub if sub in mods else mod, child.lineno, level)
+                if sub in mods:
+                    add(sub, child.lineno, level)
+                else:
+                    add(mod, child.lineno, level, a.name)
         visit(child, level)
 
     visit(ast.parse(path.read_text(encoding="utf-8")), "module")
@@ -164,6 +180,25 @@ def forbidden(all_edges: list[Edge]) -> list[str]:
         elif src == "errors" and e.target not in sys.stdlib_module_names | {"__future__"}:
             bad.append(f"{e}: the errors layer may not import {e.target}")
     return bad
+
+
+def backend_reach(all_edges: list[Edge]) -> list[str]:
+    """The imports by which the face or batch/ reach past the stores' public surface into a
+    backend (at any level, TYPE_CHECKING too), each said with its place."""
+    bad = []
+    for e in all_edges:
+        src = layer(e.source)
+        if src not in ("face", "batch"):
+            continue
+        if not e.internal:
+            if src == "face" and e.target == "redis":
+                bad.append(f"{e}: the face may not call Redis itself (ask the store's backend)")
+            continue
+        if layer(e.target) in ("stores.sqlite", "stores.redis") or e.target in BACKEND_MODULES:
+            bad.append(f"{e}: the {src} layer may not import a backend's module (use backend_for)")
+        elif layer(e.target) == "stores" and e.name.startswith("_"):
+            bad.append(f"{e}: the {src} layer may not import the private name {e.name}")
+    return list(dict.fromkeys(bad))  # (one line for an import of several names)
 
 
 def cycles(all_edges: list[Edge]) -> list[list[str]]:
@@ -220,6 +255,14 @@ def test_layers_import_only_downwards() -> None:
     assert not bad, "\n".join(bad)
 
 
+def test_the_face_reaches_backends_only_through_their_objects() -> None:
+    """No import of stores/sqlite, stores/redis, stores/memory.py or of a private stores name
+    from the face or batch/, and no redis-py in the face: the command line, ``scrapy neardup``
+    and runtime/ use ``backend_for`` and the ``Store`` interface."""
+    bad = backend_reach(edges(PACKAGE))
+    assert not bad, "\n".join(bad)
+
+
 def test_the_top_level_is_the_face() -> None:
     """Core code lives in the layers' folders: a module added at the top level is part of the
     Scrapy face, and is added here on purpose (errors.py, the bottom layer, is the one core
@@ -270,12 +313,17 @@ def test_the_walk_finds_what_it_must_refuse(tmp_path: Path) -> None:
             "index/search.py": "from . import runs\n",
             "index/runs.py": "def f():\n    from .search import X\n",
             "stores/__init__.py": "def load():\n    from . import sqlite\n",
-            "stores/base.py": "def open_store():\n    from . import load\n",
+            "stores/base.py": "def open_store():\n    from .backend import backend_for\n",
+            "stores/backend.py": "from .base import X\ndef backend_for():\n    from . import load\n",
             "stores/sqlite/__init__.py": "from ..base import open_store\n",
             "stores/memory.py": "from typing import TYPE_CHECKING\n"
             "if TYPE_CHECKING:\n    from twisted.internet import reactor\n"
             "from ..settings import X\n",
             "batch/__init__.py": "from ..stores.sqlite import Y\nfrom ..stores import memory\n",
+            "cli/__init__.py": "import redis.cluster\nfrom ..stores.base import _scheme, Store\n"
+            "from ..stores import backend_for\nfrom ..stores.redis import buckets\n"
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from ..stores.sqlite.files import TABLE\n",
         },
     )
     found = edges(root)
@@ -291,6 +339,15 @@ def test_the_walk_finds_what_it_must_refuse(tmp_path: Path) -> None:
     assert "nearduppipe.batch -> nearduppipe.stores.memory" not in bad
     assert "nearduppipe.stores -> nearduppipe.stores.sqlite" not in bad  # the registry
     assert cycles(found) == [["nearduppipe.index.runs", "nearduppipe.index.search"]]
+    reach = "\n".join(backend_reach(found))
+    assert "nearduppipe.cli -> redis (module, line 1): the face may not call Redis" in reach
+    assert "nearduppipe.cli -> nearduppipe.stores.base (module, line 2)" in reach
+    assert "may not import the private name _scheme" in reach
+    assert "(module, line 3)" not in reach  # backend_for, and Store on line 2, are public
+    assert "nearduppipe.cli -> nearduppipe.stores.redis (module, line 4)" in reach
+    assert "nearduppipe.cli -> nearduppipe.stores.sqlite.files (type-checking, line 7)" in reach
+    assert "nearduppipe.batch -> nearduppipe.stores.memory (module, line 2)" in reach
+    assert len(reach.splitlines()) == 6, reach
 
 
 def test_core_imports_without_scrapy() -> None:

@@ -18,8 +18,8 @@ import redis
 
 from nearduppipe.fingerprint.rule import Fingerprints, Rule
 from nearduppipe.index.search import Layout, table_key
+from nearduppipe.stores import backend_for
 from nearduppipe.stores.base import (
-    _REGISTRY,
     BadKey,
     Decision,
     Entry,
@@ -28,6 +28,7 @@ from nearduppipe.stores.base import (
     StoreUnavailable,
     Verdict,
 )
+from nearduppipe.stores.redis import RedisBackend
 from nearduppipe.stores.redis.keys import key as store_key
 from nearduppipe.stores.redis.keys import redact
 from nearduppipe.stores.redis.store import RedisStore, _open
@@ -419,8 +420,10 @@ def test_unreachable_server_and_options() -> None:
         RedisStore(f"redis://127.0.0.1:{free_port()}/0", timeout=1)
     with pytest.raises(StoreError, match=r"unknown options.*'distance'"):
         _open("redis://127.0.0.1:1/0", distance=3)
-    # open_store("redis://…") reaches _open (open_store itself also loads the sqlite backend)
-    assert all(_REGISTRY[scheme] is _open for scheme in ("redis", "rediss", "unix"))
+    # open_store("redis://…") reaches _open through the scheme's backend object
+    for scheme in ("redis", "rediss", "unix"):
+        backend = backend_for(f"{scheme}://h")
+        assert isinstance(backend, RedisBackend) and backend.factory is _open
 
 
 def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: RedisServer) -> None:

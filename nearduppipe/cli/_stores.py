@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 from ..fingerprint.rule import Rule
-from ..stores import Store, StoreError, open_store
-from ..stores.base import _scheme
+from ..stores import Store, StoreError, StoreListing, find_backend, open_store
 from ._io import CliError, bounded_int, redact
 
 __all__ = [
-    "RedisPrefix",
     "add_rule_args",
+    "backend_call",
     "is_redis",
     "list_redis_prefixes",
     "open_cli_store",
@@ -33,11 +31,22 @@ __all__ = [
     "uri_prefix",
 ]
 
-_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+_T = TypeVar("_T")
 
 
 def is_redis(uri: str) -> bool:
-    return _scheme(uri) in _REDIS_SCHEMES
+    """Whether ``uri`` names a server that holds several stores, each named by its key prefix
+    (Redis, one server or a Cluster)."""
+    backend = find_backend(uri)
+    return backend is not None and backend.prefixed
+
+
+def backend_call(fn: Callable[[], _T]) -> _T:
+    """A backend's answer; its error (a Redis server unreachable, …) is the command's one line."""
+    try:
+        return fn()
+    except StoreError as e:
+        raise CliError(str(e)) from None
 
 
 def uri_param(uri: str, name: str) -> str | None:
@@ -48,45 +57,6 @@ def uri_param(uri: str, name: str) -> str | None:
 def uri_prefix(uri: str) -> str | None:
     """The ``?prefix=`` of a Redis URI, if any."""
     return uri_param(uri, "prefix")
-
-
-def _client(uri: str) -> Any:
-    try:
-        import redis
-    except ImportError:
-        raise CliError(
-            f"{redact(uri)}: Redis stores need redis-py: pip install 'nearduppipe[redis]'"
-        ) from None
-    base, _, query = uri.partition("?")
-    rest = "&".join(f"{k}={v}" for k, v in parse_qsl(query) if k not in ("prefix", "ttl"))
-    scheme, sep, tail = base.partition("://")
-    try:
-        if scheme.lower().endswith("+cluster"):  # SCAN then reads every master
-            from redis.cluster import RedisCluster
-
-            return RedisCluster.from_url(
-                scheme.lower().split("+")[0] + sep + tail + ("?" + rest if rest else ""),
-                socket_timeout=5,
-                socket_connect_timeout=5,
-            )
-        return redis.Redis.from_url(
-            base + ("?" + rest if rest else ""), socket_timeout=5, socket_connect_timeout=5
-        )
-    except ValueError as e:
-        raise CliError(f"{redact(uri)}: {e}") from None
-    except (redis.RedisError, redis.exceptions.RedisClusterException) as e:
-        # (a cluster URI for a server that is not one, or unreachable; redis-py's cluster
-        # errors are not RedisErrors)
-        hint = ""
-        if "not enabled" in str(e):
-            hint = ": this server is not a Redis Cluster; use redis:// for a single server"
-        raise CliError(f"{redact(uri)}: {e}{hint}") from None
-
-
-@dataclass(frozen=True)
-class RedisPrefix:
-    prefix: str
-    meta: dict[str, str]
 
 
 def add_rule_args(p: argparse.ArgumentParser, purpose: str) -> None:
@@ -135,57 +105,17 @@ def rule_from_args(args: argparse.Namespace) -> Rule | None:
         raise CliError(str(e)) from None
 
 
-def _redis_call(uri: str, what: str, fn: Any) -> Any:
-    import redis
-
-    try:
-        return fn()
-    except (redis.ConnectionError, redis.TimeoutError) as e:
-        raise CliError(f"{redact(uri)}: cannot reach Redis to {what}: {e}") from None
-    except redis.RedisError as e:
-        raise CliError(f"{redact(uri)}: {what}: {e}") from None
+def list_redis_prefixes(uri: str) -> list[StoreListing]:
+    """Every store on the server (by name: its prefix), read only."""
+    backend = find_backend(uri)
+    assert backend is not None
+    return backend_call(lambda: backend.list_stores(uri))
 
 
-def list_redis_prefixes(uri: str) -> list[RedisPrefix]:
-    """Every store on the server: SCAN for the ``{prefix}:meta`` hash each store writes."""
-    client = _client(uri)
-    cluster = _scheme(uri).endswith("+cluster")
-    try:
-
-        def scan() -> list[RedisPrefix]:
-            found = []
-            for raw in client.scan_iter(match="{*}:meta", count=1000):
-                name = raw.decode("utf-8", "replace")
-                if not (name.startswith("{") and name.endswith("}:meta")):
-                    continue
-                meta = client.hgetall(raw)
-                if b"shard_of" in meta:  # a shard of a Redis Cluster store, not a store
-                    continue
-                if (meta.get(b"cluster") == b"1") != cluster:  # opened by the other scheme
-                    continue
-                found.append(
-                    RedisPrefix(
-                        name[1 : -len("}:meta")],
-                        {k.decode(): v.decode("utf-8", "replace") for k, v in meta.items()},
-                    )
-                )
-            return sorted(found, key=lambda p: p.prefix)
-
-        result: list[RedisPrefix] = _redis_call(uri, "list its stores", scan)
-        return result
-    finally:
-        client.close()
-
-
-def _redis_meta(uri: str, prefix: str) -> RedisPrefix | None:
-    client = _client(uri)
-    try:
-        meta = _redis_call(uri, "read the store", lambda: client.hgetall("{" + prefix + "}:meta"))
-    finally:
-        client.close()
-    if not meta:
-        return None
-    return RedisPrefix(prefix, {k.decode(): v.decode("utf-8", "replace") for k, v in meta.items()})
+def _redis_meta(uri: str, prefix: str) -> dict[str, str] | None:
+    backend = find_backend(uri)
+    assert backend is not None
+    return backend_call(lambda: backend.meta(uri, prefix))
 
 
 def _recorded_ttl(uri: str, prefix: str | None) -> float | None:
@@ -193,56 +123,37 @@ def _recorded_ttl(uri: str, prefix: str | None) -> float | None:
     another TTL is refused: stores/ttl_rule.py); None: none recorded, or no store yet."""
     from ..stores.ttl_rule import decode_ttl
 
-    text: str | None = None
-    if is_redis(uri):
-        found = _redis_meta(uri, prefix) if prefix else None
-        text = None if found is None else found.meta.get("ttl")
+    backend = find_backend(uri)
+    if backend is None or not backend.offers("meta"):
+        return None
+    meta: dict[str, str] | None = None
+    if backend.prefixed:
+        meta = _redis_meta(uri, prefix) if prefix else None
     elif (path := sqlite_file(uri)) and os.path.isfile(path):
-        import sqlite3
-
-        from ..stores.sqlite.files import TABLE, decode
-
-        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            row = conn.execute(f'SELECT value FROM "{TABLE}" WHERE key = ?', ("m:ttl",)).fetchone()
-        except sqlite3.Error:
-            row = None  # (no table yet, or not a store: the open says what is wrong)
-        finally:
-            conn.close()
-        text = None if row is None else str(decode(row[0], f"{path}: record m:ttl"))
+        meta = backend.meta(uri)
+    text = None if meta is None else meta.get("ttl")
     return None if text is None else decode_ttl(text, redact(uri))
 
 
 def sqlite_file(uri: str) -> str | None:
-    """The file of a sqlite store URI or path (``None`` for other backends)."""
-    if _scheme(uri) != "sqlite":
+    """The local file a store URI or path names (a sqlite store; ``None`` for other backends)."""
+    backend = find_backend(uri)
+    if backend is None:
         return None
-    from ..stores.sqlite.store import sqlite_path
-
     try:
-        return str(sqlite_path(uri))
+        path = backend.file(uri)
     except Exception as e:  # a malformed sqlite URI
         raise CliError(f"{uri}: {e}") from None
+    return None if path is None else str(path)
 
 
-def redis_store_identity(uri: str, prefix: str) -> tuple[Any, ...]:
+def redis_store_identity(uri: str, prefix: str) -> Hashable:
     """What names one Redis store whatever the URI's spelling (``localhost`` or ``127.0.0.1``,
     a prefix in the URI or given apart): the server's run id and database, or the ids of a
     cluster's nodes, with the prefix."""
-
-    def ask() -> tuple[Any, ...]:
-        if _scheme(uri).endswith("+cluster"):
-            nodes = client.cluster_nodes()
-            return ("cluster", frozenset(n["node_id"] for n in nodes.values()), prefix)
-        db = client.connection_pool.connection_kwargs.get("db", 0)
-        return ("server", client.info("server")["run_id"], int(db), prefix)
-
-    client = _client(uri)
-    try:
-        identity: tuple[Any, ...] = _redis_call(uri, "tell which server it is", ask)
-        return identity
-    finally:
-        client.close()
+    backend = find_backend(uri)
+    assert backend is not None
+    return backend_call(lambda: backend.identity(uri, prefix))
 
 
 def resolve_redis_prefix(uri: str, prefix: str | None) -> str:
@@ -253,8 +164,8 @@ def resolve_redis_prefix(uri: str, prefix: str | None) -> str:
         return prefix
     found = list_redis_prefixes(uri)
     if len(found) == 1:
-        return found[0].prefix
-    names = ", ".join(p.prefix for p in found) or "none"
+        return found[0].name
+    names = ", ".join(p.name for p in found) or "none"
     raise CliError(
         f"{redact(uri)}: name the store with ?prefix=… or --prefix (stores on this server: {names})"
     )
@@ -283,7 +194,7 @@ def open_cli_store(
             if _redis_meta(uri, prefix) is None:
                 # Reading a prefix that holds no store is a typo far more often than a wish to
                 # see zeros; say which stores exist instead (and write nothing).
-                names = ", ".join(p.prefix for p in list_redis_prefixes(uri)) or "none"
+                names = ", ".join(p.name for p in list_redis_prefixes(uri)) or "none"
                 raise CliError(
                     f"{redact(uri)}: no store with prefix {prefix!r} (stores on this server: "
                     f"{names})"

@@ -5,22 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..stores import find_backend
 from ._io import CliError, emit, redact, say
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    scheme = args.store.partition("://")[0].lower()
-    if scheme not in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
+    head, sep, _ = args.store.partition("://")
+    backend = find_backend(args.store) if sep and ":" not in head else None
+    if backend is None or not backend.offers("migrate"):
         raise CliError(
             f"{redact(args.store)}: only Redis stores (redis://, rediss://, unix://, "
             "redis+cluster://) have a format to migrate"
         )
     if args.batch < 1:
         raise CliError("--batch must be at least 1")
-    from ..stores.redis.cluster_migrate import migrate_cluster
-    from ..stores.redis.migrate import migrate
-
-    moved = (migrate_cluster if scheme.endswith("+cluster") else migrate)(
+    moved = backend.migrate(
         args.store,
         args.prefix,
         batch=args.batch,

@@ -112,8 +112,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         found = list_redis_prefixes(args.store)
         stores = []
         for p in found:
-            with open_cli_store(args.store, read_only=True, prefix=p.prefix) as store:
-                stores.append({"prefix": p.prefix, **_summary(store)})
+            with open_cli_store(args.store, read_only=True, prefix=p.name) as store:
+                stores.append({"prefix": p.name, **_summary(store)})
         if args.format == "json":
             emit(json.dumps({"server": redact(args.store), "stores": stores}, indent=1) + "\n")
             return 0

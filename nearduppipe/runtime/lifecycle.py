@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 from scrapy.utils.project import data_path
 
 from ..settings import NearDupConfig, NearDupConfigError
-from ..stores import Store, StoreError, StoreUnavailable, open_store
-from ..stores.base import LEASE_SECONDS, _scheme
+from ..stores import Store, StoreError, StoreUnavailable, find_backend, open_store
+from ..stores.base import LEASE_SECONDS
 from ..stores.redaction import redact
-from ..stores.sqlite.store import sqlite_path
 from .loop import await_future, periodic, start_coroutine
 
 if TYPE_CHECKING:
@@ -41,16 +40,15 @@ def resolve_store_uri(configured: str | None, spider_name: str) -> str:
     if not configured:
         return default_store_uri(spider_name)
     uri = configured.replace("{spider}", spider_name)
-    if _scheme(uri) != "sqlite":
-        return uri
+    backend = find_backend(uri)
     try:
-        path = sqlite_path(uri)
+        path = None if backend is None else backend.file(uri)
     except StoreError as e:
         raise NearDupConfigError(f"NEARDUP_STORE: {e}") from None
-    if path.is_absolute():
+    if path is None or path.is_absolute():
         return uri
-    absolute = Path(data_path(str(path))).absolute()
-    return f"sqlite:///{absolute}" if uri.lower().startswith("sqlite:") else str(absolute)
+    assert backend is not None
+    return backend.with_file(uri, Path(data_path(str(path))).absolute())
 
 
 def job_id(jobdir: str | None) -> str:
@@ -93,7 +91,8 @@ class StoreLifecycle:
             options["change_ttl"] = True
         if config.blocks is not None:
             options["blocks"] = config.blocks
-        if _scheme(uri).split("+")[0] in ("redis", "rediss", "unix") and config.redis_params:
+        backend = find_backend(uri)  # (NEARDUP_REDIS_PARAMS: the Redis client's options)
+        if backend is not None and backend.accepts("params") and config.redis_params:
             options["params"] = config.redis_params
         try:
             self.store: Store = open_store(

@@ -345,20 +345,14 @@ class Store(ABC):
 
 
 StoreFactory = Callable[..., Store]
-_REGISTRY: dict[str, StoreFactory] = {}
 
 
 def register_store(scheme: str, factory: StoreFactory) -> None:
-    """Make ``open_store("scheme:...")`` call ``factory(uri, **options)``."""
-    _REGISTRY[scheme] = factory
+    """Make ``open_store("scheme:...")`` call ``factory(uri, **options)``: a backend that
+    offers opening only (:func:`.backend.register_backend` registers one that offers more)."""
+    from .backend import FactoryBackend, register_backend
 
-
-def _scheme(uri: str) -> str:
-    head, sep, _ = uri.partition(":")
-    # A bare path (no scheme, or a one-letter Windows drive) is a sqlite file.
-    if not sep or len(head) <= 1 or "/" in head or "\\" in head:
-        return "sqlite"
-    return head.lower()
+    register_backend(scheme, FactoryBackend(scheme, factory))
 
 
 def open_store(uri: str, *, rule: Rule | None = None, **options: Any) -> Store:
@@ -370,17 +364,11 @@ def open_store(uri: str, *, rule: Rule | None = None, **options: Any) -> Store:
     ``reset=True`` (empty it first), ``ttl`` (seconds), ``max_decisions``, ``clock`` (a
     ``time.time`` stand-in for tests and replays; a Redis store without one uses the Redis
     server's ``TIME``, so that every client of a store shares one clock). Others go to the
-    backend."""
+    backend (:func:`.backend.backend_for`)."""
     if not isinstance(uri, str) or not uri.strip():
         raise StoreError(f"a store URI is a non-empty string, not {uri!r}")
     if rule is not None and not isinstance(rule, Rule):
         raise StoreError(f"rule must be a nearduppipe.Rule, not {type(rule).__name__}")
-    from . import _load_builtin_backends
+    from .backend import backend_for
 
-    _load_builtin_backends()
-    scheme = _scheme(uri)
-    factory = _REGISTRY.get(scheme)
-    if factory is None:
-        known = ", ".join(sorted(f"{s}:" for s in _REGISTRY))
-        raise StoreError(f"unknown store scheme {scheme!r} in {uri!r}; known: {known}")
-    return factory(uri, rule=rule, **options)
+    return backend_for(uri).open(uri, rule=rule, **options)
