@@ -156,11 +156,11 @@ def test_a_fifo_or_a_device_is_named_not_called_missing(tmp_path: Path, read_onl
         with pytest.raises(StoreError, match=f"is {kind}.*not a store file"):
             open_store(str(path), read_only=read_only)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.sqlite"]
-    out = subprocess.run(
-        [sys.executable, "-m", "nearduppipe.cli", "info", str(fifo)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert out.returncode == 2 and out.stdout == ""
-    assert (
-        out.stderr.strip() == f"nearduppipe info: {fifo}: is a FIFO (named pipe), not a store file"
-    )
+    for command in (["info"], ["report"], ["forget"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "nearduppipe.cli", *command, str(fifo), *(["k"] if command == ["forget"] else [])],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.returncode == 2 and out.stdout == "", command
+        line = f"nearduppipe {command[0]}: {fifo}: is a FIFO (named pipe), not a store file"
+        assert out.stderr.strip() == line

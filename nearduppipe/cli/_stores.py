@@ -201,8 +201,8 @@ def open_cli_store(
                 )
         if prefix:
             options["prefix"] = prefix
-    elif must_exist and (path := sqlite_file(uri)) and not os.path.isfile(path):
-        raise CliError(f"{path}: no such store file")
+    elif must_exist and (path := sqlite_file(uri)) and not os.path.lexists(path):
+        raise CliError(f"{path}: no such store file")  # (a FIFO or a folder: the open names it)
     if read_only:
         options["read_only"] = True
     try:
