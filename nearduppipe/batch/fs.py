@@ -89,7 +89,7 @@ def _scrub(text: str, url: str) -> str:
     """``text`` on one line, without the URL's password nor a secret of the environment."""
     out = redact(" ".join(text.split()), url)
     for key, value in os.environ.items():
-        if _SECRET_ENV.search(key) and len(value) >= 4:
+        if _SECRET_ENV.search(key) and len(value) >= 8:
             out = out.replace(value, "***")
     return out
 

@@ -302,7 +302,7 @@ def add_parsers(sub: Any) -> None:
         "distance, the similarity it implies) as JSON lines, or Parquet for a .parquet name "
         "(nearduppipe[parquet])",
     )
-    p.add_argument("--report", help="write the report to this file instead of standard output")
+    p.add_argument("--report", help="write the report to this file (or URL) instead of stdout")
     p.add_argument(
         "--scope",
         choices=("global", "domain", "host"),
