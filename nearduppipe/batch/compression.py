@@ -40,7 +40,7 @@ def compression_of(path: str | Path) -> str | None:
     return COMPRESSIONS.get(Path(path).suffix.lower())
 
 
-def need_zstandard(path: str | Path) -> Any:
+def need_zstandard(path: object) -> Any:
     """The ``zstandard`` module, or a :class:`MissingExtraError` naming the extra."""
     try:
         import zstandard  # type: ignore[import-untyped,import-not-found,unused-ignore]
@@ -52,7 +52,7 @@ def need_zstandard(path: str | Path) -> Any:
     return zstandard
 
 
-def decompressed(raw: IO[bytes], compression: str | None, path: Path) -> IO[bytes]:
+def decompressed(raw: IO[bytes], compression: str | None, path: object) -> IO[bytes]:
     if compression is None:
         return raw
     if compression == "gzip":

@@ -38,6 +38,7 @@ from .compression import (
     decompressed,
     need_zstandard,
 )
+from .fs import AnyPath, as_path
 
 __all__ = [
     "COMPRESSIONS",
@@ -100,8 +101,8 @@ class FeedReader:
     """One streaming pass over a feed file. Iterate once; use as a context manager.
     ``compression``: ``gzip``, ``zstd`` or ``None`` (see :func:`compression_of`)."""
 
-    def __init__(self, path: str | Path, fmt: str, compression: str | None = None) -> None:
-        self.path = Path(path)
+    def __init__(self, path: AnyPath, fmt: str, compression: str | None = None) -> None:
+        self.path = as_path(path)  # (a URL: .fs)
         self.format = fmt
         self.compression = compression
         if compression is not None and compression not in COMPRESSIONS.values():

@@ -1,6 +1,10 @@
 """The inputs of one batch job: files and globs, in the order given, each a feed (JSON lines,
 JSON, CSV, XML; plain, gzip or zstd) or a WARC file.
 
+An input is a local path or a URL (``s3://``, ``gs://``, ``hdfs://``, ``http(s)://``:
+:mod:`.fs`); a listing file (``--inputs-from``, e.g. Common Crawl's ``warc.paths.gz``) names
+more, one a line.
+
 The order matters: a group's kept record is its first in input order, that is the order of the
 inputs as given (a glob's files in name order), then each input's record order. A file named
 twice (by two globs, or a glob and its name) is read once, at its first place.
@@ -14,11 +18,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .compression import FeedError, compression_of, need_zstandard
+from .compression import FeedError, MissingExtraError, compression_of, decompressed, need_zstandard
 from .feeds import FeedReader, feed_format
+from .fs import UrlError, UrlPath, as_path, expand_url, is_url, local_name
 from .warc import WarcReader, is_warc, need_warcio
 
-__all__ = ["INPUT_FORMATS", "Input", "InputError", "check_extras", "expand_inputs", "open_input"]
+__all__ = [
+    "INPUT_FORMATS",
+    "Input",
+    "InputError",
+    "check_extras",
+    "expand_inputs",
+    "open_input",
+    "read_listing",
+]
 
 INPUT_FORMATS = ("jsonl", "json", "csv", "xml", "warc")
 _GLOB_CHARS = frozenset("*?[")
@@ -34,7 +47,7 @@ class Input:
     """One input file: ``format`` is a feed format or ``warc``; ``compression`` is ``gzip``,
     ``zstd`` or ``None`` (a WARC's own per-record gzip is warcio's business)."""
 
-    path: Path
+    path: Path | UrlPath
     format: str
     compression: str | None = None
 
@@ -46,12 +59,21 @@ class Input:
         return str(self.path)
 
 
-def _input(path: Path, given: str | None) -> Input:
-    if given == "warc" or (given is None and is_warc(path)):
+def _input(path: Path | UrlPath, given: str | None) -> Input:
+    if given == "warc" or (given is None and is_warc(str(path))):
         return Input(path, "warc")
     if given is not None and given not in INPUT_FORMATS:
         raise InputError(f"unknown input format {given!r}: use {', '.join(INPUT_FORMATS)}")
-    return Input(path, feed_format(path, given), compression_of(path))
+    return Input(path, feed_format(str(path), given), compression_of(str(path)))
+
+
+def _urls(name: str | UrlPath) -> list[UrlPath]:
+    try:
+        return expand_url(name)
+    except MissingExtraError:
+        raise
+    except UrlError as e:
+        raise InputError(str(e)) from None
 
 
 def _regular(path: Path, shown: str) -> None:
@@ -72,7 +94,15 @@ def expand_inputs(
     seen: dict[tuple[int, int] | str, None] = {}
     repeats: list[str] = []
     for name in names:
-        text = str(name)
+        if is_url(name):
+            for url in _urls(name):  # (a URL's files: by their full URL)
+                if url.url in seen:
+                    repeats.append(str(url))
+                    continue
+                seen[url.url] = None
+                inputs.append(_input(url, input_format))
+            continue
+        text = local_name(str(name))
         paths: list[Path]
         if _GLOB_CHARS & set(text) and not Path(text).exists():
             matched = sorted(glob.glob(os.path.expanduser(text), recursive=True))
@@ -99,9 +129,9 @@ def check_extras(inputs: Sequence[Input]) -> None:
     package that is missing, before any input is read."""
     for source in inputs:
         if source.is_warc:
-            need_warcio(source.path)
+            need_warcio(str(source.path))
         elif source.compression == "zstd":
-            need_zstandard(source.path)
+            need_zstandard(str(source.path))
 
 
 def open_input(
@@ -113,3 +143,28 @@ def open_input(
     if source.is_warc:
         return WarcReader(source.path, key_field, html_field, payload)
     return FeedReader(source.path, source.format, source.compression)
+
+
+def read_listing(name: str) -> list[str]:
+    """The inputs a listing file names, one path, URL or glob a line (blank lines and ``#``
+    comments skipped), in order; the listing is a local file or a URL, plain or gzip (Common
+    Crawl's ``warc.paths.gz``)."""
+    try:
+        path = as_path(name)
+        with path.open("rb") as raw:
+            data = decompressed(raw, compression_of(path.name), Path(path.name)).read()
+        lines = data.decode("utf-8").splitlines()
+    except UrlError as e:
+        raise InputError(f"--inputs-from {e}") from None
+    except FileNotFoundError:
+        raise InputError(f"--inputs-from {path}: no such file") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"--inputs-from {path}: not UTF-8: {e.reason}") from None
+    except (OSError, EOFError) as e:
+        where = f"--inputs-from {path}"
+        raise InputError(f"{where}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    names = [line.strip() for line in lines]
+    names = [n for n in names if n and not n.startswith("#")]
+    if not names:
+        raise InputError(f"--inputs-from {path}: names no input")
+    return names

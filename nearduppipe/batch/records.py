@@ -44,6 +44,7 @@ from .compression import FeedError
 from .core import Fields, collapse, expand_pairs
 from .engine_local import Engine, LocalEngine
 from .feeds import FeedWriter
+from .fs import UrlPath
 from .inputs import Input, check_extras, expand_inputs, open_input
 from .keep import KEEP_RULES, keep_groups
 from .precomputed import DEFAULT_FIELD
@@ -120,7 +121,7 @@ def _sources(
 ) -> list[Input]:
     given = [path] if isinstance(path, (str, Path, Input)) else list(path)
     out: list[Input] = []
-    seen: set[Path] = {p.path.resolve() for p in given if isinstance(p, Input)}
+    seen: set[Path | UrlPath] = {p.path.resolve() for p in given if isinstance(p, Input)}
     for p in given:
         if isinstance(p, Input):
             out.append(p)

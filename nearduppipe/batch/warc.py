@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .compression import FeedError, MissingExtraError
+from .fs import AnyPath, as_path
 
 __all__ = [
     "HTML_TYPES",
@@ -41,7 +42,7 @@ def is_warc(path: str | Path) -> bool:
     return str(path).lower().endswith(WARC_SUFFIXES)
 
 
-def need_warcio(path: str | Path) -> Any:
+def need_warcio(path: object) -> Any:
     try:
         from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:
@@ -74,9 +75,9 @@ class WarcReader:
     compression = None
 
     def __init__(
-        self, path: str | Path, key_field: str, html_field: str, payload: bool = True
+        self, path: AnyPath, key_field: str, html_field: str, payload: bool = True
     ) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)  # (a URL: .fs)
         self._iterator_class = need_warcio(self.path)
         self.key_field = key_field
         self.html_field = html_field

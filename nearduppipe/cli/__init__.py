@@ -64,7 +64,9 @@ def _quiet_broken_pipe() -> int:
 def _one_line(error: BaseException, args: argparse.Namespace) -> str:
     """An error's message as one line (its own lines joined; its class name if it has none),
     with the passwords of every URI on the command line redacted wherever they appear."""
-    uris = [v for v in vars(args).values() if isinstance(v, str) and "://" in v]
+    values = [v for v in vars(args).values() if isinstance(v, str)]
+    values += [x for v in vars(args).values() if isinstance(v, list) for x in v]  # (inputs)
+    uris = [v for v in values if isinstance(v, str) and "://" in v]
     return redact(" ".join(str(error).split("\n")).strip() or type(error).__name__, *uris)
 
 

@@ -100,6 +100,18 @@ def refuse_directory(path: str | None, what: str = "") -> None:
         raise CliError(f"{what + ' ' if what else ''}{path}: is a directory; name a file to write")
 
 
+def refuse_unreachable_url(path: str | None, what: str) -> None:
+    """An output URL (``s3://``: ``batch/fs.py``) whose library, credentials or bucket (or
+    folder) is missing is refused before any work is done for it."""
+    if path and "://" in path and _is_url(path):
+        from ..batch.fs import check_output
+
+        try:
+            check_output(path)
+        except NearDupError as e:
+            raise CliError(f"{what} {e}") from None
+
+
 def _written_in_place(target: Path) -> bool:
     """An existing path that is not a regular file: a FIFO, a device (/dev/null, /dev/full) or a
     symlink (/dev/stdout). Renaming a file over it would put a regular file in its place (as
@@ -151,7 +163,12 @@ def atomic_output(path: str, newline: str | None = None) -> Iterator[TextIO]:
     the same directory (same file system) and renamed over the target, so an interrupted run
     never leaves half a file where a good one was. Only a regular file or a new path is
     replaced; anything else (a FIFO, a device, a symlink) is written in place, as a shell's
-    ``>`` writes it (a FIFO waits for its reader)."""
+    ``>`` writes it (a FIFO waits for its reader). A URL (``s3://``, ``gs://``, ``hdfs://``:
+    ``batch/fs.py``) is written to a local temporary file, then uploaded whole."""
+    if "://" in path and _is_url(path):
+        with _url_output(path, newline) as f:
+            yield f
+        return
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
@@ -189,6 +206,32 @@ def atomic_output(path: str, newline: str | None = None) -> Iterator[TextIO]:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _is_url(path: str) -> bool:
+    from ..batch.fs import is_url
+
+    return is_url(path)
+
+
+@contextlib.contextmanager
+def _url_output(path: str, newline: str | None) -> Iterator[TextIO]:
+    """Written under ``$TMPDIR``, put at the URL when complete: an object appears whole or
+    not at all, so a failed run leaves nothing there."""
+    from ..batch.fs import check_output
+
+    try:
+        target = check_output(path)
+    except NearDupError as e:
+        raise CliError(str(e)) from None
+    with tempfile.TemporaryDirectory(prefix="nearduppipe-") as tmp:
+        local = os.path.join(tmp, target.name or "output")
+        with _closing(_text(local, str(target), newline)) as f:
+            yield f
+        try:
+            target.upload(local)
+        except NearDupError as e:
+            raise CliError(str(e)) from None
 
 
 def write_output(text: str, path: str | None) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..batch.compression import MissingExtraError
 from ..batch.feeds import FEED_FORMATS, FeedError, feed_format
+from ..batch.fs import full_name
 from ..batch.inputs import INPUT_FORMATS, Input, InputError, check_extras, expand_inputs
 from ..batch.keep import KEEP_RULES
 from ..batch.pairs_out import check_pyarrow, pairs_format, write_pairs
@@ -26,6 +27,7 @@ from ._io import (
     redact,
     refuse_directory,
     refuse_overwriting_inputs,
+    refuse_unreachable_url,
     say,
     write_output,
 )
@@ -46,8 +48,15 @@ def _progress_bars(enabled: bool) -> Any:
 
 
 def _inputs(args: argparse.Namespace) -> list[Input]:
+    from ..batch.inputs import read_listing
+
     try:
-        inputs, repeats = expand_inputs(args.input, args.input_format)
+        names = list(args.input)
+        for listing in args.inputs_from or ():
+            names += read_listing(listing)
+        if not names:
+            raise CliError("no input: name files, globs or URLs, or --inputs-from FILE")
+        inputs, repeats = expand_inputs(names, args.input_format)
         check_extras(inputs)
     except InputError as e:
         raise CliError(f"INPUT {e}") from None
@@ -61,11 +70,12 @@ def _inputs(args: argparse.Namespace) -> list[Input]:
 def _check_outputs(args: argparse.Namespace, inputs: list[Input]) -> str | None:
     """The -o format; every output refused before any work when it is a directory, an input or
     another output."""
-    names = [str(i.path) for i in inputs]
+    names = [full_name(i.path) for i in inputs]
     outputs = [("-o", args.output), ("--report", args.report), ("--pairs", args.pairs)]
     for what, path in outputs:
         refuse_directory(path, what)
         refuse_overwriting_inputs(path, names, what=what)
+        refuse_unreachable_url(path, what)
     for n, (what, path) in enumerate(outputs):
         for other, path2 in outputs[n + 1 :]:
             if path and path2 and path != "-" and Path(path).resolve() == Path(path2).resolve():
@@ -264,14 +274,24 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "input",
-        nargs="+",
-        help="feed or WARC files, or globs (quoted: a glob's files in name order); the order "
-        "decides which copy is kept (format from each extension or --input-format)",
+        nargs="*",
+        help="feed or WARC files, or globs (quoted: a glob's files in name order), local or "
+        "URLs (s3://, gs://, hdfs://, http(s)://: nearduppipe[s3], [gcs], [hdfs], [http]); "
+        "the order decides which copy is kept (format from each extension or --input-format)",
+    )
+    p.add_argument(
+        "--inputs-from",
+        action="append",
+        metavar="FILE",
+        help="read more inputs from FILE (local or a URL, plain or .gz), one path, URL or glob "
+        "a line, after those named as arguments (e.g. Common Crawl's warc.paths.gz, its lines "
+        "prefixed with s3://commoncrawl/); may be given more than once",
     )
     p.add_argument(
         "-o",
         "--output",
-        help="write the kept records here (format from its extension or --output-format); "
+        help="write the kept records here, a file or a URL (s3://, gs://, hdfs://: uploaded "
+        "once complete; format from its extension or --output-format); "
         "with a WARC input, JSON lines: a feed record as read, a WARC record as its url, warc "
         "file, offset and fingerprints",
     )
@@ -282,7 +302,7 @@ def add_parsers(sub: Any) -> None:
         "distance, the similarity it implies) as JSON lines, or Parquet for a .parquet name "
         "(nearduppipe[parquet])",
     )
-    p.add_argument("--report", help="write the report to this file instead of standard output")
+    p.add_argument("--report", help="write the report to this file (or URL) instead of stdout")
     p.add_argument(
         "--scope",
         choices=("global", "domain", "host"),
