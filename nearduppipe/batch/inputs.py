@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bounded import DEFAULT_MAX_RECORD_BYTES
 from .compression import FeedError, compression_of, need_zstandard
 from .feeds import FeedReader, feed_format
 from .warc import WarcReader, is_warc, need_warcio
@@ -105,11 +106,16 @@ def check_extras(inputs: Sequence[Input]) -> None:
 
 
 def open_input(
-    source: Input, key_field: str, html_field: str, payload: bool = True
+    source: Input,
+    key_field: str,
+    html_field: str,
+    payload: bool = True,
+    limit: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> FeedReader | WarcReader:
     """A streaming reader of ``source``: ``(raw JSON or None, record)`` pairs, ``size`` and
     ``position()`` in bytes of the file, ``fields`` (a CSV header). WARC records carry the URL
-    under ``key_field`` and the page under ``html_field`` (with ``payload``)."""
+    under ``key_field`` and the page under ``html_field`` (with ``payload``). ``limit``: the
+    largest record read, in bytes (:mod:`.bounded`)."""
     if source.is_warc:
-        return WarcReader(source.path, key_field, html_field, payload)
-    return FeedReader(source.path, source.format, source.compression)
+        return WarcReader(source.path, key_field, html_field, payload, limit)
+    return FeedReader(source.path, source.format, source.compression, limit)
