@@ -15,7 +15,8 @@ Spark and Dask engines run in the same order, so every engine gives the same ans
 4. **512-bit verdict** (:func:`~.pairs.verdicts`) on each candidate, where it was found;
 5. **groups and the keep rule**: :mod:`.keep`, on the driver.
 
-:func:`expand_pairs` turns pairs of representatives back into pairs of records.
+:class:`.near.NearPairs` holds the pairs of representatives; it counts the pairs of records
+they stand for and lists them only when asked (``--pairs``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from ..fingerprint.text import normalise_whitespace
 from ..index.layout import Layout, Parts, table_keys
 from ..index.search import BlockIndex
 from ..index.words import wide_words
+from .bounded import DEFAULT_MAX_RECORD_BYTES, OVERSIZED
+from .compression import FeedError
 from .inputs import Input, open_input
 from .pairs import _pairs_sharing_keys, verdicts
 from .precomputed import MixedFingerprintsError, precomputed
@@ -40,7 +43,6 @@ __all__ = [
     "Fields",
     "Job",
     "collapse",
-    "expand_pairs",
     "explode",
     "fingerprint_job",
     "fingerprint_stripe",
@@ -52,6 +54,7 @@ __all__ = [
 # text, HTML, parameters; or the fingerprints the record carries (then no text: nothing to do)
 Job = tuple[str | None, str | bytes | None, FingerprintParams, Fingerprinted | None]
 _U64 = np.uint64
+TOO_LARGE = "record_too_large"  # the reason a record over --max-record-bytes has no fingerprint
 SMALL_GROUP = 48  # groups up to this size: all their pairs, vectorised; larger: a self-join
 MIN_SUB_BITS = 16  # keys of large groups (rest_parts): shorter ones narrow too little
 SUB_GROUP = 8  # with sub-blocks, groups above this size go through them (k = 3: n / 65,536 rows)
@@ -75,11 +78,14 @@ class Fields:
     html: str
     key: str
     fingerprint: str | None = None  # the field of fingerprints a crawl wrote (.precomputed)
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES  # larger records are not read (.bounded)
 
     def job(self, record: dict[str, Any], params: FingerprintParams, where: str = "") -> Job:
         """What fingerprints ``record``: its carried fingerprints when it has usable ones
         (:func:`.precomputed.precomputed`, which raises for fingerprints of other settings),
-        else its text or HTML."""
+        else its text or HTML; nothing for a record over the size limit, not read."""
+        if OVERSIZED in record:
+            return None, None, params, Fingerprinted(None, TOO_LARGE, 0)
         raw = record.get(self.text)
         text = _as_text(raw)
         carried = precomputed(record, self.fingerprint, params, where or "a record")
@@ -112,25 +118,35 @@ StripeRow = tuple[int, int, bytes, str | None, int]
 
 def fingerprint_stripe(
     source: Input, stripe: int, stripes: int, fields: Fields, params: FingerprintParams
-) -> list[StripeRow]:
+) -> list[StripeRow] | FeedError:
     """An executor's share of one input: it reads the whole input (cheap beside extraction)
     and fingerprints the records ``r`` with ``r % stripes == stripe``, so one large feed keeps
-    every core busy. The input must be readable at the same path where this runs."""
+    every core busy. The input must be readable at the same path where this runs. An input
+    that cannot be read is *returned* as its :class:`FeedError`, not raised: an engine would
+    wrap a raised one in its own error and tracebacks (Spark: a hundred lines ending in
+    ``PythonException``; Dask: the workers' logs), where the driver raises it as the local
+    engine does (:func:`in_order`)."""
     rows: list[StripeRow] = []
-    with open_input(source, fields.key, fields.html) as reader:
-        for r, (_, record) in enumerate(reader):
-            if r % stripes != stripe:
-                continue
-            try:
-                result = fingerprint_job(fields.job(record, params))
-            except MixedFingerprintsError:
-                # refused by the driver's walk of the same record, with its message; nothing
-                # is extracted here meanwhile
-                result = Fingerprinted(None, "mixed_fingerprints", 0)
-            fps = result.fingerprints
-            wide = wide_words(fps.wide if fps else None).tobytes()
-            fp = fps.fp if fps is not None else -1
-            rows.append((r, fp, wide, result.skipped, result.text_length))
+    limit = fields.max_record_bytes
+    try:
+        with open_input(source, fields.key, fields.html, limit=limit) as reader:
+            for r, (_, record) in enumerate(reader):
+                if r % stripes != stripe:
+                    continue
+                try:
+                    result = fingerprint_job(fields.job(record, params))
+                except MixedFingerprintsError:
+                    # refused by the driver's walk of the same record, with its message;
+                    # nothing is extracted here meanwhile
+                    result = Fingerprinted(None, "mixed_fingerprints", 0)
+                fps = result.fingerprints
+                wide = wide_words(fps.wide if fps else None).tobytes()
+                fp = fps.fp if fps is not None else -1
+                rows.append((r, fp, wide, result.skipped, result.text_length))
+    except FeedError as e:
+        return e
+    except OSError as e:  # (the line the driver would give: cli/dedup_cmd.py)
+        return FeedError(f"{e.filename or source}: cannot read: {e.strerror or e}")
     return rows
 
 
@@ -353,36 +369,15 @@ def sort_pairs(parts: list[np.ndarray]) -> np.ndarray:
     return result
 
 
-def expand_pairs(rep: np.ndarray, pairs: np.ndarray, has_wide: np.ndarray) -> np.ndarray:
-    """Pairs of representatives → pairs of records: each copy of ``i`` with each copy of
-    ``j`` at the representatives' distances, and the copies of one record with each other at
-    distance 0 (always near: :meth:`Rule.is_near` of 0)."""
-    n = len(rep)
-    copies: dict[int, list[int]] = {}
-    many = np.flatnonzero(np.isin(rep, rep[rep != np.arange(n)]))
-    for i in many[np.argsort(rep[many], kind="stable")].tolist():
-        copies.setdefault(int(rep[i]), []).append(i)
-    if not copies:
-        return pairs
-    rows: list[tuple[int, int, int, int]] = []
-    for members in copies.values():
-        dw = 0 if has_wide[members[0]] else -1
-        rows.extend((x, y, 0, dw) for k, x in enumerate(members) for y in members[k + 1 :])
-    with_copies = np.array(list(copies), dtype=np.int64)
-    plain = ~(np.isin(pairs[:, 0], with_copies) | np.isin(pairs[:, 1], with_copies))
-    for i, j, d, dw in pairs[~plain].tolist():
-        for x in copies.get(i, [i]):
-            rows.extend((min(x, y), max(x, y), d, dw) for y in copies.get(j, [j]))
-    extra = np.array(rows, dtype=np.int64).reshape(-1, 4)
-    return sort_pairs([pairs[plain], extra])
-
-
-def in_order(parts: Iterable[tuple[int, list[StripeRow]]]) -> Iterator[StripeRow]:
+def in_order(parts: Iterable[tuple[int, list[StripeRow] | FeedError]]) -> Iterator[StripeRow]:
     """Stripe results ``(input number, rows)`` in task order → rows in record order, holding
-    one input's rows at a time (not the whole batch's)."""
+    one input's rows at a time (not the whole batch's). A stripe's error is raised here, on
+    the driver, as the local engine raises it."""
     current: list[StripeRow] = []
     at = None
     for n, rows in parts:
+        if isinstance(rows, FeedError):
+            raise rows
         if n != at and current:
             yield from sorted(current, key=lambda row: row[0])
             current = []

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..fingerprint.page import Fingerprinted, FingerprintParams
 from ..fingerprint.rule import Rule
-from .compression import MissingExtraError
+from .compression import FeedError, MissingExtraError
 from .core import (
     Fields,
     Job,
@@ -46,7 +46,10 @@ __all__ = ["DaskEngine"]
 
 def _run_stripe(
     task: tuple[int, Input, int, int], fields: Fields, params: FingerprintParams
-) -> tuple[int, list[StripeRow]]:
+) -> tuple[int, list[StripeRow] | FeedError]:
+    # the driver stops at an input's error (its one line) and the stripes still running are
+    # cancelled: each would log a WARNING "Async instruction ... ended with CancelledError"
+    logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
     n, source, s, k = task
     return n, fingerprint_stripe(source, s, k, fields, params)
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..fingerprint.page import Fingerprinted, FingerprintParams
 from ..fingerprint.rule import Rule
-from .compression import MissingExtraError
+from .compression import FeedError, MissingExtraError
 from .core import (
     Fields,
     Job,
@@ -106,7 +106,7 @@ class SparkEngine(FrameSearch):
         stripes = max(1, -(-2 * self.parallelism // len(sources)))
         tasks = list(_stripe_tasks(sources, stripes))
 
-        def run(task: tuple[int, Input, int, int]) -> list[tuple[int, list[StripeRow]]]:
+        def run(task: tuple[int, Input, int, int]) -> list[tuple[int, list[StripeRow] | FeedError]]:
             n, source, s, k = task
             return [(n, fingerprint_stripe(source, s, k, fields, params))]
 

@@ -22,22 +22,30 @@ import codecs
 import csv
 import io
 import json
-import re
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, TextIO, cast
-from xml.sax.saxutils import XMLGenerator
+from typing import IO, Any
 
+from .bounded import (
+    DEFAULT_MAX_RECORD_BYTES,
+    OVERSIZED,
+    Capped,
+    Oversized,
+    RecordTooLargeError,
+    bounded_lines,
+)
 from .compression import (
     COMPRESSIONS,
     FeedError,
+    IncompleteError,
     MissingExtraError,
     compression_of,
     decompressed,
     need_zstandard,
 )
+from .feed_writer import FeedWriter, neutralise_formula
 from .fs import AnyPath, as_path
 
 __all__ = [
@@ -94,17 +102,29 @@ def feed_format(path: str | Path, given: str | None = None) -> str:
     return _EXTENSIONS[suffix]
 
 
-Record = tuple[str | None, dict[str, Any]]  # (raw JSON text or None, the record)
+# (raw JSON text or None, the record); a JSON line over the limit: (Oversized, {OVERSIZED: …})
+Record = tuple[str | Oversized | None, dict[str, Any]]
+MAX_XML_DEPTH = 256  # an item's fields nest a few levels; 200,000 made a RecursionError
 
 
 class FeedReader:
     """One streaming pass over a feed file. Iterate once; use as a context manager.
-    ``compression``: ``gzip``, ``zstd`` or ``None`` (see :func:`compression_of`)."""
+    ``compression``: ``gzip``, ``zstd`` or ``None`` (see :func:`compression_of`). ``limit``:
+    the largest record read, in bytes (a JSON line over it is yielded as an
+    :class:`~.bounded.Oversized`, unread; in other formats it is a
+    :class:`~.bounded.RecordTooLargeError`)."""
 
-    def __init__(self, path: AnyPath, fmt: str, compression: str | None = None) -> None:
+    def __init__(
+        self,
+        path: AnyPath,
+        fmt: str,
+        compression: str | None = None,
+        limit: int = DEFAULT_MAX_RECORD_BYTES,
+    ) -> None:
         self.path = as_path(path)  # (a URL: .fs)
         self.format = fmt
         self.compression = compression
+        self.limit = limit
         if compression is not None and compression not in COMPRESSIONS.values():
             raise FeedError(f"{path}: unknown compression {compression!r}")
         if compression == "zstd":
@@ -154,7 +174,12 @@ class FeedReader:
             yield from records
         except FeedError:
             raise
-        except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+        except EOFError:  # (gzip: "Compressed file ended before the end-of-stream marker …")
+            raise IncompleteError(
+                f"{self.path}: incomplete: the {self.compression} stream ends early "
+                "(the file was cut short?)"
+            ) from None
+        except OSError as e:  # gzip.BadGzipFile is an OSError
             raise FeedError(f"{self.path}: cannot decompress ({self.compression}): {e}") from None
         except Exception as e:
             if type(e).__name__ != "ZstdError":
@@ -166,8 +191,17 @@ class FeedReader:
             raise FeedError(f"{self.path}: {where}: a record must be a JSON object")
         return value
 
+    def _too_large(self, where: str) -> RecordTooLargeError:
+        return RecordTooLargeError(
+            f"{self.path}: {where}: a record of more than {self.limit:,} bytes "
+            f"(--max-record-bytes); not read: a {self.format} record cannot be skipped unparsed"
+        )
+
     def _jsonl(self) -> Iterator[Record]:
-        for n, raw_line in enumerate(self._file, 1):
+        for n, raw_line in enumerate(bounded_lines(self._file, self.limit, str(self.path)), 1):
+            if isinstance(raw_line, Oversized):
+                yield raw_line, {OVERSIZED: raw_line.where}
+                continue
             try:
                 line = raw_line.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -238,10 +272,14 @@ class FeedReader:
                 except json.JSONDecodeError as e:
                     if eof:
                         raise FeedError(f"{self.path}: record {n + 1}: {_not_json(e)}") from None
+                    if len(buf) - pos > self.limit:
+                        raise self._too_large(f"record {n + 1}") from None
                     want = max(_CHUNK, len(buf))  # grow: a long record is re-parsed O(log) times
                     more()
                 except (ValueError, RecursionError) as e:  # (more text cannot mend these)
                     raise FeedError(f"{self.path}: record {n + 1}: {_not_json(e)}") from None
+            if end - pos > self.limit:  # (decoded within a chunk read ahead: refused all the same)
+                raise self._too_large(f"record {n + 1}")
             n += 1
             raw = buf[pos:end]
             pos = end
@@ -259,11 +297,22 @@ class FeedReader:
     def _csv(self) -> Iterator[Record]:
         csv.field_size_limit(sys.maxsize)
         text = io.TextIOWrapper(self._file, encoding="utf-8-sig", newline="")
+        row = [0, 0]  # (characters read since the last record; records read)
+
+        def lines() -> Iterator[str]:  # (each read bounded: a record over the limit is refused)
+            while line := text.readline(self.limit + 2):
+                row[0] += len(line)
+                if row[0] > self.limit + 2 or (len(line) > self.limit and line[-1] != "\n"):
+                    raise self._too_large(f"record {row[1] + 1}")
+                yield line
+
         try:
-            reader = csv.DictReader(text)
+            reader = csv.DictReader(lines())
             self.fields = list(reader.fieldnames or [])
-            for row in reader:
-                yield None, {k: v for k, v in row.items() if k is not None}
+            row[0] = 0
+            for record in reader:
+                row[0], row[1] = 0, row[1] + 1
+                yield None, {k: v for k, v in record.items() if k is not None}
         except UnicodeDecodeError as e:
             raise FeedError(f"{self.path}: not UTF-8: {e.reason}") from None
         except csv.Error as e:
@@ -274,10 +323,16 @@ class FeedReader:
     def _xml(self) -> Iterator[Record]:
         root: ET.Element | None = None
         depth, n = 0, 0
+        capped = Capped(self._file, self.limit, lambda: self._too_large(f"item {n + 1}"))
         try:
-            for event, elem in ET.iterparse(self._file, events=("start", "end")):
+            for event, elem in ET.iterparse(io.BufferedReader(capped), events=("start", "end")):
                 if event == "start":
                     depth += 1
+                    if depth > MAX_XML_DEPTH:
+                        raise FeedError(
+                            f"{self.path}: item {n + 1}: XML nested more than {MAX_XML_DEPTH} "
+                            "levels deep; not read"
+                        )
                     if root is None:
                         root = elem
                     continue
@@ -287,6 +342,7 @@ class FeedReader:
                     yield None, {child.tag: _xml_value(child) for child in elem}
                     assert root is not None
                     root.clear()  # drop the item from the tree: memory stays one item
+                    capped.reset()
         except ET.ParseError as e:
             raise FeedError(f"{self.path}: not XML after item {n}: {e}") from None
 
@@ -299,97 +355,3 @@ def _xml_value(elem: ET.Element) -> Any:
     if all(child.tag == "value" for child in children):
         return [_xml_value(child) for child in children]
     return {child.tag: _xml_value(child) for child in children}
-
-
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def neutralise_formula(value: str) -> str:
-    """OWASP's CSV-injection defence: a cell a spreadsheet would run as a formula (starting
-    with ``= + - @``, tab or CR) is prefixed with ``'``. Plain numbers (``-12.5``) are left."""
-    if value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
-        return "'" + value
-    return value
-
-
-def _csv_cell(value: Any) -> str:
-    if value is None:
-        text = ""
-    elif isinstance(value, str):
-        text = value
-    elif isinstance(value, (list, tuple)):  # as Scrapy's CsvItemExporter joins multivalued
-        text = ",".join(
-            v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in value
-        )
-    elif isinstance(value, (dict, bool)) or value is None:
-        text = json.dumps(value, ensure_ascii=False)
-    else:
-        text = str(value)
-    return neutralise_formula(text)
-
-
-class FeedWriter:
-    """Writes records in one of the feed formats, as Scrapy's exporters lay them out. Records
-    read from JSON keep their raw text when written to JSON (byte for byte)."""
-
-    def __init__(self, out: TextIO, fmt: str, fields: list[str], source_format: str) -> None:
-        self.out = out
-        self.format = fmt
-        self.fields = fields
-        self.source_format = source_format
-        self._n = 0
-        self._csv: Any = None
-        self._xml: XMLGenerator | None = None
-        if fmt == "json":
-            out.write("[")
-        elif fmt == "csv":
-            self._csv = csv.writer(out, lineterminator="\r\n")
-            self._csv.writerow([neutralise_formula(f) for f in fields])
-        elif fmt == "xml":
-            self._xml = XMLGenerator(cast(Any, out), encoding="utf-8", short_empty_elements=False)
-            self._xml.startDocument()
-            self._xml.startElement("items", {})  # type: ignore[arg-type]
-            out.write("\n")
-
-    def write(self, raw: str | None, record: dict[str, Any]) -> None:
-        self._n += 1
-        if self.format == "jsonl":
-            if raw is not None and self.source_format == "jsonl":
-                self.out.write(raw if raw.endswith("\n") else raw + "\n")
-            else:
-                self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
-        elif self.format == "json":
-            text = raw.rstrip("\r\n") if raw is not None else json.dumps(record, ensure_ascii=False)
-            self.out.write(("\n" if self._n == 1 else ",\n") + text)
-        elif self.format == "csv":
-            self._csv.writerow([_csv_cell(record.get(f)) for f in self.fields])
-        else:
-            assert self._xml is not None
-            self._xml.startElement("item", {})  # type: ignore[arg-type]
-            for name, value in record.items():
-                self._xml_field(name, value)
-            self._xml.endElement("item")
-            self.out.write("\n")
-
-    def _xml_field(self, name: str, value: Any) -> None:
-        assert self._xml is not None
-        self._xml.startElement(name, {})  # type: ignore[arg-type]
-        if isinstance(value, dict):
-            for k, v in value.items():
-                self._xml_field(str(k), v)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                self._xml_field("value", v)
-        elif value is not None:
-            self._xml.characters(value if isinstance(value, str) else json.dumps(value))
-        self._xml.endElement(name)
-
-    def close(self) -> None:
-        if self.format == "json":
-            self.out.write("\n]\n")
-        elif self.format == "xml":
-            assert self._xml is not None
-            self._xml.endElement("items")
-            self._xml.endDocument()
-            self.out.write("\n")

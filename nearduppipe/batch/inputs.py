@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bounded import DEFAULT_MAX_RECORD_BYTES
 from .compression import FeedError, MissingExtraError, compression_of, decompressed, need_zstandard
 from .feeds import FeedReader, feed_format
 from .fs import UrlError, UrlPath, as_path, expand_url, is_url, local_name
@@ -135,14 +136,19 @@ def check_extras(inputs: Sequence[Input]) -> None:
 
 
 def open_input(
-    source: Input, key_field: str, html_field: str, payload: bool = True
+    source: Input,
+    key_field: str,
+    html_field: str,
+    payload: bool = True,
+    limit: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> FeedReader | WarcReader:
     """A streaming reader of ``source``: ``(raw JSON or None, record)`` pairs, ``size`` and
     ``position()`` in bytes of the file, ``fields`` (a CSV header). WARC records carry the URL
-    under ``key_field`` and the page under ``html_field`` (with ``payload``)."""
+    under ``key_field`` and the page under ``html_field`` (with ``payload``). ``limit``: the
+    largest record read, in bytes (:mod:`.bounded`)."""
     if source.is_warc:
-        return WarcReader(source.path, key_field, html_field, payload)
-    return FeedReader(source.path, source.format, source.compression)
+        return WarcReader(source.path, key_field, html_field, payload, limit)
+    return FeedReader(source.path, source.format, source.compression, limit)
 
 
 def read_listing(name: str) -> list[str]:

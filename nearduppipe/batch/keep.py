@@ -30,6 +30,7 @@ from urllib.parse import urldefrag, urljoin
 import numpy as np
 
 from ..index.search import kernels
+from .near import csr, gather
 
 __all__ = ["KEEP_RULES", "Kept", "canonical_link", "keep_groups"]
 
@@ -97,31 +98,6 @@ def _choose(
     return members[0]
 
 
-def _components(
-    members: list[int], rep: np.ndarray, adjacent: dict[int, set[int]]
-) -> list[list[int]]:
-    """Components of the near graph among ``members`` (each list in input order)."""
-    by_rep: dict[int, list[int]] = {}
-    for m in members:
-        by_rep.setdefault(int(rep[m]), []).append(m)
-    seen: set[int] = set()
-    out: list[list[int]] = []
-    for r in by_rep:
-        if r in seen:
-            continue
-        seen.add(r)
-        stack, comp = [r], []
-        while stack:
-            x = stack.pop()
-            comp.extend(by_rep[x])
-            for y in adjacent.get(x, ()):
-                if y in by_rep and y not in seen:
-                    seen.add(y)
-                    stack.append(y)
-        out.append(sorted(comp))
-    return out
-
-
 def keep_groups(
     rep: np.ndarray,
     pairs: np.ndarray,
@@ -132,7 +108,8 @@ def keep_groups(
 ) -> Kept:
     """Keepers of ``n = len(rep)`` records (``rep``: :func:`.core.collapse`) from the near
     pairs of representatives ``(i, j, ...)``. ``keys``, ``canonical`` and ``lengths`` are
-    read by the rules that need them."""
+    read by the rules that need them. The groups are split over the representatives, never
+    over pairs of records: a group of 200,000 exact copies is one representative."""
     if rule not in KEEP_RULES:
         raise ValueError(f"keep must be one of {', '.join(KEEP_RULES)}, not {rule!r}")
     n = len(rep)
@@ -141,30 +118,50 @@ def keep_groups(
     if not n:
         return kept
     text_lengths = lengths if lengths is not None else np.zeros(n, dtype=np.int64)
-    first = np.ascontiguousarray(pairs[:, 0], dtype=np.int64)
-    second = np.ascontiguousarray(pairs[:, 1], dtype=np.int64)
-    label = kernels().components(n, first, second)[rep]
-    adjacent: dict[int, set[int]] = {}
-    for i, j in zip(first.tolist(), second.tolist(), strict=True):
-        adjacent.setdefault(i, set()).add(j)
-        adjacent.setdefault(j, set()).add(i)
-    order = np.argsort(label, kind="stable")
-    cuts = np.flatnonzero(np.diff(label[order])) + 1
-    work = [g.tolist() for g in np.split(order, cuts) if len(g) > 1]
+    # representatives numbered 0..R-1 in input order (a representative is its first copy)
+    reps, rid = np.unique(rep, return_inverse=True)
+    rid = rid.ravel().astype(np.int64)
+    size = len(reps)
+    copies = np.bincount(rid, minlength=size)
+    members_start, members = csr(rid, np.arange(n, dtype=np.int64), size)
+    first = np.searchsorted(reps, np.asarray(pairs[:, 0], dtype=np.int64))
+    second = np.searchsorted(reps, np.asarray(pairs[:, 1], dtype=np.int64))
+    nbr_start, nbr = csr(np.concatenate([first, second]), np.concatenate([second, first]), size)
+    label = kernels().components(size, np.ascontiguousarray(first), np.ascontiguousarray(second))
+    group_start, group_reps = csr(label, np.arange(size, dtype=np.int64), size)
+    records = np.bincount(label, weights=copies, minlength=size)
+    work = [group_reps[group_start[g] : group_start[g + 1]] for g in np.flatnonzero(records > 1)]
     while work:
-        members = work.pop()
-        if len(members) < 2:
+        current = work.pop()  # (representative numbers, ascending: input order)
+        if int(copies[current].sum()) < 2:
             continue
         kept.groups += 1
-        k = _choose(members, rule, keys, canonical, text_lengths)
-        kept.by[rule if k != members[0] else "first"] += 1
-        near = adjacent.get(int(rep[k]), set())
-        rest = []
-        for m in members:
-            if m != k and (rep[m] == rep[k] or int(rep[m]) in near):
-                keeper[m] = k
-            elif m != k:
-                rest.append(m)
+        head = int(reps[current[0]])  # the group's first record
+        if rule == "first":
+            k = head
+        else:
+            group = np.sort(gather(members_start, members, current)).tolist()
+            k = _choose(group, rule, keys, canonical, text_lengths)
+        kept.by[rule if k != head else "first"] += 1
+        own = int(rid[k])
+        dropped = np.isin(current, nbr[nbr_start[own] : nbr_start[own + 1]]) | (current == own)
+        keeper[gather(members_start, members, current[dropped])] = k
+        rest = current[~dropped]
         if len(rest) > 1:
-            work.extend(_components(rest, rep, adjacent))
+            work.extend(_components(rest, nbr_start, nbr))
+        elif len(rest) == 1:
+            work.append(rest)
     return kept
+
+
+def _components(reps: np.ndarray, nbr_start: np.ndarray, nbr: np.ndarray) -> list[np.ndarray]:
+    """Components of the near graph among representatives ``reps`` (ascending), each
+    ascending."""
+    sizes = nbr_start[reps + 1] - nbr_start[reps]
+    src = np.repeat(np.arange(len(reps), dtype=np.int64), sizes)
+    dst = gather(nbr_start, nbr, reps)
+    inside = np.isin(dst, reps)
+    local = np.searchsorted(reps, dst[inside])
+    label = kernels().components(len(reps), np.ascontiguousarray(src[inside]), local)
+    start, order = csr(label, np.arange(len(reps), dtype=np.int64), len(reps))
+    return [reps[order[start[g] : start[g + 1]]] for g in np.flatnonzero(np.diff(start))]

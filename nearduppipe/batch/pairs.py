@@ -26,6 +26,7 @@ from ..index.search import BlockIndex, Layout, kernels, table_keys
 __all__ = ["all_pairs", "components", "cross_pairs", "near_pairs", "near_pairs_against", "verdicts"]
 
 _U64 = np.uint64
+VERDICT_CHUNK = 1 << 18  # pairs whose 512-bit words are compared at once (~50 MB of words)
 
 
 def _pairs_sharing_keys(keys: np.ndarray, key_bits: int) -> tuple[np.ndarray, np.ndarray]:
@@ -168,7 +169,12 @@ def verdicts(
     are near-duplicates, and each pair's wide distance (-1 where either side has none)."""
     i, j, d = pairs[:, 0], pairs[:, 1], pairs[:, 2]
     both = has_wide[i] & has_wide[j]
-    counts = np.bitwise_count(wide[i] ^ wide[j]).sum(axis=1, dtype=np.int64)
+    counts = np.empty(len(pairs), dtype=np.int64)
+    for at in range(0, len(pairs), VERDICT_CHUNK):  # (each side's words: 64 B a pair)
+        x, y = i[at : at + VERDICT_CHUNK], j[at : at + VERDICT_CHUNK]
+        counts[at : at + VERDICT_CHUNK] = np.bitwise_count(wide[x] ^ wide[y]).sum(
+            axis=1, dtype=np.int64
+        )
     dw = np.where(both, counts, np.int64(-1))
     threshold = rule.wide_threshold
     if threshold is None:
@@ -206,7 +212,11 @@ def near_pairs(
     if not len(pairs):
         return np.zeros((0, 4), dtype=np.int64)
     near, dw = verdicts(pairs, np.asarray(wide), np.asarray(has_wide, dtype=bool), rule)
-    result: np.ndarray = np.concatenate([pairs, dw[:, None]], axis=1)[near]
+    kept = np.flatnonzero(near)
+    result = np.empty((len(kept), 4), dtype=np.int64)  # (column by column: no full copies)
+    for c in range(3):
+        result[:, c] = pairs[kept, c]
+    result[:, 3] = dw[kept]
     return result
 
 

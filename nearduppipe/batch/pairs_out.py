@@ -15,6 +15,7 @@ import importlib.util
 import io
 import json
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -61,45 +62,60 @@ def _similarity(wide_distance: np.ndarray) -> np.ndarray:
     return np.where(wide_distance < 0, np.nan, sim)  # (no wide fingerprint on a side)
 
 
-def write_pairs(out: IO[bytes], pairs: np.ndarray, keys: dict[int, str], fmt: str) -> int:
-    """Write ``pairs`` (rows ``(i, j, d, wide_d)``, record indices from 0) to ``out``, naming
-    records by ``keys[i]``; returns the number of rows."""
-    n = len(pairs)
-    a = pairs[:, 0].tolist() if n else []
-    b = pairs[:, 1].tolist() if n else []
-    sim = _similarity(pairs[:, 3]) if n else np.zeros(0)
+def _parquet_table(pa: Any, pairs: np.ndarray, keys: dict[int, str]) -> Any:
+    return pa.table(
+        {
+            "a": pa.array([keys[i] for i in pairs[:, 0].tolist()], pa.string()),
+            "b": pa.array([keys[j] for j in pairs[:, 1].tolist()], pa.string()),
+            "a_record": pa.array(pairs[:, 0] + 1, pa.int64()),
+            "b_record": pa.array(pairs[:, 1] + 1, pa.int64()),
+            "distance": pa.array(pairs[:, 2], pa.int16()),
+            "wide_distance": pa.array(pairs[:, 3], pa.int16()),
+            "similarity": pa.array(_similarity(pairs[:, 3]), pa.float64(), from_pandas=True),
+        }
+    )
+
+
+def _jsonl_lines(pairs: np.ndarray, keys: dict[int, str]) -> Iterator[str]:
+    sim = _similarity(pairs[:, 3]).tolist()
+    for (i, j, d, dw), s in zip(pairs.tolist(), sim, strict=True):
+        line = {
+            "a": keys[i],
+            "b": keys[j],
+            "a_record": i + 1,
+            "b_record": j + 1,
+            "distance": d,
+            "wide_distance": dw if dw >= 0 else None,
+            "similarity": s if not math.isnan(s) else None,
+        }
+        yield json.dumps(line, ensure_ascii=False) + "\n"
+
+
+def write_pairs(
+    out: IO[bytes], pairs: np.ndarray | Iterable[np.ndarray], keys: dict[int, str], fmt: str
+) -> int:
+    """Write ``pairs`` (rows ``(i, j, d, wide_d)``, record indices from 0: one array, or
+    chunks of them such as :meth:`.near.NearPairs.chunks` gives, written as they come: memory
+    is a chunk) to ``out``, naming records by ``keys[i]``; returns the number of rows."""
+    chunks = [pairs] if isinstance(pairs, np.ndarray) else pairs
+    n = 0
     if fmt == "parquet":
         pa = need_pyarrow()
-        table = pa.table(
-            {
-                "a": pa.array([keys[i] for i in a], pa.string()),
-                "b": pa.array([keys[j] for j in b], pa.string()),
-                "a_record": pa.array(pairs[:, 0] + 1 if n else [], pa.int64()),
-                "b_record": pa.array(pairs[:, 1] + 1 if n else [], pa.int64()),
-                "distance": pa.array(pairs[:, 2] if n else [], pa.int16()),
-                "wide_distance": pa.array(pairs[:, 3] if n else [], pa.int16()),
-                "similarity": pa.array(sim, pa.float64(), from_pandas=True),
-            }
-        )
-        buffer = io.BytesIO()  # (the whole table is in memory already; out may not seek)
-        pa.parquet.write_table(table, buffer)
-        out.write(buffer.getvalue())
+        schema = _parquet_table(pa, np.zeros((0, 4), dtype=np.int64), keys).schema
+        # (written as it goes: ParquetWriter only appends, so out need not seek)
+        with pa.parquet.ParquetWriter(out, schema) as writer:
+            for chunk in chunks:
+                chunk = np.asarray(chunk, dtype=np.int64).reshape(-1, 4)
+                if len(chunk):
+                    writer.write_table(_parquet_table(pa, chunk, keys))
+                    n += len(chunk)
         return n
     text = io.TextIOWrapper(out, encoding="utf-8", newline="\n", write_through=True)
     try:
-        for row, (i, j) in enumerate(zip(a, b, strict=True)):
-            d, dw = int(pairs[row, 2]), int(pairs[row, 3])
-            s = float(sim[row])
-            line = {
-                "a": keys[i],
-                "b": keys[j],
-                "a_record": i + 1,
-                "b_record": j + 1,
-                "distance": d,
-                "wide_distance": dw if dw >= 0 else None,
-                "similarity": s if not math.isnan(s) else None,
-            }
-            text.write(json.dumps(line, ensure_ascii=False) + "\n")
+        for chunk in chunks:
+            chunk = np.asarray(chunk, dtype=np.int64).reshape(-1, 4)
+            text.write("".join(_jsonl_lines(chunk, keys)))
+            n += len(chunk)
         text.flush()
     finally:
         text.detach()

@@ -40,13 +40,15 @@ from ..index.words import wide_words, words_to_int
 from ..stores.report import Report, build_report
 from ..stores.scope import mask_of
 from .against import Against, AgainstResult
+from .bounded import DEFAULT_MAX_RECORD_BYTES
 from .compression import FeedError
-from .core import Fields, collapse, expand_pairs
+from .core import Fields, collapse
 from .engine_local import Engine, LocalEngine
 from .feeds import FeedWriter
 from .fs import UrlPath
 from .inputs import Input, check_extras, expand_inputs, open_input
 from .keep import KEEP_RULES, keep_groups
+from .near import NearPairs
 from .precomputed import DEFAULT_FIELD
 from .walk import Walk
 from .warc import locator
@@ -71,7 +73,8 @@ class DedupResult:
     # WARC records that are not pages (not a response, or not HTML), by kind: not in ``total``
     ignored: dict[str, int] = field(default_factory=dict)
     inputs: list[Input] = field(default_factory=list)
-    pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), dtype=np.int64))
+    # the near pairs, held by representatives (.near): .chunks() lists them, len() counts
+    near: NearPairs = field(default_factory=NearPairs)
     keys: dict[int, str] = field(default_factory=dict)  # (of every record in a pair)
     keep: str = "first"  # the --keep rule
     # keeper[i]: the record kept in record i's place (i itself when i is kept)
@@ -82,6 +85,15 @@ class DedupResult:
     carried: int = 0  # records whose fingerprints came with them (--fingerprint-field)
     extracted: int = 0  # records whose text or HTML was fingerprinted here
     against: AgainstResult | None = None  # --against: kept records near a stored page
+    # records over max_record_bytes (not read; kept): how many, and the first ones named
+    oversized: int = 0
+    oversized_named: list[str] = field(default_factory=list)
+
+    @property
+    def pairs(self) -> np.ndarray:
+        """Every near pair of records ``(a, b, d, wide_d)`` at once (:meth:`NearPairs.array`:
+        ``c(c-1)/2`` rows for ``c`` exact copies; stream ``near.chunks()`` for large sets)."""
+        return self.near.array()
 
 
 Progress = Callable[..., Any]  # tqdm-like: Progress(total=, desc=, unit=, ...) -> bar
@@ -161,6 +173,7 @@ def dedup_records(
     engine: Engine | None = None,
     fingerprint_field: str | None = DEFAULT_FIELD,
     against: Against | None = None,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> DedupResult:
     """Deduplicate the inputs at ``path`` (a file, glob or :class:`Input`, or a sequence of
     them: the order decides which copy is first); write kept records to ``output`` (in
@@ -173,14 +186,17 @@ def dedup_records(
     field of fingerprints a crawl wrote (``NEARDUP_FINGERPRINT_FIELD``), used instead of
     extracting when made under ``params`` (:mod:`.precomputed`; other settings raise
     :class:`~.precomputed.MixedFingerprintsError`). ``against``: kept records near a page of
-    its store are dropped too, and named (:mod:`.against`; its ``add`` runs at the end)."""
+    its store are dropped too, and named (:mod:`.against`; its ``add`` runs at the end).
+    ``max_record_bytes``: a record larger than this is not read (:mod:`.bounded`): a JSON
+    line or WARC record is kept unfingerprinted (``record_too_large``), counted and named;
+    in a JSON array, CSV or XML it stops the job (:class:`~.bounded.RecordTooLargeError`)."""
     if keep not in KEEP_RULES:
         raise ValueError(f"keep must be one of {', '.join(KEEP_RULES)}, not {keep!r}")
     bar_of = progress or _no_bar
     params = params or FingerprintParams()
     rule = rule or Rule()
     engine = engine or LocalEngine(workers)
-    fields = Fields(text_field, html_field, key_field, fingerprint_field)
+    fields = Fields(text_field, html_field, key_field, fingerprint_field, max_record_bytes)
     sources = _sources(path, input_format)
     check_extras(sources)
     out_fmt = _output_format(sources, output_format) if output is not None else None
@@ -228,7 +244,7 @@ def dedup_records(
     rep = collapse(query, query_wide, has_wide)
     reps = np.flatnonzero(rep == np.arange(len(index)))
     joined = engine.search(query[reps], query_wide[reps], has_wide[reps], rule)
-    rep_pairs = joined.copy()
+    rep_pairs = joined  # (in place: the engine's array is this job's own)
     rep_pairs[:, 0], rep_pairs[:, 1] = reps[joined[:, 0]], reps[joined[:, 1]]
     matching.update(len(index))
     matching.close()
@@ -245,15 +261,12 @@ def dedup_records(
     label = np.arange(n, dtype=np.int64)
     label[index] = index[kept_by.keeper]
 
-    pairs = expand_pairs(rep, rep_pairs, has_wide)
-    near = np.zeros((0, 4), dtype=np.int64)  # (rows over record numbers, for --pairs)
-    if len(pairs):
-        near = np.column_stack([index[pairs[:, 0]], index[pairs[:, 1]], pairs[:, 2], pairs[:, 3]])
+    near = NearPairs(index, rep, rep_pairs, has_wide)  # (pairs of records: never listed here)
 
     # 4. output: every input again, in order
     named = label != np.arange(n)
     named[label[named]] = True  # keepers of groups too
-    named[near[:, :2].ravel()] = True  # (and both ends of every near pair)
+    named[near.in_pairs()] = True  # (and both ends of every near pair)
     keys, texts, kept = _write(
         sources,
         fields,
@@ -302,6 +315,8 @@ def dedup_records(
         walk.carried,
         walk.extracted,
         against_result,
+        walk.oversized_count,
+        walk.oversized,
     )
 
 
@@ -340,7 +355,8 @@ def _write(
             break
         if writer is not None:
             writer.source_format = source.format  # (raw JSON lines are written as read)
-        with open_input(source, fields.key, fields.html, payload=keep_texts) as reader:
+        limit = fields.max_record_bytes
+        with open_input(source, fields.key, fields.html, keep_texts, limit) as reader:
             for raw, record in reader:
                 if i >= n:  # (an input that grew between the passes)
                     break

@@ -12,11 +12,14 @@ from ..fingerprint.page import FingerprintParams
 from ..fingerprint.rule import Rule
 from ..stores.report import host_of
 from ..stores.scope import scope_of
+from .bounded import OVERSIZED
 from .core import Fields, Job
 from .inputs import Input, open_input
 from .keep import canonical_link
 
 __all__ = ["Walk"]
+
+NAMED = 10  # records over the size limit named (all are counted)
 
 
 class Walk:
@@ -41,20 +44,27 @@ class Walk:
         self.with_text = 0
         self.carried = 0  # records whose fingerprints came with them (--fingerprint-field)
         self.extracted = 0  # records whose text or HTML is fingerprinted
+        self.oversized: list[str] = []  # the first records over the size limit, named
+        self.oversized_count = 0
         self.reading: Any = None  # the reader being read
         self.read_before = 0  # bytes of the inputs read before it
 
     def jobs(self) -> Iterator[Job]:
         fields, i = self.fields, 0
         for source in self.sources:
-            with open_input(source, fields.key, fields.html) as reader:
+            limit = fields.max_record_bytes
+            with open_input(source, fields.key, fields.html, limit=limit) as reader:
                 self.reading = reader
                 for _, record in reader:
-                    if not source.is_warc and len(self.names) < 10_000:
+                    if not source.is_warc and len(self.names) < 10_000 and OVERSIZED not in record:
                         self.names.update(dict.fromkeys(record))
                     key = fields.key_of(record, i)
                     job = fields.job(record, self.params, f"record {i + 1} ({key})")
-                    self.carried += job[3] is not None
+                    if OVERSIZED in record:
+                        self.oversized_count += 1
+                        if len(self.oversized) < NAMED:
+                            self.oversized.append(str(record[OVERSIZED]))
+                    self.carried += job[3] is not None and job[3].fingerprints is not None
                     self.extracted += job[0] is not None or job[1] is not None
                     if job[3] is not None or fields.text in record or fields.html in record:
                         self.with_text += 1

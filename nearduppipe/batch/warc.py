@@ -13,12 +13,14 @@ from __future__ import annotations
 import codecs
 import gzip
 import json
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .compression import FeedError, MissingExtraError
+from .bounded import DEFAULT_MAX_RECORD_BYTES, OVERSIZED
+from .compression import FeedError, IncompleteError, MissingExtraError
 from .fs import AnyPath, as_path
 
 __all__ = [
@@ -75,9 +77,16 @@ class WarcReader:
     compression = None
 
     def __init__(
-        self, path: AnyPath, key_field: str, html_field: str, payload: bool = True
+        self,
+        path: AnyPath,
+        key_field: str,
+        html_field: str,
+        payload: bool = True,
+        limit: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
         self.path = as_path(path)  # (a URL: .fs)
+        self.limit = limit  # the largest payload read (decoded); larger ones: OVERSIZED
+        self.gzip = False
         self._iterator_class = need_warcio(self.path)
         self.key_field = key_field
         self.html_field = html_field
@@ -95,6 +104,7 @@ class WarcReader:
         self._file.seek(0)
         try:
             if head == b"\x1f\x8b":
+                self.gzip = True
                 with gzip.GzipFile(fileobj=self._file, mode="rb") as member:
                     head = member.read(5)
             else:
@@ -121,18 +131,93 @@ class WarcReader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _ended_early(self, record: Any, n: int, last: bool) -> None:
+        """A record read through whose content stopped short of its Content-Length: the
+        file was cut short inside it (the last), or its length is wrong."""
+        missing = getattr(record.raw_stream, "limit", 0) if record is not None else 0
+        if not missing:
+            return
+        if last:
+            raise IncompleteError(
+                f"{self.path}: incomplete: the file ends inside record {n}, {missing:,} bytes "
+                "short of its Content-Length (the file was cut short?)"
+            )
+        raise FeedError(
+            f"{self.path}: record {n}: its content ends {missing:,} bytes before its "
+            "Content-Length: an impossible length"
+        )
+
+    def _check_length(self, archive: Any, record: Any, n: int) -> None:
+        """An uncompressed WARC: a record whose Content-Length runs past the end of the file
+        is refused before it is read (warcio would take every record after it as its
+        content)."""
+        if self.gzip:
+            return
+        at = self._file.tell() - archive.reader.rem_length()
+        wanted = getattr(record.raw_stream, "limit", 0)
+        if at + wanted > self.size:
+            length = record.rec_headers.get_header("Content-Length")
+            raise FeedError(
+                f"{self.path}: record {n} (offset {archive.offset:,}): Content-Length {length} "
+                f"runs past the end of the file ({self.size:,} bytes): the file was cut short, "
+                "or the length is wrong"
+            )
+
+    def _check_tail(self, offset: int, n: int) -> None:
+        """A gzip WARC: from the last record read on, the file must be whole gzip members
+        (warcio stops without a word at one cut short)."""
+        with self.path.open("rb") as f:
+            f.seek(offset)
+            member: Any = None
+            while True:
+                data = member.unused_data if member is not None and member.eof else b""
+                data = data or f.read(1 << 16)
+                if not data:
+                    break
+                if member is None or member.eof:
+                    member = zlib.decompressobj(31)
+                while data:  # (the output is dropped: a bounded amount at a time)
+                    member.decompress(data, 1 << 16)
+                    data = member.unconsumed_tail
+        if member is not None and not member.eof:
+            raise IncompleteError(
+                f"{self.path}: incomplete: the file ends inside a gzip member (that of record "
+                f"{n} or one after it; the file was cut short?)"
+            )
+
+    def _payload(self, record: Any, content_type: str) -> Any:
+        """The decoded payload, or None when it is over the limit (not read further)."""
+        length = record.rec_headers.get_header("Content-Length") or ""
+        if length.isdigit() and int(length) > self.limit:
+            return None
+        body = record.content_stream().read(self.limit + 1)  # de-chunked, content-decoded
+        if len(body) > self.limit:
+            return None
+        charset = _charset(content_type)
+        # bytes without a declared charset: the extractor detects the encoding
+        return body.decode(charset, "replace") if charset else body
+
     def __iter__(self) -> Iterator[tuple[None, dict[str, Any]]]:
         archive = self._iterator_class(self._file)
         records = iter(archive)
-        n = 0
+        n, start = 0, 0
+        previous: Any = None
         while True:
             try:
                 record = next(records)
             except StopIteration:
+                self._ended_early(previous, n, True)
+                if self.gzip:  # (from the last record's member: its own end is checked too)
+                    self._check_tail(start, n)
                 return
+            except FeedError:
+                raise
             except Exception as e:  # warcio's ArchiveLoadFailed, a bad gzip member, ...
                 raise FeedError(f"{self.path}: not a readable WARC after record {n}: {e}") from None
+            self._ended_early(previous, n, False)
             n += 1
+            previous, start = record, archive.offset
+            self._check_length(archive, record, n)
             if record.rec_type != "response":
                 self.skipped[str(record.rec_type)] += 1
                 continue
@@ -146,12 +231,13 @@ class WarcReader:
             item: dict[str, Any] = {self.key_field: url}
             if self.payload:
                 try:
-                    body = record.content_stream().read()  # de-chunked, content-decoded
+                    body = self._payload(record, content_type)
                 except Exception as e:
                     raise FeedError(f"{self.path}: record {n} ({url}): cannot read: {e}") from None
-                charset = _charset(content_type)
-                # bytes without a declared charset: the extractor detects the encoding
-                item[self.html_field] = body.decode(charset, "replace") if charset else body
+                if body is None:
+                    item = {self.key_field: url, OVERSIZED: f"{self.path}: record {n} ({url})"}
+                else:
+                    item[self.html_field] = body
             # (the offset is known once the record is read through: warcio reads on to its end)
             item[OFFSET] = archive.get_record_offset()
             yield None, item

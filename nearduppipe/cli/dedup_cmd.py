@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..batch.bounded import DEFAULT_MAX_RECORD_BYTES
 from ..batch.compression import MissingExtraError
 from ..batch.feeds import FEED_FORMATS, FeedError, feed_format
 from ..batch.fs import full_name
@@ -206,11 +207,12 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                 engine=engine,
                 fingerprint_field=args.fingerprint_field or None,
                 against=against,
+                max_record_bytes=args.max_record_bytes,
             )
             if pairs_out is not None:
                 pairs_out.flush()
                 rows = write_pairs(
-                    pairs_out.buffer, result.pairs, result.keys, pairs_format(args.pairs)
+                    pairs_out.buffer, result.near.chunks(), result.keys, pairs_format(args.pairs)
                 )
     except (MissingFieldError, MixedFingerprintsError) as e:
         raise CliError(str(e)) from None
@@ -247,6 +249,13 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         f"kept by --keep {args.keep} ({args.engine} engine): {chose} of {sum(by.values())} "
         f"groups kept a record other than their first; every dropped record is near its kept one"
     )
+    if result.oversized:  # (the first few named)
+        more = result.oversized - len(result.oversized_named)
+        say(
+            f"{result.oversized} records over --max-record-bytes {args.max_record_bytes} not "
+            f"read (kept, not fingerprinted: record_too_large): "
+            + ", ".join(result.oversized_named + ([f"{more} more"] if more else []))
+        )
     if result.ignored:
         ignored = ", ".join(f"{k}: {v}" for k, v in sorted(result.ignored.items()))
         say(f"WARC records skipped (not an HTML response): {ignored}")
@@ -394,6 +403,15 @@ def add_parsers(sub: Any) -> None:
         metavar="ADDRESS",
         help="--engine dask: a Dask scheduler's address (default: a LocalCluster of --workers "
         "processes, 2 unless given)",
+    )
+    p.add_argument(
+        "--max-record-bytes",
+        type=bounded_int(1),
+        default=DEFAULT_MAX_RECORD_BYTES,
+        metavar="N",
+        help="largest record read, in bytes (default %(default)s, as NEARDUP_MAX_HTML_BYTES): "
+        "a larger JSON line or WARC response is not read, but kept, counted and named; in a "
+        "JSON array, CSV or XML feed it stops the run",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_dedup)

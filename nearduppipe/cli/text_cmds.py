@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from ..fingerprint.rule import WIDE_BITS, Fingerprints, Rule, distances, implied_similarity
+from ..fingerprint.text import TextLimits
 from ..stores import Store
 from ..stores.scope import scope_of, unmask
 from ._io import CliError, bounded_int, clean, emit, say
 from ._stores import add_rule_args, open_cli_store, rule_from_args
 
 CRAWL_MIN_TEXT_LENGTH = 200  # NEARDUP_MIN_TEXT_LENGTH's default
+MAX_BYTES = TextLimits().max_html_bytes  # NEARDUP_MAX_HTML_BYTES's default: 5,000,000
 
 # A document that starts (after a BOM, white space and comments) with a doctype or an HTML tag.
 _HTML_START = re.compile(
@@ -32,12 +34,22 @@ def looks_like_html(data: bytes, name: str = "") -> bool:
     return Path(name).suffix.lower() in _HTML_SUFFIXES or bool(_HTML_START.match(data[:4096]))
 
 
-def _read_file(label: str, name: str) -> bytes:
-    if name == "-":
-        return sys.stdin.buffer.read()
-    path = Path(name)
+def _read_file(label: str, name: str, limit: int = MAX_BYTES) -> bytes:
+    """The file's bytes (``-``: standard input), at most ``limit``: a larger input (a device,
+    a FIFO, a stream without end) is refused once ``limit`` bytes are read, not read to the
+    end."""
     try:
-        return path.read_bytes()
+        if name == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with Path(name).open("rb") as f:
+                data = f.read(limit + 1)
+        if len(data) > limit:
+            raise CliError(
+                f"{label} {name}: more than {limit:,} bytes (--max-bytes; a crawl refuses pages "
+                "over NEARDUP_MAX_HTML_BYTES); not read further"
+            )
+        return data
     except FileNotFoundError:
         raise CliError(f"{label} {name}: no such file") from None
     except IsADirectoryError:
@@ -49,7 +61,7 @@ def _read_file(label: str, name: str) -> bytes:
 def cmd_fingerprint(args: argparse.Namespace) -> int:
     from ..fingerprint.page import FingerprintParams, fingerprint_html, fingerprint_text
 
-    data = _read_file("FILE", args.file)
+    data = _read_file("FILE", args.file, args.max_bytes)
     params = FingerprintParams(min_text_length=args.min_text_length)
     html = args.html or (not args.text and looks_like_html(data, args.file))
     if html:
@@ -189,6 +201,14 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="shortest text to fingerprint, in characters "
         f"(default {CRAWL_MIN_TEXT_LENGTH}, as NEARDUP_MIN_TEXT_LENGTH)",
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=bounded_int(1),
+        default=MAX_BYTES,
+        metavar="N",
+        help=f"largest input read, in bytes (default {MAX_BYTES}, as NEARDUP_MAX_HTML_BYTES): "
+        "a larger one is refused, never read to its end",
     )
     p.set_defaults(func=cmd_fingerprint)
 
