@@ -41,9 +41,9 @@ from nearduppipe.stores.redis import keys as rk  # noqa: E402
 from nearduppipe.stores.redis.cluster import RedisClusterStore  # noqa: E402
 from nearduppipe.stores.redis.cluster_migrate import migrate_cluster  # noqa: E402
 from nearduppipe.stores.redis.cluster_open import shard_tags  # noqa: E402
-from nearduppipe.stores.redis.codec import encode_entry  # noqa: E402
 from nearduppipe.stores.redis.log import new_epoch  # noqa: E402
 from tests.support.redis_cluster import LocalCluster  # noqa: E402
+from tests.support.redis_format2 import encode_entry  # noqa: E402
 
 
 def write_format2_cluster(client: redis.RedisCluster, prefix: str, shards: int, n: int,

@@ -36,14 +36,9 @@ from redis_bench import page_key, pages
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from nearduppipe.stores.base import Entry  # noqa: E402
-from nearduppipe.stores.redis.format3 import (  # noqa: E402
-    Record,
-    bucket_of,
-    digest,
-    encode_record,
-    split_key,
-)
+from nearduppipe.stores.redis.format3 import Record, encode_record, split_key  # noqa: E402
 from tests.support.redis_format2 import write_format2  # noqa: E402
+from tests.support.redis_format3 import bucket_of, digest  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 P = "{bench}:"

@@ -3,8 +3,14 @@
 errors → fingerprint → index → stores (→ stores/sqlite, stores/redis) → batch → the Scrapy
 face: each layer imports only the layers below it (errors.py, the exceptions' root, imports
 nothing of the package and only the standard library), none imports Scrapy or Twisted, and no module imports
-itself back through others (module-level or inside a function). The one allowed loop is the
-store registry, which imports its bundled backends when a URI first needs one.
+itself back through others (module-level, inside a function, or for type checking only: a
+module that needs another's types is part of its circle all the same). The one allowed loop
+is the store registry, which imports its bundled backends when a URI first needs one.
+
+Within the Redis backend (stores/redis), no module reaches into another's private members:
+what works on a store's shards (bulk imports, log compaction, the tables of names, the
+buckets) uses the public methods of :class:`~nearduppipe.stores.redis.shard.Shard`, never
+``store._client`` or ``store._errors``.
 
 The face (and batch/) reach the stores through ``nearduppipe.stores`` and its modules that are
 no backend: the ``Store`` interface and the backend objects (``backend_for``). None of them
@@ -203,10 +209,11 @@ def backend_reach(all_edges: list[Edge]) -> list[str]:
 
 def cycles(all_edges: list[Edge]) -> list[list[str]]:
     """Strongly connected groups of more than one module (or a module importing itself), over
-    module-level and function-level imports, less the registry's lazy loading."""
+    module-level, function-level and type-checking imports, less the registry's lazy
+    loading."""
     graph: dict[str, set[str]] = {}
     for e in all_edges:
-        if not e.internal or e.level == "type-checking":
+        if not e.internal:
             continue
         if e.level == "function" and (e.source, e.target) in REGISTRY:
             continue
@@ -248,6 +255,63 @@ def cycles(all_edges: list[Edge]) -> list[list[str]]:
 def test_no_import_cycle() -> None:
     found = cycles(edges(PACKAGE))
     assert not found, "import cycles: " + "; ".join(" <-> ".join(g) for g in found)
+
+
+# The names of a NamedTuple's own methods and fields list: its public API, underscored only so
+# that they cannot clash with the fields' names (stores/checks.py cleans entries with _replace).
+NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make"}
+
+
+def _own_private_names(tree: ast.Module) -> set[str]:
+    """The private names the classes of a module define: methods, class attributes and what
+    their methods assign to ``self._name`` or ``cls._name``."""
+    out = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for n in ast.walk(cls):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.add(n.name)
+            elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+                out.add(n.target.id)
+            elif isinstance(n, ast.Assign):
+                out.update(t.id for t in n.targets if isinstance(t, ast.Name))
+            elif (
+                isinstance(n, ast.Attribute)
+                and isinstance(n.ctx, ast.Store)
+                and isinstance(n.value, ast.Name)
+                and n.value.id in ("self", "cls")
+            ):
+                out.add(n.attr)
+    return {name for name in out if name.startswith("_")}
+
+
+def private_reaches(root: Path) -> list[str]:
+    """Every ``x._name`` in the modules under ``root`` where ``x`` is not ``self`` or ``cls``
+    and no class of the module itself defines ``_name``: a module reaching into another
+    module's private members (a store's ``_client``, ``_errors`` ...). Dunders and the
+    NamedTuple API are public."""
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = _own_private_names(tree)
+        for n in ast.walk(tree):
+            if (
+                not isinstance(n, ast.Attribute)
+                or not n.attr.startswith("_")
+                or n.attr.endswith("__")
+                or n.attr in NAMEDTUPLE_API | own
+                or (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
+            ):
+                continue
+            where = path.relative_to(root.parent).as_posix()
+            bad.append(f"{where}:{n.lineno}: {ast.unparse(n)}")
+    return bad
+
+
+def test_the_redis_backend_reaches_into_no_private_member() -> None:
+    """Bulk imports, loss detection, names, buckets, the log and the Cluster's modules use a
+    shard's (or a store's) public methods: a store's private members are its own."""
+    bad = private_reaches(PACKAGE / "stores" / "redis")
+    assert not bad, "private members reached from outside their module:\n" + "\n".join(bad)
 
 
 def test_layers_import_only_downwards() -> None:
@@ -324,6 +388,12 @@ def test_the_walk_finds_what_it_must_refuse(tmp_path: Path) -> None:
             "from ..stores import backend_for\nfrom ..stores.redis import buckets\n"
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
             "    from ..stores.sqlite.files import TABLE\n",
+            "stores/redis/__init__.py": "",
+            "stores/redis/store.py": "from . import bulk\nclass S:\n    def f(self):\n"
+            "        return self._client, self._own\n    _own = 1\n",
+            "stores/redis/bulk.py": "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from .store import S\n"
+            "def run(store: S, row):\n    return store._client, row._replace(), store.__dict__\n",
         },
     )
     found = edges(root)
@@ -338,7 +408,11 @@ def test_the_walk_finds_what_it_must_refuse(tmp_path: Path) -> None:
     assert "nearduppipe.batch -> nearduppipe.stores.sqlite (module" in bad
     assert "nearduppipe.batch -> nearduppipe.stores.memory" not in bad
     assert "nearduppipe.stores -> nearduppipe.stores.sqlite" not in bad  # the registry
-    assert cycles(found) == [["nearduppipe.index.runs", "nearduppipe.index.search"]]
+    assert cycles(found) == [
+        ["nearduppipe.index.runs", "nearduppipe.index.search"],
+        ["nearduppipe.stores.redis.bulk", "nearduppipe.stores.redis.store"],  # type-checking
+    ]
+    assert private_reaches(root / "stores" / "redis") == ["redis/bulk.py:5: store._client"]
     reach = "\n".join(backend_reach(found))
     assert "nearduppipe.cli -> redis (module, line 1): the face may not call Redis" in reach
     assert "nearduppipe.cli -> nearduppipe.stores.base (module, line 2)" in reach
@@ -404,9 +478,9 @@ def test_package_data_ships_every_lua_file() -> None:
     shipped = {p for g in globs for p in PACKAGE.glob(g)}
     lua = set(PACKAGE.rglob("*.lua"))
     assert lua and lua <= shipped, sorted(str(p) for p in lua - shipped)
-    from nearduppipe.stores.redis.program import CLUSTER, SINGLE
+    from nearduppipe.stores.redis.program import CLUSTER, SINGLE3
 
-    assert "modes()" in SINGLE.script and "cluster_modes()" in CLUSTER.script
+    assert "modes()" in SINGLE3.script and "cluster_modes()" in CLUSTER.script
 
 
 @pytest.mark.parametrize("layer_name", sorted(ALLOWED))

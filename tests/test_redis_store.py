@@ -432,7 +432,7 @@ def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: Red
     connections of threads that ended go back to the pool, and a forked child uses its own."""
     admin = _client(redis_server)
     with RedisStore(redis_server.url, prefix="test:held", reset=True) as s:
-        wire, seen, errors = s._wire, [], []
+        wire, seen, errors = s._shard.wire, [], []
         s.add(Fingerprints(A, WA), "a")
 
         def work(t: int) -> None:
@@ -566,7 +566,7 @@ def test_checks_call_the_function_library_and_load_it_again_when_it_is_gone(
             fcalls, evalshas = _calls(c, "fcall"), _calls(c, "evalsha")  # (opening: a script)
             got = [store.check(Fingerprints(A, WA), "a").status]
             if where is server:  # the library is gone: the next check loads it again
-                assert c.function_list(library=store._wire._program.function)
+                assert c.function_list(library=store._shard.wire._program.function)
                 c.function_flush()
             got.append(store.check(Fingerprints(A ^ 0b101, WA ^ 0b11), "b").status)
             got.append(store.check(Fingerprints(B, WB), "c").status)
@@ -574,7 +574,7 @@ def test_checks_call_the_function_library_and_load_it_again_when_it_is_gone(
             got.append(store.check(Fingerprints(B ^ 1, WB), "c").status)
             assert [m.key for m in store.near(Fingerprints(A ^ 1, WA))] == ["a"]
             verdicts[where.port] = got
-            assert store._wire.functions is (where is server)
+            assert store._shard.wire.functions is (where is server)
             # 6 calls: as FCALLs, plus the two refused (the first, the one after the flush);
             # on the bare server one FCALL refused, then EVALSHAs (one refused: NOSCRIPT)
             assert _calls(c, "fcall") - fcalls == (8 if where is server else 1)
@@ -608,7 +608,7 @@ def test_an_account_denied_functions_calls_the_script(
         assert store.check(Fingerprints(A, WA), "a").status == "new"
         assert store.check(Fingerprints(A ^ 1, WA), "b").status == "duplicate"
         assert [m.key for m in store.near(Fingerprints(A, WA))] == ["a"]
-        assert store._wire.functions is False
+        assert store._shard.wire.functions is False
     finally:
         if store is not None:
             store.close()
@@ -643,7 +643,7 @@ def test_out_of_memory_checks_are_unavailable_and_reads_and_removals_work(
                 store.near(Fingerprints(A ^ 1, WA))
         admin.config_set("maxmemory", 0)
         assert store.check(Fingerprints(A ^ 1, WA), "d").status == "new"  # "a" was forgotten
-        assert store._wire.functions is functions
+        assert store._shard.wire.functions is functions
     finally:
         admin.config_set("maxmemory", 0)
         store.close()

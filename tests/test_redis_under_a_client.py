@@ -198,7 +198,7 @@ def _logs(s: RedisStore | RedisClusterStore) -> list[list[bytes]]:
     """The store's log (one per shard of a Cluster store)."""
     if isinstance(s, RedisStore):
         return [s._client.lrange(f"{{{s.prefix}}}:n", 0, -1)]
-    return [s._client.lrange(keys[5], 0, -1) for keys in s._keys]
+    return [s._client.lrange(sh.key("n"), 0, -1) for sh in s._shards]
 
 
 def test_a_thread_that_adds_while_another_drops_the_ids_sends_no_old_id_with_the_new_epoch(

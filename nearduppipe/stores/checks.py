@@ -7,14 +7,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, overload
+from typing import Any, TypeVar, cast, overload
 
 from ..errors import NearDupError
 from ..fingerprint.rule import Fingerprints
 from .counts import Source
 
-if TYPE_CHECKING:
-    from .base import Decision, Entry
+# an Entry or a Decision (stores/base.py, which calls these checks and is not imported back:
+# the checks read their fields and return them through NamedTuple's _replace, of their type)
+_R = TypeVar("_R", bound=tuple[Any, ...])
 
 MAX_KEY_CHARS = 65_536
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -72,11 +73,15 @@ def clean_text(text: str | None) -> str | None:
         return _SURROGATE.sub("\ufffd", text)
 
 
-def clean_decision(d: Decision) -> Decision:
+def clean_decision(decision: _R) -> _R:
     """A decision as every backend can store it (its keys and text through :func:`clean_text`:
     an imported decision may come from a store that kept lone surrogates)."""
-    return d._replace(
-        key=clean_text(d.key), matched_key=clean_text(d.matched_key), text=clean_text(d.text)
+    d: Any = decision
+    return cast(
+        _R,
+        d._replace(
+            key=clean_text(d.key), matched_key=clean_text(d.matched_key), text=clean_text(d.text)
+        ),
     )
 
 
@@ -108,9 +113,10 @@ def check_source(source: object) -> Source:
     return source
 
 
-def clean_entries(entries: Iterable[Entry]) -> Iterator[Entry]:
+def clean_entries(entries: Iterable[_R]) -> Iterator[_R]:
     """Each entry as every backend can store it, checked as it is read."""
-    for e in entries:
+    for entry in entries:
+        e: Any = entry
         fps = check_fingerprints(e.fingerprints)
         yield e._replace(
             key=check_key(e.key),

@@ -24,9 +24,10 @@ import redis
 
 from nearduppipe import StoreError, open_store
 from nearduppipe.fingerprint.rule import Fingerprints
-from nearduppipe.stores.redis.format3 import Record, digest, encode_record
+from nearduppipe.stores.redis.format3 import Record, encode_record
 
 from ..support.cli import run, run_process
+from ..support.redis_format3 import digest
 from ..support.redis_server import RedisServer
 
 HUGE = "9" * 100_000

@@ -1,22 +1,68 @@
 """Writing a format-2 Redis store (the earlier release's layout) at any size, for migration
-tests and ``benchmarks/redis_format3_migrate.py``: the format-2 program (``program.SINGLE``,
-still the Cluster shards' own) run with format-2 keys and records, as that release's
-``import_records`` did. (The small fixture tests/data/redis_format2.jsonl was written by the
-release's own store; this is for sizes a fixture file cannot hold.)"""
+tests and ``benchmarks/redis_format3_migrate.py``: the format-2 program (:data:`SINGLE`: the
+package's shared Lua with format 2's entries, ``redis_entries.lua`` beside this file) run
+with format-2 keys and records (:func:`encode_entry`), as that release's ``import_records``
+did. (The small fixture tests/data/redis_format2.jsonl was written by the release's own
+store; this is for sizes a fixture file cannot hold.) The package only reads format 2, to
+migrate it (``nearduppipe/stores/redis/codec.py``, ``migrate.py``)."""
 
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from nearduppipe.fingerprint.rule import Rule
 from nearduppipe.index.layout import Layout
 from nearduppipe.stores.base import Entry
 from nearduppipe.stores.redis import keys as rk
-from nearduppipe.stores.redis.codec import encode_entry
 from nearduppipe.stores.redis.log import new_epoch
-from nearduppipe.stores.redis.program import SINGLE
+from nearduppipe.stores.redis.program import Program, read_lua
+
+NO_JOB = b"\xff\xff\xff\xff"
+
+
+def _read(name: str) -> str:
+    here = Path(__file__).with_name(name)
+    return here.read_text("utf-8") if here.exists() else read_lua(name)
+
+
+# the format-2 program (the earlier release's single-node store)
+SINGLE = Program(
+    ("redis_common.lua", "redis_entries.lua", "redis_search.lua", "redis_check_and_add.lua"),
+    "return modes()",
+    "single",
+    read=_read,
+)
+
+
+def encode_job(job: str | None) -> bytes:
+    if job is None:
+        return NO_JOB
+    raw = job.encode("utf-8", "surrogatepass")
+    return struct.pack(">I", len(raw)) + raw
+
+
+def encode_entry(
+    fp: int,
+    wide: int | None,
+    t: float,
+    fields: bytes,
+    job: str | None,
+    key: str,
+    text: str | None,
+) -> bytes:
+    """A format-2 entry record (the layout: ``nearduppipe/stores/redis/codec.py``)."""
+    raw_key = key.encode("utf-8")
+    parts = [b"\x00" if wide is None else b"\x01", fp.to_bytes(8, "big"), struct.pack("<d", t)]
+    if wide is not None:
+        parts.append(wide.to_bytes(64, "big"))
+    parts += (struct.pack(">H", len(fields) // 4), fields, encode_job(job))
+    parts += (struct.pack(">I", len(raw_key)), raw_key)
+    parts.append(b"\x00" if text is None else b"\x01" + text.encode("utf-8"))
+    return b"".join(parts)
 
 
 def write_format2(

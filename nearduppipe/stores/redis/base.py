@@ -13,8 +13,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, cast
 
 from ...fingerprint.rule import Fingerprints, Rule
@@ -28,10 +28,10 @@ from . import keys as rk
 from .format1 import format1_keys, read_format1, switch_format1
 from .format3 import bucket_entries, listpack_advice, listpack_limits
 from .log import LogIndex, compact, new_epoch
-from .loss import GONE, Watch, gone, lost_at_open, new_identity, recreated
+from .loss import gone, lost_at_open, new_identity, recreated
 from .names import Names
-from .program import SINGLE3
-from .wire import Packed, Wire, _bytes, bulk
+from .shard import Guard, Limits, NodeShard
+from .wire import Packed, _bytes, bulk
 
 FORMAT_VERSION = 3
 logger = logging.getLogger(__name__)
@@ -66,30 +66,23 @@ class RedisBase(Store):
     clock: Callable[[], float] | None  # None: the server's TIME (keys.call_time)
     _client: Any
     _redis: Any
-    _raw_uri: str
-    _closed: bool
+    _guard: Guard  # closed, read-only, lost; the store's id; Redis errors -> the store's
+    _shard: NodeShard  # the client, keys and program; its epoch: the cached ids' (shard.py)
     _f1: MemoryStore | None
     _log: LogIndex
-    _wire: Wire
-    _keys: list[str]
-    _script: Any
     _instance: str
     _reply_fields: set[str]
     _fixed_args: dict[tuple[int, bool], bytes]
     _names: Names
-    _names_epoch: str  # the meta's epoch when the cached host and job ids were read ("-": not yet)
-    _watch: Watch
-    _lost: str | None  # why the store is lost (gone or evicted): every later call fails
     _absent: bool  # opened read-only where no store was: nothing to find, nothing lost
     _change_ttl: bool  # a writer that changes the store's recorded TTL on purpose (ttl_rule)
-    _identity: str | None  # the meta's id when opened (None: a store from before ids, read)
     _carried: str | None  # the id a reset keeps, so that the store's clients follow it
 
     # -- script arguments --------------------------------------------------------------------
     def _head_args(self, mode: str, now: float | str, epoch: str = "") -> list[Any]:
         """ARGV[1] to ARGV[11] of a call that keeps no reply and sends no log position (a
         search call packs its own: :meth:`_fixed`, :meth:`_search_call`)."""
-        return rk.call_head(self.rule, self.ttl, self.max_decisions, mode, now, 0, epoch)
+        return self._shard.head(mode, now, 0, epoch)
 
     def _record(
         self, fps: Fingerprints, key: str, t: float, job: str | None, text: str | None
@@ -122,13 +115,14 @@ class RedisBase(Store):
         compaction or reset). Returns the script's result; the index takes the members the
         reply carries. (The hot path: packed here, errors mapped without a context manager.)"""
         write = what == "check"
-        self._usable(write)
+        guard, wire = self._guard, self._shard.wire
+        guard.usable(write)
         if not self._log.loaded:  # on the first search: copy, info and get never need it
             with self._errors("load"):
                 self._log.load(self._client, self._k("meta"), self._k("n"))
                 self._same_store()
                 # (a reset since an add or get read the ids: encoded again)
-                if (self._log.epoch or "-") != self._names_epoch and self._adopt(self._log.epoch):
+                if (self._log.epoch or "-") != self._shard.epoch and self._adopt(self._log.epoch):
                     args = encode() if encode is not None else args
         now = args[0]
         t = now.encode() if isinstance(now, str) else repr(float(now)).encode()
@@ -139,14 +133,14 @@ class RedisBase(Store):
             tag = epoch.encode() + b"/" + last if last else epoch.encode()
             body = head + bulk((token, b"%d" % pos, tag, *rest, cand))
             try:
-                reply = self._wire.call(Packed(len(rest) + 12, body), write=write)
+                reply = wire.call(Packed(len(rest) + 12, body), write=write)
             except self._redis.RedisError as e:
-                raise self._failure(what, e) from None
+                raise guard.failure(what, e) from None
             status, start, members = reply
             if status == b"G":
                 if self._absent:
                     return b""  # (a near call: no matches)
-                raise self._lose(gone(self._where(), self._k("meta"), self._client))
+                raise guard.lose(gone(self._where(), self._k("meta"), self._client))
             if status == b"E":
                 with self._errors("load"):
                     self._log.load(self._client, self._k("meta"), self._k("n"))
@@ -171,19 +165,22 @@ class RedisBase(Store):
         stale = not self._names.current()
         if stale:
             self._names.forget()
-        self._names_epoch = epoch or "-"
+        self._shard.epoch = epoch or "-"
         return stale
 
     def _run(self, what: str, args: list[Any], write: bool = True) -> Any:
-        with self._errors(what, write=write):
-            return self._script(keys=self._keys, args=args)
+        return self._shard.call(what, args, write)
+
+    def _errors(self, what: str, write: bool = False) -> AbstractContextManager[None]:
+        """Closed or read-only -> StoreError; Redis errors as :meth:`.shard.Guard.failure`."""
+        return self._guard.errors(what, write)
 
     # -- opening -----------------------------------------------------------------------------
     def _k(self, name: str) -> str:
         return rk.key(self.prefix, name)
 
     def _where(self) -> str:
-        return f"{self.uri} prefix {self.prefix!r}"
+        return self._guard.where
 
     def _set_layout(self, rule: Rule, blocks: int | None) -> None:
         try:
@@ -191,11 +188,10 @@ class RedisBase(Store):
         except ValueError as e:
             raise StoreError(f"{self._where()}: {e}") from None
         self.rule = rule
+        self._shard.limits = Limits(rule, self.ttl, self.max_decisions)
         self._log = LogIndex(self.layout)
-        self._keys = rk.store_keys3(self.prefix)
-        self._wire = Wire(self._client, SINGLE3, self._keys)
         self._names = Names(self._client, self.prefix)
-        self._names_epoch = "-"  # (never an epoch: the first call that sends it reads the meta's)
+        self._shard.epoch = "-"  # (never an epoch: the first call that sends it reads the meta's)
 
     def _meta(self) -> dict[str, str]:
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
@@ -297,32 +293,33 @@ class RedisBase(Store):
                 self._client.eval(_COUNT_ENTRIES_LUA, 1, self._k("meta"))
             self._compact_if_needed(meta)
             self._check_listpack(live)  # (memory: the writers' business)
-        self._names_epoch = meta["epoch"]  # (no id was read yet: the names cache is empty)
+        self._shard.epoch = meta["epoch"]  # (no id was read yet: the names cache is empty)
 
     def _settle_meta(self, meta: dict[str, str]) -> None:
         """A writer's TTL against the store's recorded one (:mod:`..ttl_rule`), and the
         store's identity, which the client keeps to know the store again after an epoch
         change (:meth:`_same_store`); a store from before either field gets it here."""
-        self._identity = meta.get("id")
+        self._guard.identity = meta.get("id")
         if self.read_only:
             return
         write = settle_ttl(self._where(), meta.get("ttl"), self.ttl, self._change_ttl)
         if write is not None:
             self._client.hset(self._k("meta"), "ttl", write)
-        if self._identity is None:  # (another writer may adopt it first: theirs is kept)
+        if self._guard.identity is None:  # (another writer may adopt it first: theirs is kept)
             self._client.hsetnx(self._k("meta"), "id", new_identity())
-            self._identity = cast(bytes, self._client.hget(self._k("meta"), "id")).decode()
+            self._guard.identity = cast(bytes, self._client.hget(self._k("meta"), "id")).decode()
 
     def _same_store(self) -> None:
         """After the log's epoch changed: refuse a store created anew under the prefix (the
         old one was lost, and another client made this one) rather than follow it as a
         reset, which keeps the id; once refused, every later call fails too."""
-        if self._identity is None:
+        had = self._guard.identity
+        if had is None:
             return  # (opened read-only before the store had an id: nothing to compare)
         raw = self._client.hget(self._k("meta"), "id")
         found = None if raw is None else raw.decode()
-        if found != self._identity:
-            raise self._lose(recreated(self._where(), self._identity, found))
+        if found != had:
+            raise self._guard.lose(recreated(self._where(), had, found))
 
     def _check_listpack(self, live: int) -> None:
         """Warn when the server would keep the bucket hashes as hash tables (~1.4x memory)."""
@@ -339,7 +336,7 @@ class RedisBase(Store):
         """Compact the log once the members of removed entries outnumber the live ones."""
         dead = int(meta.get("dead", "0"))
         if dead > max(10_000, int(meta.get("live", "0"))):
-            compact(self)
+            compact(self._shard)
 
     def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:
         entries = read_format1(self._client, self.prefix)
@@ -354,7 +351,7 @@ class RedisBase(Store):
         # migrate in place: the entries, then the meta's switch (a crash at any point leaves
         # a readable store: format1.switch_format1)
         self.import_records(entries, [])
-        self._names_epoch = switch_format1(self._client, self.prefix, self.rule, self.layout)
+        self._shard.epoch = switch_format1(self._client, self.prefix, self.rule, self.layout)
         self._settle_meta(self._meta())
 
     def _reset(self, blocks: int | None, rule: Rule | None) -> None:
@@ -376,52 +373,3 @@ class RedisBase(Store):
         for i in range(0, len(names), 1000):
             self._client.unlink(*names[i : i + 1000])
         buckets.delete(self._client, self.prefix)
-
-    # -- calls -------------------------------------------------------------------------------
-    def _usable(self, write: bool) -> None:
-        if self._closed:
-            raise StoreError(f"store {self.uri} is closed")
-        if write and self.read_only:
-            raise StoreError(f"store {self.uri} was opened read-only")
-        if self._lost is not None:
-            raise StoreUnavailable(self._lost)
-        if self._watch.due <= time.monotonic():
-            self._look()
-
-    def _look(self) -> None:
-        """The eviction watch's look, when due (:class:`.loss.Watch`)."""
-        try:
-            self._watch.look(self._client)
-        except StoreUnavailable as e:
-            raise self._lose(e) from None
-        except self._redis.RedisError:
-            pass  # (unreachable: the call itself says so)
-
-    def _lose(self, error: StoreUnavailable) -> StoreUnavailable:
-        """Remember that the store is lost: every later call raises the same."""
-        self._lost = str(error)
-        return error
-
-    def _failure(self, what: str, e: Exception) -> StoreError:
-        """Unreachable, timed out, out of memory or a read-only replica -> StoreUnavailable
-        (the failure policy's business); other server errors are bugs or misconfigurations
-        -> StoreError. Messages never carry the password."""
-        r = self._redis
-        msg = rk.redact(str(e), self._raw_uri)
-        if GONE in msg:
-            return self._lose(gone(self._where(), self._k("meta"), self._client))
-        if isinstance(e, (r.ConnectionError, r.TimeoutError)):
-            return StoreUnavailable(f"{self._where()}: {what} failed: {msg}")
-        if isinstance(e, (r.exceptions.MovedError, r.exceptions.AskError)):
-            msg = f"MOVED {msg} (a Redis Cluster node: open the store with redis+cluster://)"
-        cls = StoreUnavailable if rk.unavailable(e) else StoreError
-        return cls(f"{self._where()}: {what} failed: {msg}")
-
-    @contextmanager
-    def _errors(self, what: str, write: bool = False) -> Iterator[None]:
-        """Closed or read-only -> StoreError; Redis errors as :meth:`_failure` says."""
-        self._usable(write)
-        try:
-            yield
-        except self._redis.RedisError as e:
-            raise self._failure(what, e) from None

@@ -79,6 +79,7 @@ from .log import compact
 from .loss import Watch, fresh_ids, parse_flag
 from .names import Names
 from .program import CLUSTER
+from .shard import ClusterShard, Guard, Limits
 
 __all__ = ["RedisClusterStore"]
 
@@ -110,7 +111,6 @@ class RedisClusterStore(ClusterBase):
         from redis.cluster import RedisCluster
 
         self._redis = redis
-        self._raw_uri = uri
         self.uri = rk.redact(uri, uri)
         base, ours = client_uri(uri)
         self.prefix = ours.get("prefix") or prefix or f"neardup:{name or 'default'}"
@@ -119,12 +119,13 @@ class RedisClusterStore(ClusterBase):
         self.read_only = bool(read_only)
         self.clock = clock
         self.pending_timeout = float(pending_timeout)
-        self._closed = True
-        self._lost: str | None = None
-        self._identity: str | None = None
         if "allow_eviction" in ours:
             allow_eviction = parse_flag(ours["allow_eviction"], "allow_eviction", self.uri)
-        self._watch = Watch(self._where(), self.ttl, bool(allow_eviction))
+        watch = Watch(f"{self.uri} prefix {self.prefix!r}", self.ttl, bool(allow_eviction))
+        meta = f"{rk.key(self.prefix, 'meta')} or a shard's"  # (the key a loss names)
+        guard = Guard(self.uri, uri, self.prefix, self.read_only, watch, meta=meta, cluster=True)
+        self._guard = guard
+        guard.closed = True  # (until connected)
         if reset and self.read_only:
             raise StoreError(f"{self.uri}: reset=True and read_only=True contradict each other")
         shard_tags(self.prefix, 1)  # a prefix with braces: refused before connecting
@@ -146,9 +147,9 @@ class RedisClusterStore(ClusterBase):
             ) from None
         except (ValueError, TypeError) as e:
             raise StoreError(f"{self.uri}: {rk.redact(str(e), uri)}") from e
-        self._closed = False
+        guard.client, guard.closed = self._client, False
         with self._errors("open"):
-            self._watch.start(self._client, self.read_only)  # (every master; before writing)
+            watch.start(self._client, self.read_only)  # (every master; before writing)
             carried = reset_keys(self._client, self.prefix) if reset else None
             opened = open_meta(
                 self._client,
@@ -162,32 +163,40 @@ class RedisClusterStore(ClusterBase):
                 Recorded(self.ttl, bool(change_ttl), carried),
             )
             self.rule, self.layout, self.shards, self.bits = opened[:4]
-            self._identity = opened.identity
+            guard.identity = opened.identity
             exists = opened.exists
             self._names = Names(self._client, self.prefix, self.bits)
-            self._tags = shard_tags(self.prefix, self.shards)
-            self._keys = [shard_keys(t) for t in self._tags]
-            self._sizes = [buckets.Size() for _ in self._tags]  # (len() when keys expire)
-            self._global = shard_keys(self.prefix)
-            self._names_epochs = []  # (none read yet)
+            self._wire = ClusterWire(self._client, CLUSTER)
+            limits = Limits(self.rule, self.ttl, self.max_decisions)
+            self._top = ClusterShard(
+                self._client, self.prefix, shard_keys(self.prefix), guard, self._wire
+            )
+            self._shards = [
+                ClusterShard(self._client, tag, shard_keys(tag), guard, self._wire)
+                for tag in shard_tags(self.prefix, self.shards)
+            ]
+            for shard in [self._top, *self._shards]:
+                shard.limits = limits
+            self._sizes = [buckets.Size() for _ in self._shards]  # (len() when keys expire)
+            self._epochs_read = False
             self._refresh_names()
             self._logs = ShardLogs(self.layout, self.shards)
             self._read_script = self._client.register_script(READ_LUA)
-            self._wire = ClusterWire(self._client, CLUSTER)
             self._empty = not exists
             if not self.read_only:  # (as on one node: memory is the writers' business)
-                lives = [int(self._client.hget(k[0], "live") or 0) for k in self._keys]
+                lives = [int(self._client.hget(sh.key("meta"), "live") or 0) for sh in self._shards]
                 fullest = bucket_entries(2 * max(lives), 1 << self.bits)  # (as on one node)
                 warn_listpack(self._client, self._where(), fullest)
             if exists and not self.read_only:
-                for s, keys in enumerate(self._keys):
-                    if self.ttl is None and buckets.expiring(self._client, keys[5], lives[s]):
-                        self._client.persist(keys[5])  # undo the expiry of an earlier TTL run
-                        buckets.persist(self._client, self._tags[s], self.bits)  # (and count)
+                for s, shard in enumerate(self._shards):
+                    log = shard.key("n")
+                    if self.ttl is None and buckets.expiring(self._client, log, lives[s]):
+                        self._client.persist(log)  # undo the expiry of an earlier TTL run
+                        buckets.persist(self._client, shard.tag, self.bits)  # (and count)
                     # as on one node: compact a log whose dead members outnumber the live ones
-                    dead, live = self._client.hmget(keys[0], ["dead", "live"])
+                    dead, live = self._client.hmget(shard.key("meta"), ["dead", "live"])
                     if int(dead or 0) > max(10_000, int(live or 0)):
-                        compact(_ShardView(self, s))
+                        compact(shard)
 
     def __enter__(self) -> RedisClusterStore:
         return self
@@ -203,7 +212,7 @@ class RedisClusterStore(ClusterBase):
     ) -> None:
         now = rk.call_time(self.clock, stamp=stored_at is None)
         t = rk.record_time(now) if stored_at is None else stored_at
-        bulk.import_cluster(self, [Entry(key, fps.fp, t, text, fps.wide, job)], [], now)
+        self._import([Entry(key, fps.fp, t, text, fps.wide, job)], [], now)
 
     def _get(self, key: str) -> Entry | None:
         if self._empty:
@@ -221,12 +230,12 @@ class RedisClusterStore(ClusterBase):
         """A get or remove of ``key`` in its shard, with the shard's epoch the cached host
         ids were read under: refused as stale after a reset by another client, whose new
         tables give them to other hosts (as :meth:`.store.RedisStore._keyed`)."""
-        s = self.shard(key)
+        shard = self._shards[self.shard(key)]
 
         def attempt() -> Any:
-            head = self._head(mode, 0.0, 0, self._names_epochs[s])  # (before the ids)
+            head = shard.head(mode, 0.0, 0, shard.epoch)  # (before the ids)
             address = self._names.address(key, assign=False)
-            return None if address is None else self._wire.call(self._keys[s], [*head, address])
+            return None if address is None else shard.send([*head, address])
 
         errors = partial(self._errors, mode, write=write)
         return fresh_ids(attempt, self._refresh_names, errors, f"{self._where()}: {mode}")
@@ -237,12 +246,12 @@ class RedisClusterStore(ClusterBase):
             raise StoreError(f"store {self.uri} was opened read-only")
         now = rk.call_time(self.clock)
         errors = partial(self._errors, "lease", write=True)
-        for s in range(self.shards):
+        for shard in self._shards:
 
-            def attempt(s: int = s) -> Any:
-                head = self._head("lease", now, 0, self._names_epochs[s])  # (before the ids)
+            def attempt(shard: ClusterShard = shard) -> Any:
+                head = shard.head("lease", now, 0, shard.epoch)  # (before the ids)
                 part = self._names.job_part(job).hex()
-                return self._wire.call(self._keys[s], [*head, part, seconds])
+                return shard.send([*head, part, seconds])
 
             fresh_ids(attempt, self._refresh_names, errors, f"{self._where()}: lease")
 
@@ -250,25 +259,28 @@ class RedisClusterStore(ClusterBase):
         """Drop the cached host and job ids, after reading the shards' epochs the next ones
         are read under ("-": a shard without a meta yet, never an epoch)."""
         pipe = self._client.pipeline(transaction=False)
-        for keys in self._keys:
-            pipe.hget(keys[0], "epoch")
+        for shard in self._shards:
+            pipe.hget(shard.key("meta"), "epoch")
         epochs = ["-" if e is None else e.decode() for e in pipe.execute()]
-        if self._names_epochs and epochs != self._names_epochs:
+        if self._epochs_read and epochs != self._epochs():
             self._same_store()  # (not a reset: a store created anew after a loss)
         self._names.forget()  # (first: as on one node)
-        self._names_epochs = epochs
+        for shard, epoch in zip(self._shards, epochs, strict=True):
+            shard.epoch = epoch
+        self._epochs_read = True
 
     def __len__(self) -> int:
         with self._errors("count"):  # (per shard, as on one node)
             return sum(
-                size(self._client, tag, self.bits)
-                for size, tag in zip(self._sizes, self._tags, strict=True)
+                size(self._client, shard.tag, self.bits)
+                for size, shard in zip(self._sizes, self._shards, strict=True)
             )
 
     def _records(self, shard: int) -> Iterator[tuple[bytes, bytes]]:
         """(address, record) of every entry stored in ``shard`` (pending ones are not)."""
-        live = int(self._client.hget(self._keys[shard][0], "live") or 0)
-        return buckets.records(self._client, self._tags[shard], live, self.bits)
+        tag = self._shards[shard].tag
+        live = int(self._client.hget(rk.key(tag, "meta"), "live") or 0)
+        return buckets.records(self._client, tag, live, self.bits)
 
     def entries(self) -> Iterator[Entry]:
 
@@ -283,7 +295,7 @@ class RedisClusterStore(ClusterBase):
         start, step = 0, 1000
         while True:
             with self._errors("scan"):
-                chunk = self._client.lrange(self._global[3], start, start + step - 1)
+                chunk = self._client.lrange(self._top.key("d"), start, start + step - 1)
             yield from (decode_decision(raw) for raw in cast(list[bytes], chunk))
             if len(chunk) < step:
                 return
@@ -291,14 +303,14 @@ class RedisClusterStore(ClusterBase):
 
     def decision_count(self) -> int:
         with self._errors("count"):
-            return int(self._client.llen(self._global[3]))
+            return int(self._client.llen(self._top.key("d")))
 
     def counters(self) -> dict[str, int]:
         names = list(COUNTERS)
         counts = dict.fromkeys(names, 0)
         with self._errors("count"):
-            for keys in [self._global, *self._keys]:
-                values = self._client.hmget(keys[0], names)
+            for shard in [self._top, *self._shards]:
+                values = self._client.hmget(shard.key("meta"), names)
                 for n, v in zip(names, values, strict=True):
                     counts[n] += int(v or 0)
         return counts
@@ -306,7 +318,18 @@ class RedisClusterStore(ClusterBase):
     def _import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         """Batches of 500 entries per shard, 20 batches per round trip; each entry gets a
         ticket in the order given (tickets are reserved 500 at a time)."""
-        return bulk.import_cluster(self, entries, decisions, rk.call_time(self.clock, stamp=False))
+        return self._import(entries, decisions, rk.call_time(self.clock, stamp=False))
+
+    def _import(
+        self, entries: Iterable[Entry], decisions: Iterable[Decision], now: float | str
+    ) -> int:
+        n = bulk.import_cluster(
+            self._top, self._shards, self.shard, self._names, self._refresh_names,
+            entries, decisions, now,
+        )  # fmt: skip
+        if n:
+            self._empty = False
+        return n
 
     def prune(self) -> int:
         """Delete every entry older than the TTL now, shard by shard, then compact the logs."""
@@ -332,38 +355,20 @@ class RedisClusterStore(ClusterBase):
         """Rewrite each shard's log without the members of removed entries (and of dropped
         pending ones); every client's index reloads on its next call."""
         done = False
-        for s, keys in enumerate(self._keys):
+        for shard in self._shards:
             with self._errors("compact", write=True):
-                if int(self._client.hget(keys[0], "dead") or 0) >= min_dead:
-                    done = compact(_ShardView(self, s)) or done
+                if int(self._client.hget(shard.key("meta"), "dead") or 0) >= min_dead:
+                    done = compact(shard) or done
         if done and self._logs.loaded:
             with self._errors("load"):
                 self._logs.load(self._reader())
-                self._names.forget()  # (as after any reload: a reset since the switch)
-                self._names_epochs = [e or "-" for e in self._logs.epoch]
-                self._names_read += 1
+                self._adopt_logs()  # (as after any reload: a reset since the switch)
         return done
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
+        if not self._guard.closed:
+            self._guard.closed = True
             self._client.close()
-
-
-class _ShardView:
-    """One shard as :func:`.log.compact` sees a store."""
-
-    def __init__(self, store: RedisClusterStore, shard: int) -> None:
-        self._store, self._shard, self._client = store, shard, store._client
-
-    def _k(self, name: str) -> str:
-        return rk.key(self._store._tags[self._shard], name)
-
-    def _head_args(self, mode: str, now: float | str, epoch: str = "") -> list[Any]:
-        return self._store._head(mode, now, 0, epoch)
-
-    def _run(self, what: str, args: list[Any]) -> Any:
-        return self._store._call(what, self._shard, args)
 
 
 _OPTIONS = rk.OPTIONS | {"shards", "pending_timeout"}

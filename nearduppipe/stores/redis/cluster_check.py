@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import time
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ...errors import NearDupError
@@ -28,8 +28,9 @@ from . import keys as rk
 from .cluster_log import ShardLogs, reader
 from .cluster_wire import ClusterWire
 from .codec import encode_decision
-from .loss import GONE, Watch, gone, recreated
+from .loss import recreated
 from .names import Names
+from .shard import ClusterShard, Guard, send_many
 
 __all__ = ["ClusterBase", "kept_for", "ticket_of"]
 
@@ -89,43 +90,49 @@ class ClusterBase(Store):
     shards: int
     _redis: Any
     _client: Any
-    _raw_uri: str
-    _closed: bool
+    _guard: Guard  # closed, read-only, lost; the store's id; Redis errors -> the store's
     _empty: bool
-    _keys: list[list[str]]
-    _global: list[str]
+    _shards: list[ClusterShard]  # each with its epoch: the cached ids' (cluster.py _keyed)
+    _top: ClusterShard  # the store's global keys (tickets, decisions, tables)
     _names: Names
     _names_read = 0  # times the cached host and job ids were dropped (see check())
-    _names_epochs: list[str]  # each shard's epoch when they were read (cluster.py _keyed)
     bits: int  # bucket bits per shard (cluster_open.bucket_bits)
     _logs: ShardLogs
     _read_script: Any
-    _wire: ClusterWire
-    _watch: Watch
-    _lost: str | None  # why the store is lost (a meta gone, evictions): every later call fails
-    _identity: str | None  # the store's id when opened (loss.py; None: read-only, no id yet)
+    _wire: ClusterWire  # (the shards')
 
     # -- plumbing ----------------------------------------------------------------------------
     def _where(self) -> str:
-        return f"{self.uri} prefix {self.prefix!r}"
+        return self._guard.where
 
     def _head(
         self, mode: str, now: float | str, pos: int = 0, epoch: str | bytes = ""
     ) -> list[Any]:
-        return rk.call_head(self.rule, self.ttl, self.max_decisions, mode, now, pos, epoch)
+        return self._top.head(mode, now, pos, epoch)
 
     def shard(self, key: str) -> int:
         return zlib.crc32(key.encode("utf-8")) % self.shards
 
     def _call(self, what: str, shard: int, args: list[Any], write: bool = True) -> Any:
-        keys = self._global if shard < 0 else self._keys[shard]
-        with self._errors(what, write=write):
-            return self._wire.call(keys, args)
+        """A call to shard ``shard`` (-1: the global keys), its errors mapped."""
+        return (self._top if shard < 0 else self._shards[shard]).call(what, args, write)
 
     def _reader(self) -> Any:
+        shards = self._shards
         return reader(
-            self._client, self._read_script, lambda s: (self._keys[s][0], self._keys[s][5])
+            self._client, self._read_script, lambda s: (shards[s].key("meta"), shards[s].key("n"))
         )
+
+    def _epochs(self) -> list[str]:
+        """Each shard's epoch under which the cached host and job ids were read."""
+        return [shard.epoch for shard in self._shards]
+
+    def _adopt_logs(self) -> None:
+        """After the logs were (re)loaded: the ids are read again under their epochs."""
+        self._names.forget()  # (first: cluster.py _refresh_names)
+        for shard, epoch in zip(self._shards, self._logs.epoch, strict=True):
+            shard.epoch = epoch or "-"
+        self._names_read += 1
 
     def _record(
         self,
@@ -137,58 +144,25 @@ class ClusterBase(Store):
         ticket: int = 0,
     ) -> bytes:
         """A format-3 record (:mod:`.names`) with ``ticket`` in its sequence slot."""
-        rec = self._names.record(fps, key, t, job, text)
-        return rec[:17] + ticket.to_bytes(6, "big") + rec[23:] if ticket else rec
+        return self._names.record(fps, key, t, job, text, ticket)
 
-    @contextmanager
-    def _errors(self, what: str, write: bool = False) -> Iterator[None]:
-        """As the single-node store's: unreachable, timed out, out of memory, a cluster down
-        -> StoreUnavailable; other server errors -> StoreError; never the password."""
-        if self._closed:
-            raise StoreError(f"store {self.uri} is closed")
-        if write and self.read_only:
-            raise StoreError(f"store {self.uri} was opened read-only")
-        if self._lost is not None:
-            raise StoreUnavailable(self._lost)
-        r = self._redis
-        try:
-            if self._watch.due <= time.monotonic():
-                self._look_for_evictions()
-            yield
-        except (r.ConnectionError, r.TimeoutError, r.exceptions.ClusterError) as e:
-            msg = rk.redact(str(e), self._raw_uri)
-            raise StoreUnavailable(f"{self._where()}: {what} failed: {msg}") from None
-        except r.RedisError as e:
-            msg = rk.redact(str(e), self._raw_uri)
-            if GONE in msg:  # a shard's meta or the store's: the store is lost
-                meta = f"{rk.key(self.prefix, 'meta')} or a shard's"
-                self._lost = str(gone(self._where(), meta, self._client))
-                raise StoreUnavailable(self._lost) from None
-            cls = StoreUnavailable if rk.unavailable(e) else StoreError
-            raise cls(f"{self._where()}: {what} failed: {msg}") from None
+    def _errors(self, what: str, write: bool = False) -> AbstractContextManager[None]:
+        """As the single-node store's (:class:`.shard.Guard`): unreachable, timed out, out of
+        memory, a cluster down -> StoreUnavailable; other server errors -> StoreError."""
+        return self._guard.errors(what, write)
 
     def _same_store(self) -> None:
         """After a shard's epoch changed: refuse a store created anew under the prefix (its
         global meta has another id: the old store was lost) rather than follow it as a reset,
         which keeps the id (as on one node: ``RedisBase._same_store``)."""
-        if self._identity is None:
+        had = self._guard.identity
+        if had is None:
             return
         with self._errors("load"):
-            raw = self._client.hget(self._global[0], "id")
+            raw = self._client.hget(self._top.key("meta"), "id")
         found = None if raw is None else raw.decode()
-        if found != self._identity:
-            self._lost = str(recreated(self._where(), self._identity, found))
-            raise StoreUnavailable(self._lost)
-
-    def _look_for_evictions(self) -> None:
-        """The eviction watch's look, when due (:class:`.loss.Watch`, over every master)."""
-        try:
-            self._watch.look(self._client)
-        except StoreUnavailable as e:
-            self._lost = str(e)
-            raise
-        except self._redis.RedisError:
-            pass  # (unreachable: the call itself says so)
+        if found != had:
+            raise self._guard.lose(recreated(self._where(), had, found))
 
     # -- the search over every shard ---------------------------------------------------------
     def _look(
@@ -206,11 +180,8 @@ class ClusterBase(Store):
             with self._errors("load"):
                 self._logs.load(self._reader())
             self._same_store()
-            epochs = [e or "-" for e in self._logs.epoch]
-            if epochs != self._names_epochs:  # (a reset since an add or get read the ids)
-                self._names.forget()  # (first: cluster.py _refresh_names)
-                self._names_epochs = epochs
-                self._names_read += 1
+            if [e or "-" for e in self._logs.epoch] != self._epochs():
+                self._adopt_logs()  # (a reset since an add or get read the ids)
         now = rk.call_time(self.clock)
         todo = list(range(self.shards))
         hits: list[_Hit] = []
@@ -229,9 +200,9 @@ class ClusterBase(Store):
                     *tail,
                     "1" if clean else "0",
                 ]
-                calls.append((self._keys[s], args))
+                calls.append((self._shards[s], args))
             with self._errors("search"):
-                replies = self._wire.call_many(calls)
+                replies = send_many(calls)
             again, reload = [], False
             for s, reply in zip(todo, replies, strict=True):
                 if isinstance(reply, Exception):
@@ -262,9 +233,7 @@ class ClusterBase(Store):
                     self._logs.load(self._reader())
                 self._same_store()  # (a reset keeps the store's id; a new store has its own)
                 # (a log compacted, or the store reset: then its host and job ids are new)
-                self._names.forget()
-                self._names_epochs = [e or "-" for e in self._logs.epoch]
-                self._names_read += 1
+                self._adopt_logs()
             if not again:
                 return hits
             todo = again
@@ -285,11 +254,11 @@ class ClusterBase(Store):
             for h in waiting:
                 by_shard.setdefault(h.shard, []).append(h)
             calls = [
-                (self._keys[s], [*self._head("poll", 0.0), *(h.id for h in hs)])
+                (self._shards[s], [*self._head("poll", 0.0), *(h.id for h in hs)])
                 for s, hs in by_shard.items()
             ]
             with self._errors("check", write=True):
-                replies = self._wire.call_many(calls)
+                replies = send_many(calls)
             waiting = []
             for hs, reply in zip(by_shard.values(), replies, strict=True):
                 if isinstance(reply, Exception):

@@ -1,4 +1,6 @@
-"""The binary records of a format-2 Redis store, shared with ``redis_check_and_add.lua``.
+"""The binary records of the Redis stores' decisions (every format since 2), and the reading of
+a format-2 store's entries, which only a migration needs (:mod:`.migrate`,
+:mod:`.cluster_migrate`; tests write format 2 with ``tests/support/redis_format2.py``).
 
 Binary, not JSON: a fingerprint is 8 raw bytes and a wide one 64, and times are IEEE doubles,
 so every value round-trips exactly (Lua's cjson prints 14 digits) and the script reads the
@@ -24,16 +26,13 @@ import json
 import math
 import struct
 
-from ..base import Decision, Entry, Match, StoreError
+from ..base import Decision, Entry, StoreError
 
 __all__ = [
     "DamagedRecord",
     "decode_decision",
     "decode_entry",
-    "decode_match",
     "encode_decision",
-    "encode_entry",
-    "encode_job",
     "entry_head",
 ]
 
@@ -67,13 +66,6 @@ def _reason(err: BaseException) -> str:
     return str(err)
 
 
-def encode_job(job: str | None) -> bytes:
-    if job is None:
-        return NO_JOB
-    raw = job.encode("utf-8", "surrogatepass")
-    return struct.pack(">I", len(raw)) + raw
-
-
 def _text(text: str | None) -> bytes:
     return b"\x00" if text is None else b"\x01" + text.encode("utf-8")
 
@@ -81,24 +73,6 @@ def _text(text: str | None) -> bytes:
 def _str(s: str) -> bytes:
     raw = s.encode("utf-8")
     return struct.pack(">I", len(raw)) + raw
-
-
-def encode_entry(
-    fp: int,
-    wide: int | None,
-    t: float,
-    fields: bytes,
-    job: str | None,
-    key: str,
-    text: str | None,
-) -> bytes:
-    raw_key = key.encode("utf-8")
-    parts = [b"\x00" if wide is None else b"\x01", fp.to_bytes(8, "big"), _TIME.pack(t)]
-    if wide is not None:
-        parts.append(wide.to_bytes(64, "big"))
-    parts += (_COUNT.pack(len(fields) // 4), fields, encode_job(job), _LEN.pack(len(raw_key)))
-    parts += (raw_key, _text(text))
-    return b"".join(parts)  # (every check encodes one: one join, structs compiled once)
 
 
 def _read_str(raw: bytes, pos: int) -> tuple[str, int]:
@@ -152,13 +126,6 @@ def decode_entry(raw: bytes) -> Entry:
         return Entry(key, fp, t, _read_text(raw, pos), wide, job)
     except _BAD as err:
         raise DamagedRecord("entry", raw, _reason(err)) from None
-
-
-def decode_match(raw: bytes, pos: int = 0) -> tuple[Match, int]:
-    """A script reply item: distance(2) wide(2) record length(4) record."""
-    d, w, n = struct.unpack_from(">HHI", raw, pos)
-    entry = decode_entry(raw[pos + 8 : pos + 8 + n])
-    return Match(entry.key, entry.fingerprint, d, None if w == NO_WIDE else w), pos + 8 + n
 
 
 def decision_head(fp: int, t: float, key: str, text: str | None) -> bytes:

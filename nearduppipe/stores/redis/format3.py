@@ -12,11 +12,12 @@ four small allocations and the page key twice, 355 B per entry with 60-character
 a fixed number of *buckets* (the digest's top bits), and the page key as (prefix id, suffix)
 with the prefix (``scheme://host/``, shared by every page of a host) stored once in a table.
 
-A bucket is either a small hash (field: the digest's bytes after the bucket's, value: the
-record), compact only while every record fits ``hash-max-listpack-value`` (64 by default, a
-record with a 60-character URL is ~130: the server must be configured), or, with no server
-configuration, a string (:func:`encode_bucket`, read and rewritten by ``redis_bucket.lua``;
-measured, not used by the store: a script copies a string bucket per read and write)::
+A bucket is a small hash (field: the digest's bytes after the bucket's, value: the record),
+compact only while every record fits ``hash-max-listpack-value`` (64 by default, a record
+with a 60-character URL is ~130: the server must be configured). The layout that needs no
+server configuration, a string per bucket, was measured and not taken (a script copies a
+string bucket per read and write; ``tests/support/redis_format3.py`` and
+``redis_bucket.lua`` there keep its codec, tested against each other)::
 
     count(2) digests(8 each) record ends(4 each, from the start of the records) records
 
@@ -41,19 +42,13 @@ import math
 import struct
 from typing import Any, NamedTuple
 
-import xxhash
-
 from .codec import DamagedRecord
 
 __all__ = [
     "Record",
     "bucket_entries",
-    "bucket_of",
     "chunk",
-    "decode_bucket",
     "decode_record",
-    "digest",
-    "encode_bucket",
     "encode_record",
     "listpack_advice",
     "listpack_limits",
@@ -62,7 +57,6 @@ __all__ = [
 ]
 
 _T = struct.Struct("<d")
-_COUNT = struct.Struct(">H")
 _SEQ_MAX = (1 << 48) - 1
 _ID_END = 1 << 35  # (varints of at most 5 bytes)
 
@@ -79,16 +73,6 @@ class Record(NamedTuple):
     prefix_id: int
     suffix: str
     text: str | None
-
-
-def digest(key: str) -> bytes:
-    """The 8-byte address of a page key (xxh3-64: two keys of a 10 M store share one with
-    probability ~3e-6, so a store must compare the record's key with the one it looks up)."""
-    return xxhash.xxh3_64_digest(key.encode("utf-8"))
-
-
-def bucket_of(d: bytes, bits: int) -> int:
-    return int.from_bytes(d[:4], "big") >> (32 - bits)
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -188,39 +172,6 @@ def _read_chunk(raw: bytes, pos: int) -> tuple[str, int]:
     if pos + n > len(raw):
         raise IndexError("a length beyond the record's end")
     return raw[pos : pos + n].decode("utf-8", "surrogatepass"), pos + n
-
-
-def encode_bucket(items: list[tuple[bytes, bytes]]) -> bytes:
-    """A bucket of (digest, record) pairs, in the order given."""
-    ends, end = [], 0
-    for _, rec in items:
-        end += len(rec)
-        ends.append(end)
-    return b"".join(
-        [
-            _COUNT.pack(len(items)),
-            *(d for d, _ in items),
-            struct.pack(f">{len(items)}I", *ends),
-            *(rec for _, rec in items),
-        ]
-    )
-
-
-def decode_bucket(raw: bytes) -> list[tuple[bytes, bytes]]:
-    """The (digest, record) pairs of a bucket; a bucket whose directory does not fit its
-    length is a :class:`DamagedRecord`."""
-    try:
-        (n,) = _COUNT.unpack_from(raw, 0)
-        base = 2 + 12 * n
-        ends = struct.unpack_from(f">{n}I", raw, 2 + 8 * n)
-        if base + (ends[-1] if n else 0) != len(raw) or any(
-            b < a for a, b in zip((0, *ends), ends, strict=False)
-        ):
-            raise ValueError("record ends that do not fit the bucket")
-    except (struct.error, ValueError) as err:
-        raise DamagedRecord("bucket", raw, err) from None
-    starts = (0, *ends[:-1])
-    return [(raw[2 + 8 * j : 10 + 8 * j], raw[base + starts[j] : base + ends[j]]) for j in range(n)]
 
 
 # the server settings under which a bucket hash stays a listpack (Redis 7 names, then 6.2's)

@@ -98,7 +98,7 @@ _GLOB_SPECIAL = set("\\?*[]^-")
 @functools.lru_cache(maxsize=64)  # (a store's are fixed at open: once, not per call)
 def rule_args(rule: Rule, ttl: float | None, max_decisions: int | None) -> tuple[Any, ...]:
     """The rule and limits as every check script reads them, after its mode and time
-    (``ARGV[3]`` to ``ARGV[7]`` of ``redis_entries.lua``'s head): one place for both
+    (``ARGV[3]`` to ``ARGV[7]`` of the head ``redis_common.lua`` reads): one place for both
     backends, which run the same head parsing."""
     w = rule.wide_threshold
     return (

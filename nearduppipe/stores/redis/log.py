@@ -26,13 +26,16 @@ from __future__ import annotations
 import os
 import struct
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...index.columns import Column
 from ...index.layout import Layout
 from ...index.search import BlockIndex
+
+if TYPE_CHECKING:
+    from .shard import Shard
 
 __all__ = ["LogIndex", "append_members", "compact", "new_epoch"]
 
@@ -156,11 +159,12 @@ class LogIndex:
         return int(self._index.nbytes + self._ids.nbytes)
 
 
-def compact(store: Any) -> bool:
-    """Rewrite the log without the members of removed entries, a chunk at a time (each
-    chunk filtered by one short script call), then switch it in atomically with the members
-    logged meanwhile. False if another client compacted or reset the store first."""
-    client, meta, log, tmp = store._client, store._k("meta"), store._k("n"), store._k("c")
+def compact(shard: Shard) -> bool:
+    """Rewrite the log of ``shard`` (a store's, or a Cluster shard's) without the members of
+    removed entries, a chunk at a time (each chunk filtered by one short script call), then
+    switch it in atomically with the members logged meanwhile. False if another client
+    compacted or reset the store first."""
+    client, meta, log, tmp = shard.client, shard.key("meta"), shard.key("n"), shard.key("c")
     pipe = client.pipeline(transaction=True)
     pipe.hget(meta, "epoch")
     pipe.llen(log)
@@ -169,10 +173,10 @@ def compact(store: Any) -> bool:
     client.delete(tmp)
     for start in range(0, int(length), 10_000):
         chunk = b"".join(client.lrange(log, start, min(start + 10_000, int(length)) - 1))
-        live = store._run("compact", [*store._head_args("live", 0.0, epoch=epoch), chunk])
+        live = shard.call("compact", [*shard.head("live", 0.0, epoch=epoch), chunk])
         if live:
             client.rpush(tmp, *[live[i : i + 16] for i in range(0, len(live), 16)])
-    done = store._run(
-        "compact", [*store._head_args("switch", 0.0, epoch=epoch), int(length), new_epoch()]
+    done = shard.call(
+        "compact", [*shard.head("switch", 0.0, epoch=epoch), int(length), new_epoch()]
     )
     return bool(done)

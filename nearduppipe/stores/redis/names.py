@@ -115,6 +115,7 @@ class Names:
     and records that depends on them."""
 
     def __init__(self, client: Any, prefix: str, bucket_bits: int = 16) -> None:
+        self._client = client
         self._prefix = prefix
         # a Redis Cluster store's shards have 2^bucket_bits buckets each (cluster_open.py):
         # the address's bits below them are zero, so an address names one bucket field
@@ -124,8 +125,8 @@ class Names:
 
     def forget(self) -> None:
         """Drop the cached ids: the store was reset (or restored) since they were read."""
-        self.prefixes = _Table(self.prefixes._client, self._prefix, "u", "v", "prefixes")
-        self.jobs = _Table(self.jobs._client, self._prefix, "j", "w", "jobs")
+        self.prefixes = _Table(self._client, self._prefix, "u", "v", "prefixes")
+        self.jobs = _Table(self._client, self._prefix, "j", "w", "jobs")
 
     def address(self, page_key: str, assign: bool = True) -> bytes | None:
         """The address argument of ``page_key`` (module doc); None when its prefix is not in
@@ -157,13 +158,20 @@ class Names:
         return i
 
     def record(
-        self, fps: Fingerprints, page_key: str, t: float, job: str | None, text: str | None
+        self,
+        fps: Fingerprints,
+        page_key: str,
+        t: float,
+        job: str | None,
+        text: str | None,
+        seq: int = 0,
     ) -> bytes:
-        """A record to store (its sequence number is the script's to set)."""
+        """A record to store (its sequence number, 0, is the script's to set; a Redis Cluster
+        store's carries its ticket there: :func:`.cluster_check.ticket_of`)."""
         prefix, suffix = split_key(page_key)
         pid = self.prefixes.id(prefix, True) or 0
         jid = 0 if job is None else self.job_id(job)
-        return encode_record(Record(fps.fp, t, 0, fps.wide, jid, pid, suffix, text))
+        return encode_record(Record(fps.fp, t, seq, fps.wide, jid, pid, suffix, text))
 
     def current(self) -> bool:
         """Whether the cached ids still hold (:meth:`_Table.current`): what a long read

@@ -2,7 +2,7 @@
 script.
 
 Why: a script sent with ``EVALSHA`` runs its whole chunk on every call, so each call first
-defined the ~40 helper functions of ``redis_entries.lua`` and ``redis_search.lua`` again:
+defined the ~40 helper functions of the entries' and the search's Lua again:
 16 µs of the ~64 µs a check took on the server at 200 k entries (Redis 7.0, measured by
 returning early at each step). A function library (Redis 7: ``FUNCTION LOAD``, then
 ``FCALL``) runs the chunk once, when it loads; a call only runs its mode. The server's time
@@ -23,12 +23,12 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .keys import unavailable
 
-__all__ = ["Program"]
+__all__ = ["CLUSTER", "SINGLE3", "Program", "read_lua"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,16 +37,20 @@ logger = logging.getLogger(__name__)
 _NO_FUNCTIONS = ("unknown command", "unknown subcommand", "no permissions", "NOPERM")
 
 
-def _read(name: str) -> str:
+def read_lua(name: str) -> str:
+    """The text of one of the package's Lua files."""
     return (importlib.resources.files(__package__) / name).read_text("utf-8")
 
 
 class Program:
     """One Lua program (``files`` in order, then ``run``: the statements that answer a call
-    once ``setup()`` has run) as a script and as a function library."""
+    once ``setup()`` has run) as a script and as a function library. ``read`` gives a file's
+    text (the package's own; tests compose format 2's program with a file of their own)."""
 
-    def __init__(self, files: Sequence[str], run: str, tag: str) -> None:
-        body = "\n".join(_read(name) for name in files)
+    def __init__(
+        self, files: Sequence[str], run: str, tag: str, read: Callable[[str], str] = read_lua
+    ) -> None:
+        body = "\n".join(read(name) for name in files)
         digest = hashlib.sha1((body + run).encode()).hexdigest()[:16]
         self.function = f"nearduppipe_{tag}_{digest}"
         # EVAL: KEYS and ARGV are globals; the locals of the same names are what setup() reads
@@ -114,13 +118,6 @@ class Program:
         return None
 
 
-# the format-2 program: only for writing format-2 stores (migration tests and benchmarks,
-# tests/support/redis_format2.py); no store of this version runs it
-SINGLE = Program(
-    ("redis_common.lua", "redis_entries.lua", "redis_search.lua", "redis_check_and_add.lua"),
-    "return modes()",
-    "single",
-)
 # the single-node store (format 3: buckets addressed by key digests, redis_entries3.lua)
 SINGLE3 = Program(
     ("redis_common.lua", "redis_entries3.lua", "redis_search.lua", "redis_check_and_add.lua"),

@@ -1,5 +1,5 @@
 -- The single-node Redis store's check and the modes of its script (its last file, after
--- redis_common.lua, redis_entries3.lua (or format 2's redis_entries.lua) and
+-- redis_common.lua, redis_entries3.lua (or format 2's tests/support/redis_entries.lua) and
 -- redis_search.lua, whose locals this part uses; a Cluster shard also answers these modes).
 
 local function check(key, job_given, job, rec, dhead)

@@ -1,8 +1,9 @@
 -- The first file of every Redis store program (nearduppipe/stores/redis/program.py): the
 -- per-call state both record formats share, its setup, and the distance helpers. Then
 -- redis_entries3.lua (format 3: the single-node store and the Cluster's shards) or
--- redis_entries.lua (format 2: kept only to write format-2 stores for the migration's tests
--- and benchmarks), each with its own keys (its setup() calls setup_common() first).
+-- tests/support/redis_entries.lua (format 2: only to write format-2 stores for the
+-- migration's tests and benchmarks), each with its own keys (its setup() calls
+-- setup_common() first).
 --
 -- Every call starts with setup(), which reads KEYS and ARGV into the locals below (the
 -- composed program declares KEYS and ARGV first, then ends with setup() and the modes): as a

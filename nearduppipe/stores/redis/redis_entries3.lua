@@ -14,8 +14,9 @@
 --
 -- KEYS: meta, u (prefix id -> prefix), j (job id -> job), d (decisions), r (replies), n (the
 --       log), c (the log being compacted)
--- ARGV: as redis_entries.lua, except that a page key is an address argument (address 0,
---       address 1, key bytes) and a job part is the job's id as a varint.
+-- ARGV: as format 2's (tests/support/redis_entries.lua), except that a page key is an
+--       address argument (address 0, address 1, key bytes) and a job part is the job's id
+--       as a varint.
 -- (after redis_common.lua: the shared state, setup_common() and the distance helpers)
 local PFX, BPRE
 -- The Redis Cluster store's shards (redis_cluster.lua sets it) keep a record's sequence slot

@@ -1,5 +1,5 @@
 -- The Redis store's search (after redis_common.lua and redis_entries3.lua, or format 2's
--- redis_entries.lua, whose locals and record access this part uses): the
+-- tests/support/redis_entries.lua, whose locals and record access this part uses): the
 -- candidate search, the log position checks, decisions and the revisit of a page's own entry.
 -- Shared by the single-node scripts (then redis_check_and_add.lua) and the cluster's shard
 -- script (then redis_cluster.lua).

@@ -85,6 +85,7 @@ from .format3 import decode_record
 from .log import compact
 from .loss import Watch, fresh_ids, parse_flag
 from .program import SINGLE3
+from .shard import Guard, NodeShard
 
 __all__ = ["RedisStore", "StoreUnavailable"]
 
@@ -117,27 +118,25 @@ class RedisStore(RedisBase):
 
         self._redis = redis
         client_uri, ours = rk.split_uri(uri)
-        self._raw_uri = uri
         self.uri = rk.redact(uri, uri)
         self.prefix = ours.get("prefix") or prefix or f"neardup:{name or 'default'}"
         self.ttl = check_ttl(rk.uri_ttl(ours, ttl, self.uri), self.uri)
         self.max_decisions = check_max_decisions(max_decisions, self.uri)
         self.read_only = bool(read_only)
         self.clock = clock
-        self._closed = False
         self._f1: MemoryStore | None = None  # a format-1 store opened read-only
         self._instance = os.urandom(8).hex()
         self._reply_fields: set[str] = set()
         self._fixed_args: dict[tuple[int, bool], bytes] = {}
-        self._lost: str | None = None
         self._absent = False
         self._change_ttl = bool(change_ttl)
-        self._identity: str | None = None
         self._carried: str | None = None
         self._size = buckets.Size()  # (len() when the store's keys expire)
         if "allow_eviction" in ours:
             allow_eviction = parse_flag(ours["allow_eviction"], "allow_eviction", self.uri)
-        self._watch = Watch(self._where(), self.ttl, bool(allow_eviction))
+        where = f"{self.uri} prefix {self.prefix!r}"
+        watch = Watch(where, self.ttl, bool(allow_eviction))
+        self._guard = Guard(self.uri, uri, self.prefix, self.read_only, watch, meta=self._k("meta"))
         if reset and self.read_only:
             raise StoreError(f"{self.uri}: reset=True and read_only=True contradict each other")
         options: dict[str, Any] = {
@@ -152,9 +151,11 @@ class RedisStore(RedisBase):
             self._client = redis.Redis.from_url(client_uri, **{**options, **(params or {})})
         except (ValueError, TypeError) as e:
             raise StoreError(f"{self.uri}: {rk.redact(str(e), uri)}") from e
-        self._script = self._client.register_script(SINGLE3.script)
+        self._guard.client = self._client
+        keys = rk.store_keys3(self.prefix)
+        self._shard = NodeShard(self._client, self.prefix, keys, self._guard, SINGLE3)
         with rk.bad_params(self.uri, uri), self._errors("open"):
-            self._watch.start(self._client, self.read_only)  # (before anything is written)
+            watch.start(self._client, self.read_only)  # (before anything is written)
             if reset:
                 self._reset(blocks, rule)
             self._open_meta(rule, blocks)
@@ -223,7 +224,7 @@ class RedisStore(RedisBase):
         def call(epoch: str) -> Any:
             rec = self._record(fps, key, t, job, text)
             args = [*self._head_args("add", now, epoch), self._names.address(key), rec]
-            return self._script(keys=self._keys, args=args)
+            return self._shard.send(args)
 
         self._keyed("add", True, call)
 
@@ -235,7 +236,7 @@ class RedisStore(RedisBase):
             address = self._names.address(key, assign=False)
             if address is None:  # (a host the store never saw)
                 return None
-            raw = self._script(keys=self._keys, args=[*self._head_args("get", 0.0, epoch), address])
+            raw = self._shard.send([*self._head_args("get", 0.0, epoch), address])
             return raw or None
 
         raw = self._keyed("get", False, call)
@@ -249,7 +250,7 @@ class RedisStore(RedisBase):
             if address is None:
                 return False
             args = [*self._head_args("remove", 0.0, epoch), address]
-            return bool(self._script(keys=self._keys, args=args))
+            return bool(self._shard.send(args))
 
         return bool(self._keyed("remove", True, call))
 
@@ -261,12 +262,12 @@ class RedisStore(RedisBase):
         def call(epoch: str) -> Any:
             part = self._names.job_part(job).hex()
             args = [*self._head_args("lease", now, epoch), part, seconds]
-            return self._script(keys=self._keys, args=args)
+            return self._shard.send(args)
 
         self._keyed("lease", True, call)
 
     def __len__(self) -> int:
-        if self._f1 is not None and not self._closed:
+        if self._f1 is not None and not self._guard.closed:
             return len(self._f1)
         with self._errors("count"):
             return self._size(self._client, self.prefix)
@@ -312,7 +313,10 @@ class RedisStore(RedisBase):
         return counts
 
     def _import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
-        return bulk.import_records(self, entries, decisions, rk.call_time(self.clock, stamp=False))
+        now = rk.call_time(self.clock, stamp=False)
+        return bulk.import_records(
+            self._shard, self._names, self._refresh_names, entries, decisions, now
+        )
 
     def prune(self) -> int:
         """Delete every entry older than the TTL now (the sweep only reaches 2 * ttl)."""
@@ -337,7 +341,7 @@ class RedisStore(RedisBase):
         ``min_dead`` of them; the other clients' indexes reload it on their next call."""
         with self._errors("compact", write=True):
             dead = int(self._client.hget(self._k("meta"), "dead") or 0)
-            if dead < min_dead or not compact(self):
+            if dead < min_dead or not compact(self._shard):
                 return False
             self._log.load(self._client, self._k("meta"), self._k("n"))
             self._adopt(self._log.epoch)  # (a reset since the switch: the ids go too)
@@ -348,7 +352,7 @@ class RedisStore(RedisBase):
         runs an add, get or remove with ``epoch``, the one they were read under (the ids are
         the store's own, ``{P}:u``/``{P}:j``: :func:`.loss.fresh_ids`)."""
         return fresh_ids(
-            lambda: call(self._names_epoch),
+            lambda: call(self._shard.epoch),
             self._refresh_names,
             lambda: self._errors(what, write=write),
             f"{self._where()}: {what}",
@@ -359,13 +363,13 @@ class RedisStore(RedisBase):
         next ids are read under it (dropped before it is published, so another thread that
         sends the new epoch cannot encode with the old ids)."""
         raw = self._client.hget(self._k("meta"), "epoch")
-        if raw is not None and raw.decode() != self._names_epoch:
+        if raw is not None and raw.decode() != self._shard.epoch:
             self._same_store()  # (not a reset: a store created anew after a loss)
         self._names.forget()
-        self._names_epoch = "-" if raw is None else raw.decode()
+        self._shard.epoch = "-" if raw is None else raw.decode()
 
     def close(self) -> None:
-        if self._closed:
+        if self._guard.closed:
             return
         try:
             if self._reply_fields:
@@ -373,7 +377,7 @@ class RedisStore(RedisBase):
         except self._redis.RedisError:
             pass  # the replies expire with their hash
         finally:
-            self._closed = True
+            self._guard.closed = True
             self._client.close()
 
 

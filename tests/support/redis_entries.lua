@@ -1,6 +1,6 @@
 -- The format-2 Redis store's entries (an earlier release's format; no store of this version
--- runs it: program.SINGLE writes format-2 stores for the migration's tests and benchmarks,
--- tests/support/redis_format2.py). As that release documented it: every operation that reads and writes entries is one
+-- runs it: redis_format2.SINGLE, beside it, writes format-2 stores for the migration's tests
+-- and benchmarks). As that release documented it: every operation that reads and writes entries is one
 -- call of this script, so a check (own entry, candidate search, verdict, insert or decision)
 -- is atomic: two workers can never both keep two near-duplicates sent at the same moment.
 -- The fingerprint index lives in each client (nearduppipe/stores/redis/log.py), built from

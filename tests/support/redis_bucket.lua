@@ -1,4 +1,4 @@
--- Format-3 bucket strings (nearduppipe/stores/redis/format3.py), the layout that needs no
+-- Format-3 bucket strings (tests/support/redis_format3.py), the layout that needs no
 -- server configuration: the reads and rewrites a store's script would need, tested against
 -- the Python codec (tests/test_redis_format3_codec.py) on Redis 6.2 and 7. Not used by the
 -- store yet. Each call copies the whole bucket into Lua and back (measured: 17 us per read,
