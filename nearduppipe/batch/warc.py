@@ -167,7 +167,12 @@ class WarcReader:
         """A gzip WARC: from the last record read on, the file must be whole gzip members
         (warcio stops without a word at one cut short)."""
         with self.path.open("rb") as f:
-            f.seek(offset)
+            try:
+                f.seek(offset)
+            except OSError:  # (a stream that seeks only to its start, http(s): read up to it)
+                left = offset
+                while left > 0 and (skipped := f.read(min(left, 1 << 20))):
+                    left -= len(skipped)
             member: Any = None
             while True:
                 data = member.unused_data if member is not None and member.eof else b""
