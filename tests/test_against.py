@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from nearduppipe.batch.against import Against, against_rule, check_against
@@ -189,3 +190,147 @@ def test_a_read_only_store_refuses_add(store_uri: str) -> None:
         pytest.raises(StoreError, match="read-only"),
     ):
         Against(store, add=True)
+
+
+# -- the join behind --against (batch/against.py: judge_records) --------------------------------
+
+
+def _flip(x: int, bits: list[int]) -> int:
+    for b in bits:
+        x ^= 1 << b
+    return x
+
+
+def _chain(rule: Rule, rng: random.Random) -> tuple[Fingerprints, Fingerprints, Fingerprints]:
+    """S, K near S, M near K but not near S (a chain the store's S breaks at K)."""
+    for _ in range(1000):
+        s = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+        k = Fingerprints(
+            _flip(s.fp, rng.sample(range(64), 2)), _flip(s.wide, rng.sample(range(512), 40))
+        )
+        m = Fingerprints(
+            _flip(k.fp, rng.sample(range(64), 2)), _flip(k.wide, rng.sample(range(512), 40))
+        )
+        near = rule.is_near
+        if near(*distances(s, k)) and near(*distances(k, m)) and not near(*distances(s, m)):
+            return s, k, m
+    raise AssertionError("no chain")
+
+
+def _feed(path: Any, rows: list[tuple[str, Fingerprints]]) -> None:
+    import json
+
+    from nearduppipe.fingerprint.compact import encode_for
+
+    with open(path, "w") as f:
+        for key, fps in rows:
+            carried = encode_for(fps, PARAMS, from_text=True)
+            f.write(json.dumps({"url": key, "text": "x", "fingerprint": carried}) + "\n")
+
+
+def _dedup(path: Any, store: Any, add: bool = False) -> Any:
+    import io
+
+    from nearduppipe.batch.records import dedup_records
+
+    out = io.StringIO()
+    result = dedup_records(
+        str(path), output=out, rule=store.rule, against=Against(store, add=add), workers=1
+    )
+    return result, [__import__("json").loads(line)["url"] for line in out.getvalue().splitlines()]
+
+
+def test_no_record_is_dropped_for_a_record_the_store_drops(store_uri: str, tmp_path: Any) -> None:
+    """The issue's chain: M near K, K near the stored S, M far from S. The old order chose K as
+    M's keeper before asking the store, then dropped K for S: M was lost, named as K's copy.
+    The store is asked first now: K is S's repeat and M is kept (20 chains, both backends)."""
+    rule, rng = Rule(), random.Random(5)
+    chains = [_chain(rule, rng) for _ in range(20)]
+    with open_cli_store(store_uri, read_only=False) as store:
+        for g, (s, _, _) in enumerate(chains):
+            store.add(s, f"s{g}")
+    rows = [(f"k{g}", k) for g, (_, k, _) in enumerate(chains)]
+    rows += [(f"m{g}", m) for g, (_, _, m) in enumerate(chains)]
+    _feed(tmp_path / "in.jsonl", rows)
+    with open_cli_store(store_uri, read_only=True, must_exist=True) as store:
+        result, written = _dedup(tmp_path / "in.jsonl", store)
+    assert written == [f"m{g}" for g in range(20)]
+    assert {(m.key, m.matched_key, m.status) for m in result.against.matches} == {
+        (f"k{g}", f"s{g}", "duplicate") for g in range(20)
+    }
+
+
+def test_the_join_answers_what_one_lookup_at_a_time_answers(store_uri: str) -> None:
+    """The join (every record at once) against ``check``'s lookups (one store call each) on
+    random, clustered and adversarial records: same records dropped, same status, the same
+    stored key (nearest first); own keys stored near or far; expired entries match nothing."""
+    from nearduppipe.batch.against import judge_records
+    from nearduppipe.batch.engine_local import LocalEngine
+    from nearduppipe.index.words import wide_words
+
+    rng = random.Random(9)
+    centres = [Fingerprints(rng.getrandbits(64), rng.getrandbits(512)) for _ in range(15)]
+
+    def near_one(c: Fingerprints) -> Fingerprints:
+        return Fingerprints(
+            _flip(c.fp, rng.sample(range(64), rng.randrange(0, 6))),
+            _flip(c.wide, rng.sample(range(512), rng.randrange(0, 60))),  # type: ignore[arg-type]
+        )
+
+    with open_cli_store(store_uri, read_only=False) as store:
+        for i in range(300):
+            kind = rng.random()
+            fps = (
+                near_one(rng.choice(centres))
+                if kind < 0.6
+                else Fingerprints(rng.getrandbits(64), rng.getrandbits(512) if kind < 0.9 else None)
+            )
+            store.add(fps, f"k{i}")
+        rows = []
+        for i in range(400):
+            key = f"k{rng.randrange(600)}"  # half of them stored keys
+            fps = (
+                near_one(rng.choice(centres))
+                if rng.random() < 0.7
+                else Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+            )
+            rows.append((i, key, fps))
+        one_by_one = check_against(store, rows)
+        keys = [k for _, k, _ in rows]
+        assert len(set(keys)) < len(keys)  # (a key twice: the join keeps the last)
+        last = {k: i for i, k, _ in rows}
+        qf = np.array([f.fp for _, _, f in rows], dtype=np.uint64)
+        qw = np.stack([wide_words(f.wide) for _, _, f in rows])
+        index = np.arange(len(rows), dtype=np.int64)
+        side = (qf, qw, np.ones(len(rows), dtype=bool))
+        by_store, left = judge_records(
+            Against(store), LocalEngine(1), store.rule, index, side, keys
+        )
+    expected = {m.record: m for m in one_by_one.matches if last[m.key] == m.record}
+    got = {r: m for r, m in by_store.items() if m.status != "superseded"}
+    assert got.keys() == expected.keys() and len(expected) > 50
+    for r, m in got.items():
+        e = expected[r]
+        assert (m.status, m.distance, m.wide_distance) == (e.status, e.distance, e.wide_distance)
+        assert m.matched_key == e.matched_key
+    assert {r for r, m in by_store.items() if m.status == "superseded"} == {
+        i for i, k, _ in rows if last[k] != i
+    }
+    assert left.sum() == len(rows) - len(by_store)
+
+
+def test_a_rerun_of_add_adds_nothing_even_with_a_key_twice(store_uri: str, tmp_path: Any) -> None:
+    """A key twice in the inputs with other content was ``changed`` on every run (each
+    record replaced the other): the key's last record is the page now, the earlier one
+    superseded; the second run adds nothing and writes nothing."""
+    rng = random.Random(2)
+    a, b, c = (Fingerprints(rng.getrandbits(64), rng.getrandbits(512)) for _ in range(3))
+    _feed(tmp_path / "in.jsonl", [("u1", a), ("u1", b), ("u2", c)])
+    with open_cli_store(store_uri, read_only=False) as store:
+        first, written1 = _dedup(tmp_path / "in.jsonl", store, add=True)
+        assert written1 == ["u1", "u2"] and first.against.added == 2
+        entry = store.get("u1")
+        assert entry is not None and entry.fingerprint == b.fp
+        second, written2 = _dedup(tmp_path / "in.jsonl", store, add=True)
+        assert written2 == [] and second.against.added == 0
+        assert second.against.looked_up["unchanged"] == 2 and len(store) == 2

@@ -375,6 +375,42 @@ def test_search_binds_the_code_the_dispatcher_picks() -> None:
 
 
 @pytest.mark.parametrize("bulk", [True, False])
+def test_cross_is_the_brute_force_join_of_queries_and_stored(bulk: bool) -> None:
+    """``BlockIndex.cross`` (dedup --against): every (query, stored id, d) within the distance,
+    sorted, as a full scan finds them: random, clustered and adversarial queries (each block
+    of a stored fingerprint flipped, exact copies, a removed id)."""
+    rng = np.random.default_rng(22)
+    centres = random_fps(rng, 40).tolist()
+    stored = np.array(
+        [flip(c, int(rng.integers(0, 11)), rng) for c in centres for _ in range(15)]
+        + random_fps(rng, 800).tolist(),
+        dtype=U64,
+    )
+    queries = np.array(
+        [flip(c, int(rng.integers(0, 12)), rng) for c in centres for _ in range(10)]
+        + [int(stored[i]) for i in range(0, 600, 7)]  # exact copies
+        + [int(stored[i]) ^ (0xFF << (8 * (i % 8))) for i in range(0, 600, 11)]  # 8 bits, one block
+        + random_fps(rng, 300).tolist(),
+        dtype=U64,
+    )
+    idx = BlockIndex(Layout(distance=8), tail_capacity=128)
+    if bulk:
+        idx.add_many(stored)  # one run: the compiled join
+    else:
+        for fp in stored.tolist():
+            idx.add(fp)
+    idx.remove(5)
+    want = sorted(
+        (q, j, d)
+        for q in range(len(queries))
+        for j, d in brute(stored, int(queries[q]), 8)
+        if j != 5
+    )
+    got = idx.cross(queries).tolist()
+    assert got == [list(p) for p in want] and len(want) > 500
+
+
+@pytest.mark.parametrize("bulk", [True, False])
 def test_pairs_are_the_brute_force_self_join(bulk: bool) -> None:
     rng = np.random.default_rng(21)
     centres = random_fps(rng, 50).tolist()

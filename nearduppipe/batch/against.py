@@ -23,15 +23,23 @@ store refuses a run whose scope, extractor or stated rule differ from what it wa
 
 from __future__ import annotations
 
+import time
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+import numpy as np
 
 from ..fingerprint.page import Fingerprinted
 from ..fingerprint.rule import Fingerprints, Rule
+from ..index.words import WIDE_WORDS, wide_words, words_to_int
 from ..stores.base import Store, StoreError
 from ..stores.decide import Deduplicator, Outcome
+
+if TYPE_CHECKING:
+    from .engine_local import Engine, Side
 
 __all__ = ["Against", "AgainstMatch", "AgainstResult", "against_rule", "check_against"]
 
@@ -39,11 +47,13 @@ __all__ = ["Against", "AgainstMatch", "AgainstResult", "against_rule", "check_ag
 class AgainstMatch(NamedTuple):
     """Record ``record`` (the batch's record number) with key ``key`` is near the stored page
     ``matched_key``: ``unchanged`` (its own key, stored with content near it) or
-    ``duplicate`` (another key). Distances as in :class:`~nearduppipe.stores.base.Match`."""
+    ``duplicate`` (another key); or ``superseded``: a later record of the inputs has its key
+    (a key is one page: the last record of a key is the one checked and stored). Distances
+    as in :class:`~nearduppipe.stores.base.Match`."""
 
     record: int
     key: str
-    status: Literal["unchanged", "duplicate"]
+    status: Literal["unchanged", "duplicate", "superseded"]
     matched_key: str
     distance: int
     wide_distance: int | None
@@ -121,6 +131,73 @@ class Against:
         self._new: list[tuple[int, str, Fingerprints]] = []
         self.result = AgainstResult()
 
+    def judge(
+        self, engine: Engine, queries: Side, keys: list[str], records: np.ndarray, rule: Rule
+    ) -> dict[int, AgainstMatch]:
+        """Every query record against the whole store at once, by the engine's join
+        (:meth:`Engine.search_against`): ``queries`` are the records' fingerprints masked by
+        their scope, ``keys`` their keys, ``records`` their record numbers. Returns the
+        records near a stored page, by record number: the answers :meth:`check` gives one at
+        a time (the store's verdict for its own key first, expired entries matching
+        nothing), without a round trip per record."""
+        clock = getattr(self.store, "clock", None)  # (a store's own clock, if it has one)
+        stored = read_stored(self.store, clock() if callable(clock) else time.time())
+        side = (stored.fp, stored.wide, stored.has_wide)
+        pairs = engine.search_against(queries, side, rule) if len(stored.keys) else None
+        own = np.fromiter((stored.at.get(k, -1) for k in keys), np.int64, len(keys))
+        found: dict[int, AgainstMatch] = {}
+        if pairs is not None and len(pairs):
+            q, st, d, dw = pairs[:, 0], pairs[:, 1], pairs[:, 2], pairs[:, 3]
+            mine = st == own[q]
+            for row in np.flatnonzero(mine).tolist():  # near its own key's entry
+                i = int(q[row])
+                found[i] = self._match(records[i], keys[i], "unchanged", stored, pairs[row])
+            # else the nearest other entry: by the wide distance (8 x the 64-bit one where a
+            # side has none), then the 64-bit distance, then the oldest (Store.near's order)
+            other = np.flatnonzero(~mine & ~np.isin(q, q[mine]))
+            if len(other):
+                score = np.where(dw[other] >= 0, dw[other], WIDE_WORDS * d[other])
+                order = other[np.lexsort((st[other], d[other], score, q[other]))]
+                first = order[np.r_[True, q[order][1:] != q[order][:-1]]]
+                for row in first.tolist():
+                    i = int(q[row])
+                    if i not in found:
+                        m = self._match(records[i], keys[i], "duplicate", stored, pairs[row])
+                        found[i] = m
+        status: Counter[str] = Counter(m.status for m in found.values())
+        rest = np.ones(len(keys), dtype=bool)
+        rest[list(found)] = False
+        changed = int(np.count_nonzero(own[rest] >= 0))
+        status.update({"changed": changed, "new": int(np.count_nonzero(rest)) - changed})
+        self.result.looked_up.update(+status)
+        self.result.matches.extend(sorted(found.values(), key=lambda m: m.record))
+        return {m.record: m for m in found.values()}
+
+    def _match(
+        self, record: int, key: str, status: Literal["unchanged", "duplicate"],
+        stored: StoredSide, row: np.ndarray,
+    ) -> AgainstMatch:  # fmt: skip
+        wide = int(row[3])
+        return AgainstMatch(
+            int(record), key, status, stored.keys[int(row[1])], int(row[2]),
+            wide if wide >= 0 else None,
+        )  # fmt: skip
+
+    def add_kept(self, record: int, key: str, fps: Fingerprints) -> AgainstMatch | None:
+        """Store one record the batch keeps, through the store's check (``add``): ``None``
+        when the store took it (``new`` or ``changed``), else the stored page another writer
+        put near it since :meth:`judge` (the record is then dropped, not written)."""
+        outcome = self._dedup.decide(Fingerprinted(fps, None, 0), key)
+        if outcome.status in ("new", "changed"):
+            self.result.added += 1
+            return None
+        found = _near(record, key, outcome)
+        if found is None:  # (again, claimed: the key is this or a running job's: not ours)
+            m = outcome.match
+            found = AgainstMatch(record, key, "duplicate", key, m.distance if m else 0, None)
+        self.result.matches.append(found)
+        return found
+
     def check(self, record: int, key: str, fps: Fingerprints) -> AgainstMatch | None:
         """The stored page record ``record`` (its page's own fingerprints ``fps``) is near, or
         ``None`` when it is new to the store."""
@@ -153,6 +230,54 @@ class Against:
         return self.result
 
 
+class StoredSide(NamedTuple):
+    """A store's live entries as the columns a join takes (fingerprints as stored: masked by
+    their scope), their keys, and each key's row."""
+
+    keys: list[str]
+    fp: np.ndarray
+    wide: np.ndarray
+    has_wide: np.ndarray
+    at: dict[str, int]
+
+
+def read_stored(store: Store, now: float) -> StoredSide:
+    """Every entry of ``store`` that still matches at ``now`` (its TTL), read once."""
+    cutoff = -np.inf if store.ttl is None else now - store.ttl
+    keys: list[str] = []
+    fps, wides, has = array("Q"), bytearray(), bytearray()
+    for e in store.entries():
+        if e.stored_at < cutoff:
+            continue
+        keys.append(e.key)
+        fps.append(e.fingerprint)
+        wides += wide_words(e.wide).tobytes()
+        has.append(e.wide is not None)
+    n = len(keys)
+    wide = np.frombuffer(bytes(wides), dtype="<u8").reshape(n, WIDE_WORDS).astype(np.uint64)
+    return StoredSide(
+        keys,
+        np.frombuffer(fps, dtype=np.uint64) if n else np.zeros(0, dtype=np.uint64),
+        wide,
+        np.frombuffer(bytes(has), dtype=np.uint8).astype(bool),
+        {k: i for i, k in enumerate(keys)},
+    )
+
+
+def superseded(keys: list[str], records: np.ndarray) -> dict[int, AgainstMatch]:
+    """Records whose key a later record has (a key is one page: the last one is checked and
+    stored, so a re-run finds it unchanged instead of replacing it with an earlier one)."""
+    last: dict[str, int] = {}
+    for j, k in enumerate(keys):
+        last[k] = j
+    out = {}
+    for j, k in enumerate(keys):
+        if last[k] != j:
+            r = int(records[j])
+            out[r] = AgainstMatch(r, k, "superseded", k, 0, None)
+    return out
+
+
 def _near(record: int, key: str, outcome: Outcome) -> AgainstMatch | None:
     m = outcome.match
     if m is None or outcome.status not in ("unchanged", "duplicate"):
@@ -179,3 +304,66 @@ def check_against(
         if progress is not None:
             progress(1)
     return against.finish()
+
+
+def judge_records(
+    against: Against,
+    engine: Engine,
+    rule: Rule,
+    index: np.ndarray,
+    queries: Side,
+    keys: list[str],
+) -> tuple[dict[int, AgainstMatch], np.ndarray]:
+    """Pass 1's records (``index``: the record numbers with fingerprints; ``queries`` their
+    fingerprints masked by scope; ``keys`` every record's key) against the store, before the
+    batch's own search: the records it drops (a key's earlier records, superseded; those near
+    a stored page), and a mask over ``index`` of those left for the search."""
+    query, query_wide, has_wide = queries
+    keys_q = [keys[i] for i in index.tolist()]
+    by_store = superseded(keys_q, index)
+    live = np.array([int(i) not in by_store for i in index.tolist()], dtype=bool)
+    judged = against.judge(
+        engine,
+        (query[live], query_wide[live], has_wide[live]),
+        [k for k, left in zip(keys_q, live.tolist(), strict=True) if left],
+        index[live],
+        rule,
+    )
+    by_store.update(judged)
+    live &= np.array([int(i) not in judged for i in index.tolist()], dtype=bool)
+    return by_store, live
+
+
+def add_kept_records(
+    against: Against,
+    label: np.ndarray,
+    by_store: dict[int, AgainstMatch],
+    keys: list[str],
+    fp: np.ndarray,
+    wide_fps: np.ndarray,
+    ok: np.ndarray,
+) -> None:
+    """``--add``: the records this run keeps, stored in input order through the store's
+    check. One the store refuses (another writer stored a near page since the join) is
+    dropped, and its group's records are checked in its place, in input order, as a crawl
+    would meet them: each is kept only if the store takes it (``label`` and ``by_store``
+    updated in place)."""
+    n = len(label)
+    members: dict[int, list[int]] | None = None
+    for i in np.flatnonzero((label == np.arange(n)) & ok).tolist():
+        if i in by_store:
+            continue
+        refused = against.add_kept(i, keys[i], Fingerprints(int(fp[i]), words_to_int(wide_fps[i])))
+        if refused is None:
+            continue
+        by_store[i] = refused
+        if members is None:  # (once: every group's records, in input order)
+            members = {}
+            for j in np.flatnonzero(label != np.arange(n)).tolist():
+                members.setdefault(int(label[j]), []).append(j)
+        for j in members.get(i, []):
+            label[j] = j
+            fps = Fingerprints(int(fp[j]), words_to_int(wide_fps[j]))
+            m = against.add_kept(j, keys[j], fps)
+            if m is not None:
+                by_store[j] = m

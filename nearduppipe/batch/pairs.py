@@ -109,15 +109,13 @@ def cross_pairs(
     each table (default ``distance + 2`` blocks: keys of 2 blocks, ~25 bits at k = 3, so a
     query meets ``n / 2^25`` stored keys) the stored keys are sorted once and every query's
     run of equal keys found by binary search; beyond radius 4, a :class:`BlockIndex` of the
-    stored set answers each query (as :func:`near_pairs` does)."""
+    stored set answers every query in one compiled loop (:meth:`BlockIndex.cross`)."""
     qs, st = np.asarray(queries, dtype=_U64), np.asarray(stored, dtype=_U64)
     found: list[np.ndarray] = []
     if distance > 4:
         index = BlockIndex(Layout(distance=distance))
         index.add_many(st)
-        for q, fp in enumerate(qs.tolist()):
-            ids, dist = index.search(fp, distance)
-            found.append(np.stack([np.full(len(ids), q), ids, dist], axis=1).astype(np.int64))
+        found.append(index.cross(qs))
     else:
         layout = Layout(distance=distance, blocks=blocks or min(64, distance + 2))
         for parts in layout.tables():

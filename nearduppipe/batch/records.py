@@ -35,11 +35,11 @@ import numpy as np
 
 from ..errors import NearDupError
 from ..fingerprint.page import FingerprintParams
-from ..fingerprint.rule import Fingerprints, Rule
+from ..fingerprint.rule import Rule
 from ..index.words import wide_words, words_to_int
 from ..stores.report import Report, build_report
 from ..stores.scope import mask_of
-from .against import Against, AgainstResult
+from .against import Against, AgainstMatch, AgainstResult, add_kept_records, judge_records
 from .bounded import DEFAULT_MAX_RECORD_BYTES
 from .compression import FeedError
 from .core import Fields, collapse
@@ -200,7 +200,7 @@ def dedup_records(
     sources = _sources(path, input_format)
     check_extras(sources)
     out_fmt = _output_format(sources, output_format) if output is not None else None
-    walk = Walk(sources, fields, params, rule, keep)
+    walk = Walk(sources, fields, params, rule, keep, keys=against is not None)
 
     # 1. fingerprints: (key, fp, wide) of every record, in input order
     fps, wides, ok, lengths = array("Q"), bytearray(), bytearray(), array("q")
@@ -239,6 +239,16 @@ def dedup_records(
         query = query ^ np.array([m.fp for m in masks], dtype=np.uint64)[sid]
         query_wide = query_wide ^ np.stack([wide_words(m.wide) for m in masks])[sid]
 
+    # 1b. --against: every record against the store first (a key's last record only), so
+    # that a record dropped later is near a record this run keeps or a stored page
+    by_store: dict[int, AgainstMatch] = {}
+    if against is not None:
+        by_store, live = judge_records(
+            against, engine, rule, index, (query, query_wide, has_wide), walk.keys
+        )
+        index, query, query_wide = index[live], query[live], query_wide[live]
+        has_wide = has_wide[live]
+
     # 2. the search: exact copies collapsed, then the join among their representatives
     matching = bar_of(total=len(index), desc=f"matching ({engine.name})", unit="rec")
     rep = collapse(query, query_wide, has_wide)
@@ -262,10 +272,16 @@ def dedup_records(
     label[index] = index[kept_by.keeper]
 
     near = NearPairs(index, rep, rep_pairs, has_wide)  # (pairs of records: never listed here)
+    if against is not None and against.add:  # (before -o: it holds what the store took)
+        ok_mask = np.frombuffer(bytes(ok), dtype=bool)
+        add_kept_records(against, label, by_store, walk.keys, fp, wide_fps, ok_mask)
 
     # 4. output: every input again, in order
     named = label != np.arange(n)
     named[label[named]] = True  # keepers of groups too
+    dropped = np.zeros(n, dtype=bool)  # (by the store: --against)
+    dropped[list(by_store)] = True
+    named |= dropped
     named[near.in_pairs()] = True  # (and both ends of every near pair)
     keys, texts, kept = _write(
         sources,
@@ -279,13 +295,14 @@ def dedup_records(
         header,
         keep_texts,
         bar_of,
-        against,
+        dropped,
     )
-    against_result = against.finish() if against is not None else None
-    alive = label == np.arange(n)
-    if against_result is not None and against_result.matches:
-        stored_near = against_result.dropped
-        alive[list(stored_near)] = False
+    against_result = None
+    if against is not None:
+        against.store.flush()
+        against_result = against.result
+        against_result.matches = sorted(by_store.values(), key=lambda m: m.record)
+    alive = (label == np.arange(n)) & ~dropped
     host_names = list(walk.hosts)
     ids = np.frombuffer(walk.host_ids, dtype=np.int32) if n else np.zeros(0, dtype=np.int32)
     per_host = np.bincount(ids[alive], minlength=len(host_names))
@@ -332,11 +349,11 @@ def _write(
     header: list[str],
     keep_texts: bool,
     bar_of: Progress,
-    against: Against | None = None,
+    dropped: np.ndarray,
 ) -> tuple[dict[int, str], dict[str, str], int]:
-    """Pass 2: every input again, in order: the kept records written; keys of group members
-    (and of every record in a near pair), texts of the shown pairs. With ``against``, each
-    kept record is looked up in its store first, and not written when near a stored page."""
+    """Pass 2: every input again, in order: the kept records written (not those ``dropped``
+    by the store); keys of group members (and of every record in a near pair), texts of the
+    shown pairs."""
     n = len(label)
     fp, wide_fps, ok = fingerprints
     texts_of = replace(fields, fingerprint=None)  # (the texts, even of records carrying fps)
@@ -360,12 +377,7 @@ def _write(
             for raw, record in reader:
                 if i >= n:  # (an input that grew between the passes)
                     break
-                stored = None
-                if label[i] == i and against is not None and ok[i]:
-                    keys[i] = fields.key_of(record, i)
-                    fps = Fingerprints(int(fp[i]), words_to_int(wide_fps[i]))
-                    stored = against.check(i, keys[i], fps)
-                if label[i] == i and stored is None:
+                if label[i] == i and not dropped[i]:
                     kept += 1
                     if output is not None and source.is_warc:
                         wide = words_to_int(wide_fps[i]) if ok[i] else None

@@ -28,15 +28,22 @@ class Walk:
     the keep rule reads: key, canonical link)."""
 
     def __init__(
-        self, sources: list[Input], fields: Fields, params: FingerprintParams, rule: Rule, keep: str
+        self,
+        sources: list[Input],
+        fields: Fields,
+        params: FingerprintParams,
+        rule: Rule,
+        keep: str,
+        keys: bool = False,
     ) -> None:
         self.sources, self.fields, self.params, self.rule = sources, fields, params, rule
         self.keep = keep
+        self.with_keys = keys or keep != "first"  # (--against reads every key)
         self.hosts: dict[str, int] = {}
         self.host_ids = array("i")
         self.scopes: dict[str, int] = {}  # (under a scope narrower than global: stores/scope.py)
         self.scope_ids = array("i")
-        self.keys: list[str] = []  # (only for a keep rule that reads them)
+        self.keys: list[str] = []  # (only for a keep rule or --against, which read them)
         self.canonical: list[str | None] = []
         self.names: dict[str, None] = {}  # every field seen, in order (an output's CSV header)
         self.csv_header: dict[str, None] = {}
@@ -72,7 +79,7 @@ class Walk:
                     if self.rule.scope != "global":
                         name = scope_of(key, self.rule.scope)
                         self.scope_ids.append(self.scopes.setdefault(name, len(self.scopes)))
-                    if self.keep != "first":
+                    if self.with_keys:
                         self.keys.append(key)
                     if self.keep == "canonical":
                         html = record.get(fields.html)

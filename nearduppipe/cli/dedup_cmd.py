@@ -239,11 +239,13 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         )
     if result.against is not None:
         a, looked = result.against, result.against.looked_up
+        later = sum(m.status == "superseded" for m in a.matches)
         say(
-            f"against {redact(args.against)}: {len(a.matches)} kept records near a stored page "
-            f"({looked['unchanged']} already stored under their key, {looked['duplicate']} "
-            f"near another key); "
+            f"against {redact(args.against)}: {len(a.matches) - later} records near a stored "
+            f"page ({looked['unchanged']} already stored under their key, "
+            f"{looked['duplicate']} near another key); "
             + (f"{a.added} added" if args.add else "nothing added (read-only; --add adds)")
+            + (f"; {later} superseded by a later record of their key" if later else "")
         )
     say(
         f"kept by --keep {args.keep} ({args.engine} engine): {chose} of {sum(by.values())} "

@@ -16,7 +16,7 @@ from numba import njit
 
 from .compiled import query_run
 
-__all__ = ["components", "self_join"]
+__all__ = ["components", "cross_join", "self_join"]
 
 
 @njit(cache=True, nogil=True)
@@ -63,6 +63,50 @@ def self_join(
                 cap *= 2
                 out_i, out_j, out_d = _grown(out_i, cap), _grown(out_j, cap), _grown(out_d, cap)
             out_i[m], out_j[m], out_d[m] = i, j, buf_d[x]
+            m += 1
+    return out_i[:m], out_j[:m], out_d[:m]
+
+
+@njit(cache=True, nogil=True)
+def cross_join(
+    offsets: Any,
+    tfps: Any,
+    tids: Any,
+    shifts: Any,
+    widths: Any,
+    drops: Any,
+    masks: Any,
+    n_masks: Any,
+    probes: Any,
+    queries: Any,
+    radius: int,
+    alive: Any,
+) -> tuple[Any, Any, Any]:
+    """Every pair ``(q, j, d)`` of a query (``queries[q]``) and a live id of one run within
+    ``radius``: :func:`query_run` for each query in one compiled loop (``dedup --against``:
+    an export against a store, no pair of two stored ids looked at)."""
+    cap = 1 << 16
+    out_i = np.empty(cap, dtype=np.int64)
+    out_j = np.empty(cap, dtype=np.int64)
+    out_d = np.empty(cap, dtype=np.int64)
+    buf_ids = np.empty(4096, dtype=np.int64)
+    buf_d = np.empty(4096, dtype=np.int64)
+    m = 0
+    for q in range(len(queries)):
+        args = (
+            offsets, tfps, tids, shifts, widths, drops, masks, n_masks, probes, queries[q],
+            radius, alive,
+        )  # fmt: skip
+        k = query_run(*args, buf_ids, buf_d, 0)
+        if k > len(buf_ids):
+            buf_ids = np.empty(2 * k, dtype=np.int64)
+            buf_d = np.empty(2 * k, dtype=np.int64)
+            k = query_run(*args, buf_ids, buf_d, 0)
+        for x in range(k):
+            if m == cap:
+                cap *= 2
+                out_i, out_j, out_d = _grown(out_i, cap), _grown(out_j, cap), _grown(out_d, cap)
+            out_i[m], out_j[m], out_d[m] = q, buf_ids[x], buf_d[x]
             m += 1
     return out_i[:m], out_j[:m], out_d[:m]
 

@@ -293,6 +293,23 @@ class BlockIndex(MergeSchedule):
         result: np.ndarray = out[order]
         return result
 
+    def cross(self, queries: np.ndarray) -> np.ndarray:
+        """Every pair ``(q, i, d)`` of a query (``queries[q]``) and a live id within the
+        distance, sorted: the join of an export against a stored set, compiled when the index
+        is one run (a bulk load), no pair of two stored ids looked at."""
+        self.wait()
+        qs = np.ascontiguousarray(queries, dtype=np.uint64)
+        if len(self._runs) == 1 and self._tail == self._n:
+            run = self._runs[0]
+            q, i, d = kernels().cross_join(*run.args, qs, self.distance, self._alive)
+            out = np.stack([q, i, d], axis=1)
+        else:
+            found = [(q, i, d) for q, fp in enumerate(qs.tolist()) for i, d in self.query(fp)]
+            out = np.array(found, dtype=np.int64).reshape(-1, 3)
+        order = np.lexsort((out[:, 1], out[:, 0]))
+        result: np.ndarray = out[order]
+        return result
+
     def query(self, fp: int, radius: int | None = None) -> list[tuple[int, int]]:
         """``(id, distance)`` of every live fingerprint within the distance (or a smaller
         ``radius``), nearest first (ties: oldest first)."""
