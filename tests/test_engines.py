@@ -330,3 +330,39 @@ def test_engine_joins_against_a_stored_set_equal_a_brute_force_scan(
         for engine in (spark, dask):
             found = engine.search_against(queries, stored, rule)
             assert np.array_equal(found, expected), (engine.name, rule)
+
+
+@pytest.fixture(scope="module")
+def against_store(planted_split: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A sqlite store holding what a first export (the first two feeds) kept: --add."""
+    from nearduppipe import open_store
+    from nearduppipe.batch.against import Against
+
+    uri = str(tmp_path_factory.mktemp("against") / "store.sqlite")
+    with open_store(uri) as store:
+        dedup_records(planted_split["inputs"][:2], against=Against(store, add=True), workers=2)
+    return uri
+
+
+@pytest.mark.engine
+def test_against_a_store_every_engine_answers_as_the_local_one(
+    spark: Any, dask: Any, planted_split: dict[str, Any], against_store: str
+) -> None:
+    """``--against``'s join runs on the engine (``search_against``): the records dropped for a
+    stored page, their matches, and the groups of the rest are the local engine's."""
+    from nearduppipe import open_store
+    from nearduppipe.batch.against import Against
+
+    results = []
+    for engine in (None, spark, dask):
+        with open_store(against_store, read_only=True) as store:
+            results.append(
+                dedup_records(planted_split["inputs"], engine=engine, workers=2,
+                              keep_texts=False, against=Against(store))
+            )  # fmt: skip
+    local = results[0]
+    assert local.against is not None and len(local.against.matches) > 300
+    for other in results[1:]:
+        assert other.against is not None
+        assert other.against.matches == local.against.matches
+        assert np.array_equal(other.keeper, local.keeper) and other.kept == local.kept
