@@ -76,9 +76,9 @@ def test_a_crawl_with_resiliparse(tmp_path: Path) -> None:
     """The add-on with NEARDUP_EXTRACTOR = "resiliparse" on a real site, crawled twice: the
     second crawl exports exactly the new and edited articles and drops the near-copies."""
     pytest.importorskip("resiliparse", reason="the nearduppipe[resiliparse] extra")
+    from .crawls.test_recrawl_frontier import crawl
     from .support.recrawl_site import COPIES, EDITED, NEW, OLD, build
     from .support.server import serve_directory
-    from .test_recrawl_frontier import crawl
 
     site = tmp_path / "site"
     site.mkdir()

@@ -33,7 +33,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10 (pytest depends on tomli there)
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "nearduppipe"
 
 # layer → the nearduppipe layers it may import ("face" is everything else: the Scrapy

@@ -21,9 +21,9 @@ from nearduppipe.middlewares import NearDupMiddleware
 from nearduppipe.pipelines import NearDupPipeline
 from sample_spider.site_builder import DISTINCT, GROUPS, build_site
 
+from .crawls.test_scrapy_e2e import ARTICLES, assert_one_per_group, crawl
 from .support.reactor import NO_REACTOR, reactor_args
 from .support.server import serve_directory
-from .test_scrapy_e2e import ARTICLES, assert_one_per_group, crawl
 
 SCRAPY = str(Path(sys.executable).parent / "scrapy")
 ADDON = {"ADDONS": {"nearduppipe.Addon": 0}}

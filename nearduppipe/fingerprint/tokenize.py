@@ -66,7 +66,7 @@ def _nfkc(text: str) -> str:
     starts by replacing every character with its compatibility decomposition, so replacing
     any character with that decomposition beforehand changes nothing in the result. These
     characters' decompositions are single ASCII characters (U+FF01..U+FF5E -> U+0021..U+007E,
-    U+3000 -> U+0020; tests/test_tokenize.py checks both, and the whole against
+    U+3000 -> U+0020; tests/fingerprint/test_tokenize.py checks both, and the whole against
     ``normalize``): they are replaced as one numpy operation over the code points, and
     ``normalize`` runs only if what is left is still not NFKC-normal."""
     if unicodedata.is_normalized("NFKC", text):
@@ -173,8 +173,8 @@ def _plain_words(text: str) -> list[str]:
     characters are made spaces (each distinct non-ASCII one by ``str.replace``, found with
     numpy; the ASCII ones by one ``bytes.translate``; the apostrophes that join nothing one by
     one) and the tokens are what ``split`` leaves: in Latin, Cyrillic, Greek, Arabic or
-    Devanagari text, 2-3x faster than the regex. tests/test_tokenize.py and
-    tests/test_fingerprint_identity.py hold it to the regex."""
+    Devanagari text, 2-3x faster than the regex. tests/fingerprint/test_tokenize.py and
+    tests/fingerprint/test_fingerprint_identity.py hold it to the regex."""
     if not text.isascii():  # the distinct non-ASCII characters, by numpy over the code points
         points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         for code in np.unique(points[points > 0x7F]).tolist():

