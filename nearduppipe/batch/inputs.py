@@ -174,3 +174,24 @@ def read_listing(name: str) -> list[str]:
     if not names:
         raise InputError(f"--inputs-from {path}: names no input")
     return names
+
+
+def sources_of(
+    path: str | Path | Input | Sequence[str | Path | Input], input_format: str | None
+) -> list[Input]:
+    """The inputs ``path`` names (files, globs, URLs or :class:`Input`), in order, each read
+    once however often it is named."""
+    given = [path] if isinstance(path, (str, Path, Input)) else list(path)
+    out: list[Input] = []
+    seen: set[Path | UrlPath] = {p.path.resolve() for p in given if isinstance(p, Input)}
+    for p in given:
+        if isinstance(p, Input):
+            out.append(p)
+            continue
+        for found in expand_inputs([p], input_format)[0]:
+            if found.path.resolve() not in seen:  # (a file named twice is read once)
+                seen.add(found.path.resolve())
+                out.append(found)
+    if not out:
+        raise FeedError("no input given")
+    return out

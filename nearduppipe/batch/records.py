@@ -45,8 +45,7 @@ from .compression import FeedError
 from .core import Fields, collapse
 from .engine_local import Engine, LocalEngine
 from .feeds import FeedWriter
-from .fs import UrlPath
-from .inputs import Input, check_extras, expand_inputs, open_input
+from .inputs import Input, check_extras, open_input, sources_of
 from .keep import KEEP_RULES, keep_groups
 from .near import NearPairs
 from .precomputed import DEFAULT_FIELD
@@ -128,25 +127,6 @@ def _text_clusters(label: np.ndarray) -> set[int]:
     return chosen
 
 
-def _sources(
-    path: str | Path | Input | Sequence[str | Path | Input], input_format: str | None
-) -> list[Input]:
-    given = [path] if isinstance(path, (str, Path, Input)) else list(path)
-    out: list[Input] = []
-    seen: set[Path | UrlPath] = {p.path.resolve() for p in given if isinstance(p, Input)}
-    for p in given:
-        if isinstance(p, Input):
-            out.append(p)
-            continue
-        for found in expand_inputs([p], input_format)[0]:
-            if found.path.resolve() not in seen:  # (a file named twice is read once)
-                seen.add(found.path.resolve())
-                out.append(found)
-    if not out:
-        raise FeedError("no input given")
-    return out
-
-
 def _output_format(sources: list[Input], given: str | None) -> str:
     warc = any(s.is_warc for s in sources)
     formats = {s.format for s in sources}
@@ -197,7 +177,7 @@ def dedup_records(
     rule = rule or Rule()
     engine = engine or LocalEngine(workers)
     fields = Fields(text_field, html_field, key_field, fingerprint_field, max_record_bytes)
-    sources = _sources(path, input_format)
+    sources = sources_of(path, input_format)
     check_extras(sources)
     out_fmt = _output_format(sources, output_format) if output is not None else None
     walk = Walk(sources, fields, params, rule, keep, keys=against is not None)

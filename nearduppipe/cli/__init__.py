@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from ..errors import NearDupError
 from ._io import CliError, redact, say
-from .dedup_cmd import add_parsers as _dedup_parsers
+from .dedup_args import add_parsers as _dedup_parsers
 from .forget_cmd import add_parsers as _forget_parsers
 from .migrate_cmd import add_parsers as _migrate_parsers
 from .store_cmds import add_parsers as _store_parsers

@@ -5,7 +5,8 @@ by weight, every bit unpacked to a byte, blocks of one weight added, a matrix pr
 took ~0.17 ms of temporary arrays per page; as one loop over the packed words it is ~0.04 ms
 (benchmarks/fingerprint_cost.py, "sums").
 The sums are exact integers either way (int64 below 2**53, see ``simhash._fixed_point``), so
-the bits are the same (tests/fingerprint/test_fingerprint_identity.py and tests/fingerprint/test_simhash.py pin them).
+the bits are the same (tests/fingerprint/test_fingerprint_identity.py and
+tests/fingerprint/test_simhash.py pin them).
 
 numba is already the index's compiler (``index/compiled.py``). This module is imported on the
 first fingerprint, not with the package (importing numba costs ~0.5 s), and its compiled code

@@ -12,8 +12,9 @@ log ``{P}:n`` at open) and sends the candidates it finds with the log position i
 at; the script adds every entry logged since that position, drops candidates removed since,
 and returns the members logged since, which the client's index takes in. So the verdict is
 exactly what a search of the whole store at that moment would give, and two workers can
-never both keep two near-duplicates sent at the same moment (tests/stores/redis/test_redis_store.py races
-eight processes). A client more than 4,096 members behind (idle while others wrote) first
+never both keep two near-duplicates sent at the same moment
+(tests/stores/redis/test_redis_store.py races eight processes). A client more than 4,096
+members behind (idle while others wrote) first
 reads the log; one whose log was compacted or reset meanwhile reloads it, and so does one
 whose server was restored from an older snapshot (the same epoch comes back with it: the log
 is shorter than the client's position, or the member there is not the last one it read).

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from ..backend import Backend, Damage, register_backend
 from ..base import Store, StoreError
 from .fields import hint
-from .files import TABLE, decode, read_connection, sqlite_path
-from .store import _open
+from .files import TABLE, check_links, decode, read_connection, sqlite_path, stored_format
+from .migrate import read_only_view
+from .store import SqliteStore
 
 if TYPE_CHECKING:
     from ...fingerprint.rule import Rule
@@ -25,7 +26,17 @@ class SqliteBackend(Backend):
     name = "sqlite"
 
     def open(self, uri: str, *, rule: Rule | None = None, **options: Any) -> Store:
-        return _open(uri, rule=rule, **options)
+        options.pop("name", None)  # the file path already names the store
+        path = sqlite_path(uri)
+        if options.get("read_only") and path.is_file():
+            options.pop("change_ttl", None)  # (readers record nothing)
+            check_links(path, read_only=True)  # (before sqlite opens it by this name)
+            if stored_format(path) == 1:
+                return read_only_view(path, uri, rule, options)  # reads never write: no migration
+        try:
+            return SqliteStore(path, rule, uri=uri, **options)
+        except TypeError as e:
+            raise StoreError(f"sqlite store {uri!r}: {e}") from e
 
     def file(self, uri: str) -> Path:
         return sqlite_path(uri)

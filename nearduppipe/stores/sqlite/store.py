@@ -23,7 +23,7 @@ import numpy as np
 
 from ...fingerprint.rule import Fingerprints, Rule
 from ...index.columns import Column
-from ..base import DEFAULT_MAX_DECISIONS, Decision, Entry, Store, StoreError, register_store
+from ..base import DEFAULT_MAX_DECISIONS, Decision, Entry, StoreError
 from ..indexed import COUNTERS, IndexedStore
 from ..scope import check_scope
 from ..ttl_rule import encode_ttl, settle_ttl
@@ -38,10 +38,9 @@ from .files import (
     read_connection,
     scan_rows,
     sqlite_path,
-    stored_format,
 )
 from .keys import KeyFilter, key_hash
-from .migrate import prepare_file, read_only_view, rule_of
+from .migrate import prepare_file, rule_of
 from .records import (
     decision_record,
     entry_record,
@@ -397,20 +396,3 @@ class SqliteStore(IndexedStore):
             self._closed = True
             if self._owned():  # (a forked child leaves the writer, reader and lock to its parent)
                 self._release()
-
-
-def _open(uri: str, rule: Rule | None = None, **options: Any) -> Store:
-    options.pop("name", None)  # the file path already names the store
-    path = sqlite_path(uri)
-    if options.get("read_only") and path.is_file():
-        options.pop("change_ttl", None)  # (readers record nothing)
-        check_links(path, read_only=True)  # (before sqlite opens it by this name)
-        if stored_format(path) == 1:
-            return read_only_view(path, uri, rule, options)  # reads never write: not migrated
-    try:
-        return SqliteStore(path, rule, uri=uri, **options)
-    except TypeError as e:
-        raise StoreError(f"sqlite store {uri!r}: {e}") from e
-
-
-register_store("sqlite", _open)
