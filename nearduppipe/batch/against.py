@@ -24,7 +24,6 @@ store refuses a run whose scope, extractor or stated rule differ from what it wa
 from __future__ import annotations
 
 import time
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ import numpy as np
 
 from ..fingerprint.page import Fingerprinted
 from ..fingerprint.rule import Fingerprints, Rule
-from ..index.words import WIDE_WORDS, wide_words, words_to_int
+from ..index.words import WIDE_WORDS, words_to_int
 from ..stores.base import Store, StoreError
 from ..stores.decide import Deduplicator, Outcome
 
@@ -143,15 +142,20 @@ class Against:
         clock = getattr(self.store, "clock", None)  # (a store's own clock, if it has one)
         stored = read_stored(self.store, clock() if callable(clock) else time.time())
         side = (stored.fp, stored.wide, stored.has_wide)
-        pairs = engine.search_against(queries, side, rule) if len(stored.keys) else None
-        own = np.fromiter((stored.at.get(k, -1) for k in keys), np.int64, len(keys))
+        pairs = engine.search_against(queries, side, rule) if len(stored.fp) else None
         found: dict[int, AgainstMatch] = {}
         if pairs is not None and len(pairs):
             q, st, d, dw = pairs[:, 0], pairs[:, 1], pairs[:, 2], pairs[:, 3]
-            mine = st == own[q]
+            rows = np.unique(st)  # (only the matched entries' keys are read)
+            name = dict(zip(rows.tolist(), stored.keys(rows), strict=True))
+            mine = np.fromiter(
+                (name[s] == keys[i] for i, s in zip(q.tolist(), st.tolist(), strict=True)),
+                dtype=bool,
+                count=len(q),
+            )
             for row in np.flatnonzero(mine).tolist():  # near its own key's entry
                 i = int(q[row])
-                found[i] = self._match(records[i], keys[i], "unchanged", stored, pairs[row])
+                found[i] = _match(records[i], keys[i], "unchanged", name, pairs[row])
             # else the nearest other entry: by the wide distance (8 x the 64-bit one where a
             # side has none), then the 64-bit distance, then the oldest (Store.near's order)
             other = np.flatnonzero(~mine & ~np.isin(q, q[mine]))
@@ -161,27 +165,12 @@ class Against:
                 first = order[np.r_[True, q[order][1:] != q[order][:-1]]]
                 for row in first.tolist():
                     i = int(q[row])
-                    if i not in found:
-                        m = self._match(records[i], keys[i], "duplicate", stored, pairs[row])
-                        found[i] = m
+                    found[i] = _match(records[i], keys[i], "duplicate", name, pairs[row])
         status: Counter[str] = Counter(m.status for m in found.values())
-        rest = np.ones(len(keys), dtype=bool)
-        rest[list(found)] = False
-        changed = int(np.count_nonzero(own[rest] >= 0))
-        status.update({"changed": changed, "new": int(np.count_nonzero(rest)) - changed})
+        status["new"] = len(keys) - len(found)  # (new to the store, or its key changed)
         self.result.looked_up.update(+status)
         self.result.matches.extend(sorted(found.values(), key=lambda m: m.record))
         return {m.record: m for m in found.values()}
-
-    def _match(
-        self, record: int, key: str, status: Literal["unchanged", "duplicate"],
-        stored: StoredSide, row: np.ndarray,
-    ) -> AgainstMatch:  # fmt: skip
-        wide = int(row[3])
-        return AgainstMatch(
-            int(record), key, status, stored.keys[int(row[1])], int(row[2]),
-            wide if wide >= 0 else None,
-        )  # fmt: skip
 
     def add_kept(self, record: int, key: str, fps: Fingerprints) -> AgainstMatch | None:
         """Store one record the batch keeps, through the store's check (``add``): ``None``
@@ -231,36 +220,39 @@ class Against:
 
 
 class StoredSide(NamedTuple):
-    """A store's live entries as the columns a join takes (fingerprints as stored: masked by
-    their scope), their keys, and each key's row."""
+    """A store's entries that still match (its TTL), as the columns a join takes, and how to
+    read the keys of some of them."""
 
-    keys: list[str]
     fp: np.ndarray
     wide: np.ndarray
     has_wide: np.ndarray
-    at: dict[str, int]
+    keys: Callable[[np.ndarray], list[str]]
 
 
 def read_stored(store: Store, now: float) -> StoredSide:
-    """Every entry of ``store`` that still matches at ``now`` (its TTL), read once."""
-    cutoff = -np.inf if store.ttl is None else now - store.ttl
-    keys: list[str] = []
-    fps, wides, has = array("Q"), bytearray(), bytearray()
-    for e in store.entries():
-        if e.stored_at < cutoff:
-            continue
-        keys.append(e.key)
-        fps.append(e.fingerprint)
-        wides += wide_words(e.wide).tobytes()
-        has.append(e.wide is not None)
-    n = len(keys)
-    wide = np.frombuffer(bytes(wides), dtype="<u8").reshape(n, WIDE_WORDS).astype(np.uint64)
+    """Every entry of ``store`` that still matches at ``now`` (its TTL), read once
+    (:meth:`Store.columns`: a sqlite or memory store answers from its index's arrays)."""
+    cols = store.columns()
+    live = np.ones(len(cols.fp), dtype=bool)
+    if store.ttl is not None:
+        live = cols.stored_at >= now - store.ttl
+    rows = np.flatnonzero(live)
+    wide = np.ascontiguousarray(cols.wide[rows], dtype=np.uint64).reshape(-1, WIDE_WORDS)
     return StoredSide(
-        keys,
-        np.frombuffer(fps, dtype=np.uint64) if n else np.zeros(0, dtype=np.uint64),
+        np.ascontiguousarray(cols.fp[rows], dtype=np.uint64),
         wide,
-        np.frombuffer(bytes(has), dtype=np.uint8).astype(bool),
-        {k: i for i, k in enumerate(keys)},
+        np.asarray(cols.has_wide[rows], dtype=bool),
+        lambda some: cols.keys(rows[some]),
+    )
+
+
+def _match(
+    record: int, key: str, status: Literal["unchanged", "duplicate"], name: dict[int, str],
+    row: np.ndarray,
+) -> AgainstMatch:  # fmt: skip
+    wide = int(row[3])
+    return AgainstMatch(
+        int(record), key, status, name[int(row[1])], int(row[2]), wide if wide >= 0 else None
     )
 
 

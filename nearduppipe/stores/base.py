@@ -38,12 +38,14 @@ from .checks import (
     clean_entries,
     clean_text,
 )
+from .columns import Columns, columns_of
 from .counts import COUNTERS, STATUSES, Source, Status, StoreInfo, Tally
 
 __all__ = [
     "COUNTERS",
     "LEASE_SECONDS",
     "BadKey",
+    "Columns",
     "Decision",
     "Entry",
     "Match",
@@ -270,6 +272,12 @@ class Store(ABC):
         recorded), ``decisions_trimmed``, ``again`` (checks of a key by the job that stored it),
         ``claimed`` (checks of a key another running job holds) and ``items_<status>`` (the
         item pipeline's verdicts)."""
+
+    def columns(self) -> Columns:
+        """Every stored entry (expired ones included) as columns, read once: a batch's join
+        against the store (``dedup --against``). The default reads :meth:`entries`; a backend
+        that holds its index in arrays answers from them."""
+        return columns_of(self.entries())
 
     def lease(self, job: str, seconds: float) -> None:
         """Say that crawl job ``job`` runs for ``seconds`` more (``0``: it has ended). While

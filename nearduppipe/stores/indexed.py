@@ -25,6 +25,7 @@ from ..index.words import WIDE_WORDS, Scratch, words_to_int
 from .base import (
     COUNTERS,
     DEFAULT_MAX_DECISIONS,
+    Columns,
     Decision,
     Entry,
     Match,
@@ -357,6 +358,26 @@ class IndexedStore(Store):
             for decision in decisions:
                 self._record(decision)
         return n
+
+    def columns(self) -> Columns:
+        """The index's own arrays (copies of the live ids'): no entry is read but the keys
+        asked for."""
+        with self._lock:
+            self._check_open()
+            n = self._index.id_count
+            ids = np.flatnonzero(self._index.alive()[:n])
+            cols = Columns(
+                self._index.fingerprints()[ids].copy(),
+                self._wide[ids].copy(),
+                self._has_wide[ids].copy(),
+                self._times[ids].copy(),
+                lambda rows: self._keys_of(ids[np.asarray(rows, dtype=np.int64)]),
+            )
+        return cols
+
+    def _keys_of(self, ids: np.ndarray) -> list[str]:
+        with self._lock:
+            return [self._key_of(int(i)) for i in ids.tolist()]
 
     @property
     def index_nbytes(self) -> int:

@@ -360,6 +360,26 @@ def test_every_call_refuses_bad_arguments_and_writes_nothing(backend: object) ->
     assert got is not None and (got.text, got.job, got.stored_at) == ("t\ufffd", "j\ufffd", 1_000.0)
 
 
+def test_columns_are_the_entries(backend: object) -> None:
+    """``Store.columns`` (the arrays ``dedup --against`` joins) holds what ``entries`` reads,
+    row for row, keys read only for the rows asked, on every backend."""
+    rng = random.Random(4)
+    store = backend()  # type: ignore[operator]
+    for i in range(60):
+        wide = rng.getrandbits(512) if i % 3 else None
+        store.add(Fingerprints(rng.getrandbits(64), wide), f"k{i}", stored_at=1000.0 + i)
+    store.remove("k7")
+    cols = store.columns()
+    got = {}
+    keys = cols.keys(np.arange(len(cols.fp)))
+    for r, key in enumerate(keys):
+        wide = int.from_bytes(cols.wide[r].astype("<u8").tobytes(), "little")
+        got[key] = (int(cols.fp[r]), wide if cols.has_wide[r] else None, float(cols.stored_at[r]))
+    want = {e.key: (e.fingerprint, e.wide, e.stored_at) for e in store.entries()}
+    assert got == want and len(got) == 59
+    assert cols.keys(np.array([2, 0])) == [keys[2], keys[0]]
+
+
 def test_ttl_with_an_injected_clock(backend: object) -> None:
     clock = Clock()
     store = backend(ttl=3600, clock=clock)  # type: ignore[operator]

@@ -29,6 +29,7 @@ from ...stores.test_stores import (  # noqa: F401
     test_a_running_jobs_keys_are_claimed_not_revisited,
     test_bad_keys_and_closed,
     test_check_is_atomic_across_threads,
+    test_columns_are_the_entries,
     test_counts_per_source_add_up_across_reopen_and_forget,
     test_decisions_are_bounded,
     test_every_call_refuses_bad_arguments_and_writes_nothing,
