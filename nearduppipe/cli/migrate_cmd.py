@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..stores import find_backend
+from ..stores import Migration, find_backend
 from ._io import CliError, emit, redact, say
 
 
@@ -19,15 +19,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         )
     if args.batch < 1:
         raise CliError("--batch must be at least 1")
-    moved = backend.migrate(
-        args.store,
-        args.prefix,
-        batch=args.batch,
-        pause=args.pause,
-        progress=say if args.verbose else None,
-        wait=args.wait,
-        on_wait=say,
-    )
+    how = Migration(args.batch, args.pause, say if args.verbose else None, args.wait, say)
+    moved = backend.migrate(args.store, args.prefix, how)
     emit(f"{redact(args.store)}: format 3 ({moved} entries moved by this run)\n")
     return 0
 

@@ -18,6 +18,10 @@ from .compiled import query_run
 
 __all__ = ["components", "cross_join", "self_join"]
 
+# one run's arrays, as query_run takes them (offsets, fps, ids, shifts, widths, drops, masks,
+# mask counts, probes)
+_Run = tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any]
+
 
 @njit(cache=True, nogil=True)
 def self_join(
@@ -36,35 +40,8 @@ def self_join(
 ) -> tuple[Any, Any, Any]:
     """Every pair ``(i, j, d)``, ``i < j``, of live ids of one run holding all of ``fps``
     within ``radius``: :func:`query_run` for each id, in one compiled loop (batch dedup)."""
-    cap = 1 << 16
-    out_i = np.empty(cap, dtype=np.int64)
-    out_j = np.empty(cap, dtype=np.int64)
-    out_d = np.empty(cap, dtype=np.int64)
-    buf_ids = np.empty(4096, dtype=np.int64)
-    buf_d = np.empty(4096, dtype=np.int64)
-    m = 0
-    for i in range(len(fps)):
-        if not alive[i]:
-            continue
-        args = (
-            offsets, tfps, tids, shifts, widths, drops, masks, n_masks, probes, fps[i], radius,
-            alive,
-        )  # fmt: skip
-        k = query_run(*args, buf_ids, buf_d, 0)
-        if k > len(buf_ids):
-            buf_ids = np.empty(2 * k, dtype=np.int64)
-            buf_d = np.empty(2 * k, dtype=np.int64)
-            k = query_run(*args, buf_ids, buf_d, 0)
-        for x in range(k):
-            j = buf_ids[x]
-            if j <= i:
-                continue
-            if m == cap:
-                cap *= 2
-                out_i, out_j, out_d = _grown(out_i, cap), _grown(out_j, cap), _grown(out_d, cap)
-            out_i[m], out_j[m], out_d[m] = i, j, buf_d[x]
-            m += 1
-    return out_i[:m], out_j[:m], out_d[:m]
+    run = (offsets, tfps, tids, shifts, widths, drops, masks, n_masks, probes)
+    return _join(run, fps, radius, alive, True)
 
 
 @njit(cache=True, nogil=True)
@@ -83,8 +60,16 @@ def cross_join(
     alive: Any,
 ) -> tuple[Any, Any, Any]:
     """Every pair ``(q, j, d)`` of a query (``queries[q]``) and a live id of one run within
-    ``radius``: :func:`query_run` for each query in one compiled loop (``dedup --against``:
-    an export against a store, no pair of two stored ids looked at)."""
+    ``radius`` (``dedup --against``: an export against a store, no pair of two stored ids
+    looked at)."""
+    run = (offsets, tfps, tids, shifts, widths, drops, masks, n_masks, probes)
+    return _join(run, queries, radius, alive, False)
+
+
+@njit(cache=True, nogil=True)
+def _join(run: _Run, queries: Any, radius: int, alive: Any, upper: bool) -> tuple[Any, Any, Any]:
+    """:func:`query_run` for each query; ``upper``: the queries are the run's own ids, and
+    only live ones, and pairs ``i < j``, count."""
     cap = 1 << 16
     out_i = np.empty(cap, dtype=np.int64)
     out_j = np.empty(cap, dtype=np.int64)
@@ -92,21 +77,23 @@ def cross_join(
     buf_ids = np.empty(4096, dtype=np.int64)
     buf_d = np.empty(4096, dtype=np.int64)
     m = 0
-    for q in range(len(queries)):
-        args = (
-            offsets, tfps, tids, shifts, widths, drops, masks, n_masks, probes, queries[q],
-            radius, alive,
-        )  # fmt: skip
+    for i in range(len(queries)):
+        if upper and not alive[i]:
+            continue
+        args = (*run, queries[i], radius, alive)
         k = query_run(*args, buf_ids, buf_d, 0)
         if k > len(buf_ids):
             buf_ids = np.empty(2 * k, dtype=np.int64)
             buf_d = np.empty(2 * k, dtype=np.int64)
             k = query_run(*args, buf_ids, buf_d, 0)
         for x in range(k):
+            j = buf_ids[x]
+            if upper and j <= i:
+                continue
             if m == cap:
                 cap *= 2
                 out_i, out_j, out_d = _grown(out_i, cap), _grown(out_j, cap), _grown(out_d, cap)
-            out_i[m], out_j[m], out_d[m] = q, buf_ids[x], buf_d[x]
+            out_i[m], out_j[m], out_d[m] = i, j, buf_d[x]
             m += 1
     return out_i[:m], out_j[:m], out_d[:m]
 

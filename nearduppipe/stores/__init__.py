@@ -15,6 +15,7 @@ import functools
 from .backend import (
     Backend,
     Damage,
+    Migration,
     StoreListing,
     Unsupported,
     backend_for,
@@ -39,6 +40,7 @@ __all__ = [
     "Decision",
     "Entry",
     "Match",
+    "Migration",
     "Store",
     "StoreError",
     "StoreListing",

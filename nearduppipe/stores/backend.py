@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "Backend",
     "Damage",
     "FactoryBackend",
+    "Migration",
     "StoreListing",
     "Unsupported",
     "backend_for",
@@ -38,6 +39,26 @@ __all__ = [
     "register_backend",
     "scheme_of",
 ]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """How a migration runs: ``batch`` entries at a time, ``pause`` seconds apart,
+    ``progress`` told of each step; one migration of a store at a time (``wait``: wait for
+    the other one, telling ``on_wait``, instead of refusing)."""
+
+    batch: int = 1000
+    pause: float = 0.0
+    progress: Callable[[str], None] | None = None
+    wait: bool = False
+    on_wait: Callable[[str], None] | None = None
+
+    def options(self) -> dict[str, Any]:
+        """As keyword arguments (the callables as they are, not copied)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+MIGRATION = Migration()
 
 
 class Unsupported(StoreError):
@@ -137,20 +158,9 @@ class Backend(ABC):
         nearduppipe writes it, or a backend that cannot tell."""
         return []
 
-    def migrate(
-        self,
-        uri: str,
-        name: str | None = None,
-        *,
-        batch: int = 1000,
-        pause: float = 0.0,
-        progress: Callable[[str], None] | None = None,
-        wait: bool = False,
-        on_wait: Callable[[str], None] | None = None,
-    ) -> int:
-        """Convert the store to the current format in place, in batches of ``batch`` entries,
-        ``pause`` seconds apart; one migration of a store at a time (``wait``: wait for the
-        other one, telling ``on_wait``, instead of refusing). The entries this run moved."""
+    def migrate(self, uri: str, name: str | None = None, how: Migration = MIGRATION) -> int:
+        """Convert the store to the current format in place, as ``how`` says (batches, pauses,
+        waiting for another migration). The entries this run moved."""
         raise self._unsupported("migrate")
 
     def _unsupported(self, operation: str) -> Unsupported:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl
 
-from ..backend import Backend, Damage, StoreListing, register_backend
+from ..backend import MIGRATION, Backend, Damage, Migration, StoreListing, register_backend
 from ..base import Store, StoreError
 from ..redaction import redact
 from . import keys as rk
@@ -192,22 +192,10 @@ class RedisBackend(Backend):
             )
         return out
 
-    def migrate(
-        self,
-        uri: str,
-        name: str | None = None,
-        *,
-        batch: int = 1000,
-        pause: float = 0.0,
-        progress: Callable[[str], None] | None = None,
-        wait: bool = False,
-        on_wait: Callable[[str], None] | None = None,
-    ) -> int:
+    def migrate(self, uri: str, name: str | None = None, how: Migration = MIGRATION) -> int:
         from .migrate import migrate
 
-        return migrate(
-            uri, name, batch=batch, pause=pause, progress=progress, wait=wait, on_wait=on_wait
-        )
+        return migrate(uri, name, **how.options())
 
 
 class RedisClusterBackend(RedisBackend):
@@ -234,22 +222,10 @@ class RedisClusterBackend(RedisBackend):
     damaged_records = Backend.damaged_records
     leftovers = Backend.leftovers
 
-    def migrate(
-        self,
-        uri: str,
-        name: str | None = None,
-        *,
-        batch: int = 1000,
-        pause: float = 0.0,
-        progress: Callable[[str], None] | None = None,
-        wait: bool = False,
-        on_wait: Callable[[str], None] | None = None,
-    ) -> int:
+    def migrate(self, uri: str, name: str | None = None, how: Migration = MIGRATION) -> int:
         from .cluster_migrate import migrate_cluster
 
-        return migrate_cluster(
-            uri, name, batch=batch, pause=pause, progress=progress, wait=wait, on_wait=on_wait
-        )
+        return migrate_cluster(uri, name, **how.options())
 
 
 for _scheme in ("redis", "rediss", "unix"):
