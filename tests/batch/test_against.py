@@ -334,3 +334,72 @@ def test_a_rerun_of_add_adds_nothing_even_with_a_key_twice(store_uri: str, tmp_p
         second, written2 = _dedup(tmp_path / "in.jsonl", store, add=True)
         assert written2 == [] and second.against.added == 0
         assert second.against.looked_up["unchanged"] == 2 and len(store) == 2
+
+
+_WRITER = """
+import json, random, sys, time
+from nearduppipe import open_store
+from nearduppipe.fingerprint.rule import Fingerprints
+uri, rows, out, pause = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+accepted = []
+with open_store(uri) as store:
+    for key, fp, wide in rows:
+        if store.check(Fingerprints(fp, wide), key, job="crawl").status == "new":
+            accepted.append(key)
+        time.sleep(pause)
+with open(out, "w") as f:
+    json.dump(accepted, f)
+"""
+
+
+def test_against_add_beside_a_writer_on_one_redis_store(redis_server: Any, tmp_path: Any) -> None:
+    """``dedup --against --add`` while another process (a crawl's checks) writes near copies
+    of the same pages to the same Redis store, over the whole run: ``-o`` holds exactly the
+    records the store took from the batch, and each page is stored once between the two (the
+    old run wrote ``-o`` before adding: 2 of 400 groups twice)."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from ..support.cli import ROOT
+
+    rng = random.Random(12)
+    uri = f"{redis_server.url}{'&' if '?' in redis_server.url else '?'}prefix=test:writer"
+    groups = 300
+    base = [Fingerprints(rng.getrandbits(64), rng.getrandbits(512)) for _ in range(groups)]
+
+    def near(b: Fingerprints) -> Fingerprints:
+        return Fingerprints(
+            _flip(b.fp, rng.sample(range(64), 1)), _flip(b.wide, rng.sample(range(512), 20))
+        )  # type: ignore[arg-type]
+
+    batch = [(f"b{g}", near(b)) for g, b in enumerate(base)]
+    writer = [(f"w{g}", near(b)) for g, b in enumerate(base)]
+    rng.shuffle(writer)
+    _feed(tmp_path / "in.jsonl", batch)
+    with open_cli_store(uri, read_only=False) as store:
+        store.add(Fingerprints(1, 1), "seed")  # (the store exists: --add opens it)
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    rows = json.dumps([[k, f.fp, f.wide] for k, f in writer])
+    accepted_file = tmp_path / "accepted.json"
+    w = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, uri, rows, str(accepted_file), "0.02"], env=env
+    )
+    time.sleep(1.0)  # (a third of the writer's pages are stored before the batch starts)
+    out = subprocess.run(
+        [sys.executable, "-m", "nearduppipe.cli", "dedup", str(tmp_path / "in.jsonl"),
+         "--against", uri, "--add", "-o", str(tmp_path / "out.jsonl"), "--workers", "1"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert w.wait(timeout=120) == 0
+    assert out.returncode == 0, out.stderr
+    written = [json.loads(x)["url"] for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    accepted = set(json.loads(accepted_file.read_text()))
+    with open_cli_store(uri, read_only=True, must_exist=True) as store:
+        stored = {e.key for e in store.entries()} - {"seed"}
+    assert set(written) == {k for k in stored if k.startswith("b")}  # -o: what the store took
+    assert accepted == {k for k in stored if k.startswith("w")}
+    for g in range(groups):  # each page once between the two writers
+        assert (f"b{g}" in stored) + (f"w{g}" in stored) == 1, g
+    assert written and accepted, (len(written), len(accepted))
