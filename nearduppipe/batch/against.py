@@ -23,7 +23,7 @@ store refuses a run whose scope, extractor or stated rule differ from what it wa
 
 from __future__ import annotations
 
-import time
+import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -60,9 +60,12 @@ class AgainstMatch(NamedTuple):
 
 @dataclass
 class AgainstResult:
-    """``matches``: every record near something stored, in input order. ``looked_up``: the
-    lookups' verdicts by status. ``added``: records stored by ``add`` (``new`` or
-    ``changed``); a record another writer stored a near copy of meanwhile is in ``matches``."""
+    """``matches``: every record near something stored (or superseded by a later record of its
+    key), in input order. ``looked_up``: the store's verdicts by status, for every record
+    looked up: ``unchanged``, ``duplicate``, or ``new`` (new to the store, or its key stored
+    with other content; :func:`check_against` tells ``changed`` apart); a record the store
+    refused at ``add`` counts under the status it gave. ``added``: records stored by ``add``;
+    a record another writer stored a near copy of meanwhile is in ``matches``."""
 
     matches: list[AgainstMatch] = field(default_factory=list)
     looked_up: Counter[str] = field(default_factory=Counter)
@@ -139,8 +142,7 @@ class Against:
         records near a stored page, by record number: the answers :meth:`check` gives one at
         a time (the store's verdict for its own key first, expired entries matching
         nothing), without a round trip per record."""
-        clock = getattr(self.store, "clock", None)  # (a store's own clock, if it has one)
-        stored = read_stored(self.store, clock() if callable(clock) else time.time())
+        stored = read_stored(self.store, self.store.now())  # (its TTL by its clock)
         side = (stored.fp, stored.wide, stored.has_wide)
         pairs = engine.search_against(queries, side, rule) if len(stored.fp) else None
         found: dict[int, AgainstMatch] = {}
@@ -180,6 +182,8 @@ class Against:
         if outcome.status in ("new", "changed"):
             self.result.added += 1
             return None
+        self.result.looked_up[outcome.status] += 1  # (a refusal: another writer was first)
+        self.result.looked_up["new"] -= 1  # (the join had found it new)
         found = _near(record, key, outcome)
         if found is None:  # (again, claimed: the key is this or a running job's: not ours)
             m = outcome.match
@@ -342,20 +346,20 @@ def add_kept_records(
     updated in place)."""
     n = len(label)
     members: dict[int, list[int]] | None = None
-    for i in np.flatnonzero((label == np.arange(n)) & ok).tolist():
+    todo = np.flatnonzero((label == np.arange(n)) & ok).tolist()
+    heapq.heapify(todo)  # (record numbers: a refused keeper's records join in their place)
+    while todo:
+        i = heapq.heappop(todo)
         if i in by_store:
             continue
         refused = against.add_kept(i, keys[i], Fingerprints(int(fp[i]), words_to_int(wide_fps[i])))
         if refused is None:
             continue
         by_store[i] = refused
-        if members is None:  # (once: every group's records, in input order)
+        if members is None:  # (once: every group's records)
             members = {}
             for j in np.flatnonzero(label != np.arange(n)).tolist():
                 members.setdefault(int(label[j]), []).append(j)
         for j in members.get(i, []):
-            label[j] = j
-            fps = Fingerprints(int(fp[j]), words_to_int(wide_fps[j]))
-            m = against.add_kept(j, keys[j], fps)
-            if m is not None:
-                by_store[j] = m
+            label[j] = j  # (each is checked in its turn, kept only if the store takes it)
+            heapq.heappush(todo, j)

@@ -39,7 +39,14 @@ from ..fingerprint.rule import Rule
 from ..index.words import wide_words, words_to_int
 from ..stores.report import Report, build_report
 from ..stores.scope import mask_of
-from .against import Against, AgainstMatch, AgainstResult, add_kept_records, judge_records
+from .against import (
+    Against,
+    AgainstMatch,
+    AgainstResult,
+    add_kept_records,
+    against_rule,
+    judge_records,
+)
 from .bounded import DEFAULT_MAX_RECORD_BYTES
 from .compression import FeedError
 from .core import Fields, collapse
@@ -174,6 +181,12 @@ def dedup_records(
         raise ValueError(f"keep must be one of {', '.join(KEEP_RULES)}, not {keep!r}")
     bar_of = progress or _no_bar
     params = params or FingerprintParams()
+    if against is not None:  # (the store's rule and scope: its fingerprints answer no other)
+        given = rule
+        rule = against_rule(
+            against.store, scope=(given or against.store.rule).scope,
+            extractor=params.extractor, rule=given,
+        )  # fmt: skip
     rule = rule or Rule()
     engine = engine or LocalEngine(workers)
     fields = Fields(text_field, html_field, key_field, fingerprint_field, max_record_bytes)
@@ -292,7 +305,11 @@ def dedup_records(
         for i in np.flatnonzero(label != np.arange(n)).tolist()
     ]
     if against_result is not None:  # (the stored page each one matched)
-        decisions += [(m.key, m.matched_key, m.distance) for m in against_result.matches]
+        decisions += [
+            (m.key, m.matched_key, m.distance)
+            for m in against_result.matches
+            if m.status != "superseded"  # (not a copy: an older version of its key's page)
+        ]
     name = str(sources[0]) if len(sources) == 1 else f"{len(sources)} inputs"
     report = build_report(name, unique_by_host, decisions, texts)
     return DedupResult(

@@ -21,6 +21,7 @@ for each near-duplicate decision the key, the key it matched and both distances;
 from __future__ import annotations
 
 import math
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
@@ -272,6 +273,11 @@ class Store(ABC):
         recorded), ``decisions_trimmed``, ``again`` (checks of a key by the job that stored it),
         ``claimed`` (checks of a key another running job holds) and ``items_<status>`` (the
         item pipeline's verdicts)."""
+
+    def now(self) -> float:
+        """The time by the store's clock, the one its TTL is judged by (a Redis store without
+        a ``clock``: the server's ``TIME``)."""
+        return time.time()
 
     def columns(self) -> Columns:
         """Every stored entry (expired ones included) as columns, read once: a batch's join

@@ -76,6 +76,8 @@ class Deduplicator:
         scope = store.rule.scope
         fps = scoped(true, key or url or "", scope)
         own = store.get(key) if key is not None else None
+        if own is not None and store.ttl is not None and own.stored_at < store.now() - store.ttl:
+            own = None  # (expired: a check would take it as new, as a crawl's does)
         if own is not None:
             mine = own.fingerprints
             d, dw = distances(mine, fps)

@@ -359,6 +359,9 @@ class IndexedStore(Store):
                 self._record(decision)
         return n
 
+    def now(self) -> float:
+        return float(self.clock())
+
     def columns(self) -> Columns:
         """The index's own arrays (copies of the live ids'): no entry is read but the keys
         asked for."""
@@ -377,6 +380,7 @@ class IndexedStore(Store):
 
     def _keys_of(self, ids: np.ndarray) -> list[str]:
         with self._lock:
+            self._check_open()
             return [self._key_of(int(i)) for i in ids.tolist()]
 
     @property

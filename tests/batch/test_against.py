@@ -403,3 +403,64 @@ def test_against_add_beside_a_writer_on_one_redis_store(redis_server: Any, tmp_p
     for g in range(groups):  # each page once between the two writers
         assert (f"b{g}" in stored) + (f"w{g}" in stored) == 1, g
     assert written and accepted, (len(written), len(accepted))
+
+
+def test_a_refused_keepers_records_are_checked_in_input_order(tmp_path: Any) -> None:
+    """A(0), K(1), J(2): J near A and K, A not near K; another writer stores P (near A only)
+    between the join and the adds. As a crawl meets them in input order: A refused (P), K
+    kept, J a copy of K. (Checking the refused keeper's records first kept J and dropped the
+    earlier K as J's copy.)"""
+    from nearduppipe import open_store
+
+    rng, rule = random.Random(31), Rule()
+    bits = rng.sample(range(512), 110)  # (disjoint flips: 40 bits apart is near, 70 is not)
+    a = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+    j = Fingerprints(_flip(a.fp, [1]), _flip(a.wide, bits[:40]))  # type: ignore[arg-type]
+    k = Fingerprints(_flip(j.fp, [2]), _flip(j.wide, bits[40:80]))  # type: ignore[arg-type]
+    p = Fingerprints(_flip(a.fp, [3]), _flip(a.wide, bits[80:]))  # type: ignore[arg-type]
+    near = [(x, y) for x, y in ((a, j), (k, j), (p, a))]
+    far = [(a, k), (p, j), (p, k)]
+    assert all(rule.is_near(*distances(x, y)) for x, y in near)
+    assert not any(rule.is_near(*distances(x, y)) for x, y in far)
+    _feed(tmp_path / "in.jsonl", [("A", a), ("K", k), ("J", j)])
+
+    class Racing(Against):
+        def add_kept(self, record: int, key: str, fps: Fingerprints) -> Any:
+            if record == 0:
+                self.store.add(p, "P")  # (another writer, between the join and the adds)
+            return super().add_kept(record, key, fps)
+
+    with open_store(str(tmp_path / "s.sqlite")) as store:
+        import io
+
+        from nearduppipe.batch.records import dedup_records
+
+        out = io.StringIO()
+        result = dedup_records(
+            str(tmp_path / "in.jsonl"), output=out, against=Racing(store, add=True), workers=1
+        )
+        written = [__import__("json").loads(x)["url"] for x in out.getvalue().splitlines()]
+        assert written == ["K"] and {e.key for e in store.entries()} == {"P", "K"}
+    assert {(m.key, m.matched_key) for m in result.against.matches} == {("A", "P"), ("J", "K")}
+
+
+def test_an_expired_own_entry_is_new_to_the_join_and_the_lookup(tmp_path: Any) -> None:
+    """The store's TTL by the store's clock: an own entry past it is absent (a check stores
+    the page anew), for the join and for one lookup alike (the lookup said ``unchanged``)."""
+    from nearduppipe import open_store
+    from nearduppipe.batch.against import judge_records
+    from nearduppipe.batch.engine_local import LocalEngine
+    from nearduppipe.index.words import wide_words
+
+    now = [1_000_000.0]
+    a = Fingerprints(7, 1 << 300)
+    with open_store(str(tmp_path / "s.sqlite"), ttl=3600, clock=lambda: now[0]) as store:
+        store.add(a, "u")
+        now[0] += 7200
+        assert check_against(store, [(0, "u", a)]).matches == []
+        side = (np.array([a.fp], dtype=np.uint64), wide_words(a.wide)[None, :], np.ones(1, bool))
+        by_store, left = judge_records(
+            Against(store), LocalEngine(1), store.rule, np.arange(1), side, ["u"]
+        )
+        assert by_store == {} and left.tolist() == [True]
+        assert store.check(a, "u").status == "new"

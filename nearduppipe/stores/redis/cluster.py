@@ -331,6 +331,11 @@ class RedisClusterStore(ClusterBase):
             self._empty = False
         return n
 
+    def now(self) -> float:
+        t = rk.call_time(self.clock, stamp=False)
+        with self._errors("time"):
+            return rk.server_time(self._client) if isinstance(t, str) else t
+
     def prune(self) -> int:
         """Delete every entry older than the TTL now, shard by shard, then compact the logs."""
         if self.ttl is None:

@@ -319,6 +319,11 @@ class RedisStore(RedisBase):
             self._shard, self._names, self._refresh_names, entries, decisions, now
         )
 
+    def now(self) -> float:
+        t = rk.call_time(self.clock, stamp=False)
+        with self._errors("time"):
+            return rk.server_time(self._client) if isinstance(t, str) else t
+
     def prune(self) -> int:
         """Delete every entry older than the TTL now (the sweep only reaches 2 * ttl)."""
         if self.ttl is None:
