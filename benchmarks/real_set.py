@@ -495,13 +495,28 @@ def _parsed(p: Original) -> _Parsed:
         text = article_lines(p.html, p.url)
         root = parse(p.html)
         node, covered, purity = article_node(root, text)
-        if covered < 0.85:
-            node = None
+        if covered < 0.85 or (node is not None and not _node_holds_text(root, node, p.url, text)):
+            node = None  # the article is elsewhere too: editing this node would not edit it
         t = root.findtext(".//title") or ""
         h1 = root.find(".//h1")
         title = (h1.text_content() if h1 is not None else "") or t
-        _PARSED[p.id] = _Parsed(p, text, root, node, purity, re.sub(r"\s+", " ", title).strip())
+        title = _xml_safe(re.sub(r"\s+", " ", title).strip())
+        _PARSED[p.id] = _Parsed(p, text, root, node, purity, title)
     return _PARSED[p.id]
+
+
+def _node_holds_text(root: etree._Element, node: etree._Element, url: str, text: str) -> bool:
+    """Whether emptying the node takes the article out of the extracted text (less than a fifth
+    of its lines left), so that what is done to the node is done to the text."""
+    path = root.getroottree().getpath(node)
+    emptied = copy.deepcopy(root)
+    target = emptied.getroottree().xpath(path)[0]
+    for child in list(target):
+        target.remove(child)
+    target.text = ""
+    left = _norm(article_lines(_serialize(emptied), url))
+    lines = [_norm(line) for line in text.split("\n") if len(_norm(line)) >= 12]
+    return sum(line[:40] in left for line in lines) < 0.2 * max(len(lines), 1)
 
 
 def _copy(pp: _Parsed) -> tuple[etree._Element, etree._Element]:
@@ -536,7 +551,11 @@ def _edit_text(node: etree._Element, fn: Callable[..., list[str]], *args: object
     edited = fn(strings, *args)
     edited = [*edited, *[""] * (len(strings) - len(edited))]
     for (el, attr), new in zip(slots, edited, strict=True):
-        setattr(el, attr, new)
+        setattr(el, attr, _xml_safe(new))
+
+
+def _xml_safe(s: str) -> str:
+    return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]", "", s)
 
 
 def _truncate(strings: list[str], keep: float) -> list[str]:
@@ -624,7 +643,7 @@ def _counters(pp: _Parsed, rng: random.Random, titles: list[str]) -> str:
 def _quote(host: _Parsed, paragraph: str, rng: random.Random) -> str:
     root, node = _copy(host)
     p = etree.Element("p")
-    p.text = paragraph
+    p.text = _xml_safe(paragraph)
     node.insert(rng.randrange(len(node) + 1) if len(node) else 0, p)
     return _serialize(root)
 
