@@ -20,10 +20,9 @@ from ..backend import MIGRATION, Backend, Damage, Migration, StoreListing, regis
 from ..base import Store, StoreError
 from ..redaction import redact
 from . import keys as rk
-from .cluster import _OPTIONS as _CLUSTER_OPTIONS
-from .cluster import _open as _open_cluster
+from .cluster import CLUSTER_OPTIONS, open_cluster
 from .codec import DamagedRecord
-from .store import _open as _open_single
+from .store import open_single
 
 if TYPE_CHECKING:
     from ...fingerprint.rule import Rule
@@ -98,7 +97,7 @@ class RedisBackend(Backend):
     prefixed = True
     cluster = False  # (a store's meta says cluster=1 when a Redis Cluster store wrote it)
 
-    def __init__(self, factory: Callable[..., Store] = _open_single) -> None:
+    def __init__(self, factory: Callable[..., Store] = open_single) -> None:
         self.factory = factory
 
     def open(self, uri: str, *, rule: Rule | None = None, **options: Any) -> Store:
@@ -206,11 +205,11 @@ class RedisClusterBackend(RedisBackend):
     name = "redis cluster"
     cluster = True
 
-    def __init__(self, factory: Callable[..., Store] = _open_cluster) -> None:
+    def __init__(self, factory: Callable[..., Store] = open_cluster) -> None:
         super().__init__(factory)
 
     def accepts(self, option: str) -> bool:
-        return option in _CLUSTER_OPTIONS
+        return option in CLUSTER_OPTIONS
 
     def identity(self, uri: str, name: str) -> Hashable:
         def ask(client: Any) -> tuple[Any, ...]:

@@ -56,7 +56,6 @@ from ..base import (
     StoreUnavailable,
     check_max_decisions,
     check_ttl,
-    register_store,
 )
 from . import buckets, bulk
 from . import keys as rk
@@ -376,14 +375,12 @@ class RedisClusterStore(ClusterBase):
             self._client.close()
 
 
-_OPTIONS = rk.OPTIONS | {"shards", "pending_timeout"}
+CLUSTER_OPTIONS = rk.OPTIONS | {"shards", "pending_timeout"}
 
 
-def _open(uri: str, rule: Rule | None = None, **options: Any) -> RedisClusterStore:
+def open_cluster(uri: str, rule: Rule | None = None, **options: Any) -> RedisClusterStore:
+    """A store on a Redis Cluster (``redis+cluster://``), its options checked: what the
+    backend object (:mod:`.backend`) opens."""
     return rk.open_checked(
-        "redis cluster store", RedisClusterStore, _OPTIONS, uri, rule=rule, **options
+        "redis cluster store", RedisClusterStore, CLUSTER_OPTIONS, uri, rule=rule, **options
     )
-
-
-for _scheme in ("redis+cluster", "rediss+cluster"):
-    register_store(_scheme, _open)

@@ -75,7 +75,6 @@ from ..base import (
     Verdict,
     check_max_decisions,
     check_ttl,
-    register_store,
 )
 from ..memory import MemoryStore
 from . import buckets, bulk
@@ -387,9 +386,7 @@ class RedisStore(RedisBase):
             self._client.close()
 
 
-def _open(uri: str, rule: Rule | None = None, **options: Any) -> RedisStore:
+def open_single(uri: str, rule: Rule | None = None, **options: Any) -> RedisStore:
+    """A store on one Redis server (``redis://``, ``rediss://``, ``unix://``), its options
+    checked: what the backend object (:mod:`.backend`) opens."""
     return rk.open_checked("redis store", RedisStore, rk.OPTIONS, uri, rule, **options)
-
-
-for _scheme in ("redis", "rediss", "unix"):
-    register_store(_scheme, _open)

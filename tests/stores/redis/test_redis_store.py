@@ -31,7 +31,7 @@ from nearduppipe.stores.base import (
 from nearduppipe.stores.redis import RedisBackend
 from nearduppipe.stores.redis.keys import key as store_key
 from nearduppipe.stores.redis.keys import redact
-from nearduppipe.stores.redis.store import RedisStore, _open
+from nearduppipe.stores.redis.store import RedisStore, open_single
 
 from ...support.forked import exit_code, fork
 from ...support.redis_server import RedisServer, free_port, redis_major, skip_unless_redis
@@ -419,11 +419,11 @@ def test_unreachable_server_and_options() -> None:
     with pytest.raises(StoreUnavailable, match=r"127\.0\.0\.1.*open failed"):
         RedisStore(f"redis://127.0.0.1:{free_port()}/0", timeout=1)
     with pytest.raises(StoreError, match=r"unknown options.*'distance'"):
-        _open("redis://127.0.0.1:1/0", distance=3)
-    # open_store("redis://…") reaches _open through the scheme's backend object
+        open_single("redis://127.0.0.1:1/0", distance=3)
+    # open_store("redis://…") reaches open_single through the scheme's backend object
     for scheme in ("redis", "rediss", "unix"):
         backend = backend_for(f"{scheme}://h")
-        assert isinstance(backend, RedisBackend) and backend.factory is _open
+        assert isinstance(backend, RedisBackend) and backend.factory is open_single
 
 
 def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: RedisServer) -> None:
@@ -764,7 +764,7 @@ def test_a_crawls_lease_is_a_field_of_the_meta_and_run_out_ones_are_cleared(
     its end; released at 0; the lease of a crawl killed without releasing it goes at the next
     lease call after it ran out, so killed crawls leave nothing behind."""
     now = [1_000_000.0]
-    store = _open(redis_server.url, prefix="test:lease", reset=True, clock=lambda: now[0])
+    store = open_single(redis_server.url, prefix="test:lease", reset=True, clock=lambda: now[0])
     client = redis.Redis.from_url(redis_server.url)
     meta = store_key("test:lease", "meta")
 
