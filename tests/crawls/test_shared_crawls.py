@@ -90,12 +90,21 @@ def crawl_together(
         "DOWNLOAD_DELAY": 0.05,  # (about 4 s each: the crawls overlap, whatever start-up takes)
         "LOG_LEVEL": "INFO",
     }
-    started = []
+    started, go = [], tmp / f"go-{seed}"
+    ready = [tmp / f"ready-{seed}-{k}" for k in range(n)]
     for k in range(n):
         order = urls[:]
         random.Random(seed * 100 + k).shuffle(order)
-        started.append(start_crawl(tmp, f"crawl-{seed}-{k}", order, settings))
+        # started together (not staggered): each waits for the others' start-up, which under
+        # load took longer than a whole crawl (no overlap, no claimed page to check)
+        gate = None if stagger else [str(ready[k]), str(go)]
+        started.append(start_crawl(tmp, f"crawl-{seed}-{k}", order, settings, gate=gate))
         time.sleep(stagger)
+    if not stagger:
+        deadline = time.monotonic() + 120
+        while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        go.touch()
     return [finish(*p) for p in started]
 
 

@@ -36,9 +36,11 @@ class ProbeSpider(scrapy.Spider):
         follow: bool = False,
         item: str = "text",
         reached_log: str | None = None,
+        gate: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.gate = gate  # [ready file, go file]: crawlers that start their requests together
         # one line per page that reached the spider, written at once: survives a SIGKILL
         self.reached_log = open(reached_log, "a", buffering=1) if reached_log else None  # noqa: SIM115
         self.start_urls = start_urls
@@ -51,6 +53,15 @@ class ProbeSpider(scrapy.Spider):
 
     async def start(self) -> Any:
         # like start_urls (dont_filter=True), plus an errback that sees dropped pages
+        if self.gate is not None:  # (say it is ready, then wait for the others: up to 120 s)
+            import asyncio
+
+            ready, go = (Path(p) for p in self.gate)
+            ready.touch()
+            for _ in range(1200):
+                if go.exists():
+                    break
+                await asyncio.sleep(0.1)
         if self.item == "readme":
             for url in self.start_urls:
                 yield scrapy.Request(url, self.parse, dont_filter=True)
@@ -170,6 +181,7 @@ def main(config_path: str) -> None:
         follow=config.get("follow", False),
         item=config.get("item", "text"),
         reached_log=config.get("reached_log"),
+        gate=config.get("gate"),
     )
     process.start()
     assert crawler.stats is not None and crawler.spider is not None
