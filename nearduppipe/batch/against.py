@@ -139,8 +139,9 @@ class Against:
         """Every query record against the whole store at once, by the engine's join
         (:meth:`Engine.search_against`): ``queries`` are the records' fingerprints masked by
         their scope, ``keys`` their keys, ``records`` their record numbers. Returns the
-        records near a stored page, by record number: the answers :meth:`check` gives one at
-        a time (the store's verdict for its own key first, expired entries matching
+        records near a stored page, by record number (the caller puts them, with the
+        superseded and refused ones, in ``result.matches``): the answers :meth:`check` gives
+        one at a time (the store's verdict for its own key first, expired entries matching
         nothing), without a round trip per record."""
         stored = read_stored(self.store, self.store.now())  # (its TTL by its clock)
         side = (stored.fp, stored.wide, stored.has_wide)
@@ -171,7 +172,6 @@ class Against:
         status: Counter[str] = Counter(m.status for m in found.values())
         status["new"] = len(keys) - len(found)  # (new to the store, or its key changed)
         self.result.looked_up.update(+status)
-        self.result.matches.extend(sorted(found.values(), key=lambda m: m.record))
         return {m.record: m for m in found.values()}
 
     def add_kept(self, record: int, key: str, fps: Fingerprints) -> AgainstMatch | None:
@@ -188,7 +188,6 @@ class Against:
         if found is None:  # (again, claimed: the key is this or a running job's: not ours)
             m = outcome.match
             found = AgainstMatch(record, key, "duplicate", key, m.distance if m else 0, None)
-        self.result.matches.append(found)
         return found
 
     def check(self, record: int, key: str, fps: Fingerprints) -> AgainstMatch | None:
