@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .versions import EXTRACTION_VERSION, EXTRACTIONS
+
 __all__ = ["PAPER_RULE", "Fingerprints", "Rule", "distances", "wide_threshold"]
 
 WIDE_BITS = 512
@@ -71,11 +73,18 @@ class Rule:
     # the HTML → text extractor the fingerprints come from (text.py): two extractors' texts
     # differ, so their fingerprints are not comparable and a store holds one extractor's
     extractor: str = "trafilatura"
+    # the version of what is done around the extractor (text.py's EXTRACTIONS): a store keeps
+    # the version it was made with, so a newer release never compares two versions' texts
+    extraction: int = EXTRACTION_VERSION
 
     def __post_init__(self) -> None:
         if self.extractor not in ("trafilatura", "trafilatura-fast", "resiliparse"):
             raise ValueError(
                 f"extractor must be trafilatura or resiliparse, not {self.extractor!r}"
+            )
+        if self.extraction not in EXTRACTIONS:
+            raise ValueError(
+                f"extraction version must be one of {sorted(EXTRACTIONS)}, not {self.extraction!r}"
             )
         if self.scope not in ("global", "domain", "host"):
             raise ValueError(f"scope must be global, domain or host, not {self.scope!r}")
@@ -96,6 +105,27 @@ class Rule:
     def paper(cls, k: int = 3) -> Rule:
         """Manku et al.'s rule: 64-bit SimHash within ``k`` bits, no verification."""
         return cls(similarity=None, radius=k)
+
+    @classmethod
+    def from_dict(cls, raw: object) -> Rule:
+        """The rule a store recorded (:meth:`as_dict`); :class:`ValueError` for a damaged one.
+        A store that records no extraction version predates versions: its texts are version 1.
+        """
+        if not isinstance(raw, dict):
+            raise ValueError(f"a rule is a mapping, not {type(raw).__name__}")
+        try:
+            similarity = raw.get("similarity")
+            return cls(
+                similarity=None if similarity is None else float(similarity),
+                radius=int(raw["radius"]),
+                wide_bits=int(raw.get("wide_bits", WIDE_BITS)),
+                legacy_distance=int(raw.get("legacy_distance", 3)),
+                scope=str(raw.get("scope", "global")),
+                extractor=str(raw.get("extractor", "trafilatura")),
+                extraction=int(raw.get("extraction", 1)),
+            )
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{type(e).__name__}: {e}") from None
 
     @property
     def verifies(self) -> bool:
@@ -123,6 +153,8 @@ class Rule:
         within = "" if self.scope == "global" else f", within one {self.scope}"
         if self.extractor != "trafilatura":
             within += f", text by {self.extractor}"
+        if self.extraction != EXTRACTION_VERSION:
+            within += f", extraction version {self.extraction}"
         if self.similarity is None:
             return f"64-bit distance <= {self.radius} (the paper's rule){within}"
         return (
@@ -141,6 +173,8 @@ class Rule:
             d["scope"] = self.scope
         if self.extractor != "trafilatura":  # (likewise: the one extractor they had)
             d["extractor"] = self.extractor
+        if self.extraction != 1:  # (likewise: version 1 is what stores without one hold)
+            d["extraction"] = self.extraction
         return d
 
 

@@ -21,7 +21,7 @@ from ...fingerprint.rule import Fingerprints, Rule
 from ...index.layout import Layout
 from ..base import Store, StoreError, StoreUnavailable
 from ..memory import MemoryStore
-from ..scope import check_scope
+from ..scope import recorded_rule, settle_rule
 from ..ttl_rule import encode_ttl, settle_ttl
 from . import buckets
 from . import keys as rk
@@ -265,9 +265,9 @@ class RedisBase(Store):
                 f"{self._where()}: a store without a log (written by an unreleased "
                 "development version); reset it"
             )
-        stored = Rule(**json.loads(meta["rule"]))
+        stored = recorded_rule(self._where(), meta["rule"])
         stored_blocks = int(meta["blocks"])
-        check_scope(self._where(), stored, rule)
+        rule = settle_rule(self._where(), stored, rule)
         asked = rule or stored
         if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
             blocks is not None and blocks != stored_blocks
@@ -363,7 +363,7 @@ class RedisBase(Store):
         except ValueError as e:
             raise StoreError(f"{self._where()}: {e}") from None
         if meta.get("format") == "2":
-            stored = Rule(**json.loads(meta["rule"]))
+            stored = recorded_rule(self._where(), meta["rule"])
             counts.append(Layout(distance=stored.radius, blocks=int(meta["blocks"])).tables())
         for tables in counts:
             doomed.update(rk.store_keys(self.prefix, len(tables)))

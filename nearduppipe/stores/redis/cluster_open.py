@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from ...fingerprint.rule import Rule
 from ...index.layout import Layout
 from ..base import StoreError
-from ..scope import check_scope
+from ..scope import recorded_rule, settle_rule
 from ..ttl_rule import encode_ttl, settle_ttl
 from . import buckets
 from . import keys as rk
@@ -203,9 +203,9 @@ def open_meta(
         if blocks is None:
             fields["blocks_auto"] = "1"
         meta = _init(client, where, prefix, fields)
-    stored = Rule(**json.loads(meta["rule"]))
+    stored = recorded_rule(where, meta["rule"])
     stored_blocks, n, bits = int(meta["blocks"]), int(meta["shards"]), int(meta["bucket_bits"])
-    check_scope(where, stored, rule)
+    rule = settle_rule(where, stored, rule)
     asked = rule or stored
     if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
         blocks is not None and blocks != stored_blocks

@@ -47,15 +47,8 @@ def rule_of(conn: sqlite3.Connection) -> Rule | None:
         return None
     raw = decode(row[0], "record m:rule")
     try:
-        return Rule(
-            similarity=None if raw.get("similarity") is None else float(raw["similarity"]),
-            radius=int(raw["radius"]),
-            wide_bits=int(raw["wide_bits"]),
-            legacy_distance=int(raw.get("legacy_distance", 3)),
-            scope=str(raw.get("scope", "global")),
-            extractor=str(raw.get("extractor", "trafilatura")),
-        )
-    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        return Rule.from_dict(raw)
+    except ValueError as e:
         raise StoreError(f"record m:rule is damaged ({e})") from None
 
 

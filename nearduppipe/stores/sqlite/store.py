@@ -25,7 +25,7 @@ from ...fingerprint.rule import Fingerprints, Rule
 from ...index.columns import Column
 from ..base import DEFAULT_MAX_DECISIONS, Decision, Entry, StoreError
 from ..indexed import COUNTERS, IndexedStore
-from ..scope import check_scope
+from ..scope import settle_rule
 from ..ttl_rule import encode_ttl, settle_ttl
 from .files import (
     FORMAT_VERSION,
@@ -132,8 +132,11 @@ class SqliteStore(IndexedStore):
         check_links(self.path, self.read_only)  # (before sqlite opens it by this name)
         prepare_file(self.path, self._lock_file, self.read_only, reset, rule)
         self._reader = read_connection(self.path) if self.path.exists() else None
-        stored_rule = rule_of(self._reader) if self._reader is not None and not reset else None
-        check_scope(where, stored_rule, rule)
+        try:
+            stored_rule = rule_of(self._reader) if self._reader is not None and not reset else None
+        except StoreError as e:  # (named by the record alone)
+            raise StoreError(f"{where}: {e}") from None
+        rule = settle_rule(where, stored_rule, rule)
         super().__init__(
             where,
             rule or stored_rule or Rule(),
