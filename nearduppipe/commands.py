@@ -194,8 +194,7 @@ class NearDupCommand(ScrapyCommand):
             f"  by the middleware (pages):          {tally_text(info.pages)}",
             f"  by the pipeline (items):            {tally_text(info.items)}",
             f"  rule:                               {info.rule.describe()}",
-            f"  text extracted by:                  {info.rule.extractor}, extraction version "
-            f"{info.rule.extraction}",
+            f"  text extracted by:                  {info.rule.extractor}",
         ]
         if last is not None:
             when = datetime.datetime.fromtimestamp(last).isoformat(timespec="seconds")

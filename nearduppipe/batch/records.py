@@ -182,8 +182,6 @@ def dedup_records(
     bar_of = progress or _no_bar
     params = params or FingerprintParams()
     if against is not None:  # (the store's rule and scope: its fingerprints answer no other)
-        # and its extraction version: its pages' texts were extracted so (fingerprint.versions)
-        params = replace(params, extraction=against.store.rule.extraction)
         given = rule
         rule = against_rule(
             against.store, scope=(given or against.store.rule).scope,

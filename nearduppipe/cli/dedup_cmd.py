@@ -175,9 +175,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                     extractor=args.extractor or "trafilatura",
                 )
             try:  # (the extra missing: one line naming it, before any input is read)
-                params = FingerprintParams(
-                    extractor=require_extractor(rule.extractor), extraction=rule.extraction
-                )
+                params = FingerprintParams(extractor=require_extractor(rule.extractor))
             except ExtractorUnavailable as e:
                 raise CliError(str(e)) from None
             engine = _engine(args)

@@ -30,7 +30,6 @@ from .text import (
     normalise_whitespace,
     require_extractor,
 )
-from .versions import EXTRACTION_VERSION, EXTRACTIONS
 
 __all__ = [
     "FingerprintParams",
@@ -51,14 +50,10 @@ class FingerprintParams:
     keep_text: int = 0  # characters of text kept as a sample with each decision (0: none)
     # the HTML → text extractor (see .text); fingerprints of two extractors are not comparable
     extractor: Extractor = DEFAULT_EXTRACTOR
-    # the extraction version (.versions): a store's own, so its pages compare like with like
-    extraction: int = EXTRACTION_VERSION
 
     def __post_init__(self) -> None:
         # an unknown name or a missing extra fails here, when a crawl builds its parameters
         require_extractor(self.extractor)
-        if self.extraction not in EXTRACTIONS:
-            raise ValueError(f"unknown extraction version {self.extraction!r}")
 
 
 class Fingerprinted(NamedTuple):
@@ -101,7 +96,7 @@ def fingerprint_html(
     html: str | bytes, url: str | None, params: FingerprintParams
 ) -> Fingerprinted:
     """Extract the main text of a page and fingerprint it."""
-    extraction = extract(html, url, params.limits, params.extractor, params.extraction)
+    extraction = extract(html, url, params.limits, params.extractor)
     if extraction.text is None:
         return Fingerprinted(None, extraction.reason, 0)
     if extraction.truncated or params.limits.max_text_chars < len(extraction.text):

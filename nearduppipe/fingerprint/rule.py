@@ -25,8 +25,6 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .versions import EXTRACTION_VERSION, EXTRACTIONS
-
 __all__ = ["PAPER_RULE", "Fingerprints", "Rule", "distances", "wide_threshold"]
 
 WIDE_BITS = 512
@@ -73,18 +71,11 @@ class Rule:
     # the HTML → text extractor the fingerprints come from (text.py): two extractors' texts
     # differ, so their fingerprints are not comparable and a store holds one extractor's
     extractor: str = "trafilatura"
-    # the version of what is done around the extractor (text.py's EXTRACTIONS): a store keeps
-    # the version it was made with, so a newer release never compares two versions' texts
-    extraction: int = EXTRACTION_VERSION
 
     def __post_init__(self) -> None:
         if self.extractor not in ("trafilatura", "trafilatura-fast", "resiliparse"):
             raise ValueError(
                 f"extractor must be trafilatura or resiliparse, not {self.extractor!r}"
-            )
-        if self.extraction not in EXTRACTIONS:
-            raise ValueError(
-                f"extraction version must be one of {sorted(EXTRACTIONS)}, not {self.extraction!r}"
             )
         if self.scope not in ("global", "domain", "host"):
             raise ValueError(f"scope must be global, domain or host, not {self.scope!r}")
@@ -108,9 +99,7 @@ class Rule:
 
     @classmethod
     def from_dict(cls, raw: object) -> Rule:
-        """The rule a store recorded (:meth:`as_dict`); :class:`ValueError` for a damaged one.
-        A store that records no extraction version predates versions: its texts are version 1.
-        """
+        """The rule a store recorded (:meth:`as_dict`); :class:`ValueError` for a damaged one."""
         if not isinstance(raw, dict):
             raise ValueError(f"a rule is a mapping, not {type(raw).__name__}")
         try:
@@ -122,7 +111,6 @@ class Rule:
                 legacy_distance=int(raw.get("legacy_distance", 3)),
                 scope=str(raw.get("scope", "global")),
                 extractor=str(raw.get("extractor", "trafilatura")),
-                extraction=int(raw.get("extraction", 1)),
             )
         except (KeyError, TypeError) as e:
             raise ValueError(f"{type(e).__name__}: {e}") from None
@@ -153,8 +141,6 @@ class Rule:
         within = "" if self.scope == "global" else f", within one {self.scope}"
         if self.extractor != "trafilatura":
             within += f", text by {self.extractor}"
-        if self.extraction != EXTRACTION_VERSION:
-            within += f", extraction version {self.extraction}"
         if self.similarity is None:
             return f"64-bit distance <= {self.radius} (the paper's rule){within}"
         return (
@@ -173,8 +159,6 @@ class Rule:
             d["scope"] = self.scope
         if self.extractor != "trafilatura":  # (likewise: the one extractor they had)
             d["extractor"] = self.extractor
-        if self.extraction != 1:  # (likewise: version 1 is what stores without one hold)
-            d["extraction"] = self.extraction
         return d
 
 

@@ -19,14 +19,10 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple, get_args
 
 import trafilatura
-from lxml.html import HtmlElement
 from trafilatura.settings import use_config
-from trafilatura.utils import load_html
 
 from . import fast_text
-from .blocks import drop_link_blocks
 from .fast_text import ExtractorUnavailable
-from .versions import EXTRACTION_VERSION
 
 __all__ = [
     "EXTRACTORS",
@@ -111,13 +107,10 @@ def extract(
     url: str | None = None,
     limits: TextLimits = DEFAULT_LIMITS,
     extractor: Extractor = DEFAULT_EXTRACTOR,
-    version: int = EXTRACTION_VERSION,
 ) -> Extraction:
     """Extract the main text of ``html``; never raises for bad input, returns a reason instead.
 
-    ``version``: the extraction version (:mod:`.versions`; a store's own, to compare like with
-    like). Raises only for a bad ``extractor`` (see :func:`require_extractor`): that is
-    configuration.
+    Raises only for a bad ``extractor`` (see :func:`require_extractor`): that is configuration.
     """
     require_extractor(extractor)
     if not isinstance(html, (str, bytes)):
@@ -135,7 +128,16 @@ def extract(
         if extractor == "resiliparse":
             text = fast_text.main_text(html, limits.max_tree_size)
         else:
-            text = _trafilatura(html, url, limits, extractor, version)
+            text = trafilatura.extract(
+                html,
+                url=url,
+                fast=extractor == "trafilatura-fast",  # no fallback extractors
+                include_comments=False,
+                include_tables=True,
+                deduplicate=False,  # trafilatura's own process-global LRU would hide re-seen pages
+                output_format="txt",
+                config=_trafilatura_config(limits),
+            )
     except ExtractorUnavailable:
         raise
     except Exception:  # lxml, trafilatura and resiliparse raise many types on hostile input
@@ -150,37 +152,11 @@ def extract(
     return Extraction(text)
 
 
-def _trafilatura(
-    html: str | bytes, url: str | None, limits: TextLimits, extractor: Extractor, version: int
-) -> str | None:
-    """trafilatura's text of the page; from version 2 on, of the page without its link-dense
-    blocks (parsed once: trafilatura takes the pruned tree)."""
-    page: str | bytes | HtmlElement = html
-    if version >= 2:
-        tree = load_html(html)
-        if tree is None:
-            return None
-        drop_link_blocks(tree)
-        page = tree
-    text: str | None = trafilatura.extract(
-        page,
-        url=url,
-        fast=extractor == "trafilatura-fast",  # no fallback extractors
-        include_comments=False,
-        include_tables=True,
-        deduplicate=False,  # trafilatura's own process-global LRU would hide re-seen pages
-        output_format="txt",
-        config=_trafilatura_config(limits),
-    )
-    return text
-
-
 def extract_text(
     html: str | bytes,
     url: str | None = None,
     limits: TextLimits = DEFAULT_LIMITS,
     extractor: Extractor = DEFAULT_EXTRACTOR,
-    version: int = EXTRACTION_VERSION,
 ) -> str | None:
     """Main text of a page with boilerplate removed, or ``None`` when there is none to use."""
-    return extract(html, url, limits, extractor, version).text
+    return extract(html, url, limits, extractor).text

@@ -1,7 +1,5 @@
-"""The rule a store records (stores/scope.py: recorded_rule, settle_rule) on sqlite and Redis: a
-damaged record is one line naming the store, never a traceback; the extraction version is the
-store's own whatever the opener asks (fingerprint/versions.py), while another scope or extractor
-is refused."""
+"""The rule a store records (stores/scope.py recorded_rule, sqlite rule_of) on sqlite and Redis:
+a damaged record is one line naming the store, never a traceback."""
 
 from __future__ import annotations
 
@@ -11,7 +9,6 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 import pytest
 
 from nearduppipe import open_store
-from nearduppipe.fingerprint.rule import Rule
 from nearduppipe.stores import StoreError
 
 
@@ -37,7 +34,7 @@ def write_rule(store: str, raw: str) -> None:
         "[1, 2]",
         '{"similarity": 0.9}',
         "{not json",
-        '{"radius": 8, "extraction": 9}',
+        '{"radius": 99}',
     ],
 )
 def test_a_damaged_recorded_rule_is_one_line(store_uri: str, raw: str) -> None:
@@ -49,16 +46,3 @@ def test_a_damaged_recorded_rule_is_one_line(store_uri: str, raw: str) -> None:
     message = str(e.value)
     assert "\n" not in message and ("damaged" in message or "not valid JSON" in message)
     assert message.startswith((store_uri, "redis://")), message  # names the store
-
-
-def test_the_extraction_version_is_the_store_s(store_uri: str) -> None:
-    with open_store(store_uri, rule=Rule(extraction=1)) as store:
-        assert store.rule.extraction == 1
-    with open_store(store_uri, rule=Rule()) as store:  # the newest asked: the store's kept
-        assert store.rule.extraction == 1
-    with open_store(store_uri, read_only=True) as store:
-        assert store.rule.extraction == 1
-    with pytest.raises(StoreError, match="extractor 'trafilatura'"):
-        open_store(store_uri, rule=Rule(extractor="trafilatura-fast")).close()
-    with open_store(store_uri, rule=Rule(), reset=True) as store:  # a reset starts anew
-        assert store.rule.extraction == 2

@@ -25,7 +25,7 @@ from ...fingerprint.rule import Fingerprints, Rule
 from ...index.columns import Column
 from ..base import DEFAULT_MAX_DECISIONS, Decision, Entry, StoreError
 from ..indexed import COUNTERS, IndexedStore
-from ..scope import settle_rule
+from ..scope import check_scope
 from ..ttl_rule import encode_ttl, settle_ttl
 from .files import (
     FORMAT_VERSION,
@@ -136,7 +136,7 @@ class SqliteStore(IndexedStore):
             stored_rule = rule_of(self._reader) if self._reader is not None and not reset else None
         except StoreError as e:  # (named by the record alone)
             raise StoreError(f"{where}: {e}") from None
-        rule = settle_rule(where, stored_rule, rule)
+        check_scope(where, stored_rule, rule)
         super().__init__(
             where,
             rule or stored_rule or Rule(),
