@@ -219,6 +219,21 @@ class MinHashPeer:
         )
 
 
+def fingerprint_cost(pages: list[tuple[Page, str | None]], params: FingerprintParams) -> str:
+    """The package's CPU per page for the same step (features and both SimHashes of the
+    extracted text), to set beside the peer's."""
+    ms = []
+    for _, text in pages:
+        if text:
+            t0 = time.process_time()
+            fingerprint_text(text, params)
+            ms.append((time.process_time() - t0) * 1000)
+    return (
+        f"package CPU per page: fingerprint_text mean {statistics.fmean(ms):.2f} ms "
+        f"(median {statistics.median(ms):.2f}), over {len(ms)} pages"
+    )
+
+
 PEER_NAME = f"peer: MinHash LSH ({PEER_PERMUTATIONS} perm, {PEER_THRESHOLD}, word 5-shingles)"
 
 
@@ -398,6 +413,7 @@ def evaluate(extracted: list[tuple[Page, str | None]], tune: bool) -> dict[str, 
     if peer is not None:
         report(PEER_NAME, score(extracted, peer.decide(extracted)))
         print(f"{'':34s} {peer.cost()}")
+        print(f"{'':34s} {fingerprint_cost(extracted, default)}")
     margin(extracted, default, rule)
     report("baseline: exact hash of text", score(extracted, run_exact(extracted)))
     try:
@@ -511,6 +527,7 @@ def real_pages(seed: int, orders: int, cache: Path | None = None) -> None:
             )
         report_real(PEER_NAME, runs, langs)
         print(f"   {peer.cost()}")
+        print(f"   {fingerprint_cost(extracted, params)}")
     exact = [
         score(
             crawl_order(extracted, seed * 1000 + o),
