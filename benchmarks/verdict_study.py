@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import pickle
 import sys
 import time
 from collections import Counter
@@ -65,9 +66,15 @@ def extracted(which: str, seed: int, cache: Path = CACHE) -> list[Row]:
     once into the cache that quality.py --cache shares."""
     from quality_set import extract_cached
 
+    path = cache / f"rows-{which}-{seed}.pkl"  # (building the real set takes minutes too)
+    if path.exists():
+        rows: list[Row] = pickle.loads(path.read_bytes())
+        return rows
     pages = load_pages(which, seed)
     texts, _ = extract_cached(pages, "trafilatura", cache)
-    return [(p.url, p.lang, p.group, p.kind, t) for p, t in zip(pages, texts, strict=True)]
+    rows = [(p.url, p.lang, p.group, p.kind, t) for p, t in zip(pages, texts, strict=True)]
+    path.write_bytes(pickle.dumps(rows))
+    return rows
 
 
 # -- per-page data -------------------------------------------------------------------------------
