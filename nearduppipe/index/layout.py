@@ -59,7 +59,8 @@ class Layout:
 
     ``blocks=None`` lets each run of the index pick among :meth:`table_sets` (one table per
     block, probed at radii that add up to what the distance needs); :meth:`tables` and
-    :attr:`probe` then describe the set of :attr:`n_blocks` blocks (3 from distance 2 on).
+    :attr:`probe` then describe the set of :attr:`n_blocks` blocks (3 from distance 2 on, 4
+    from 15 on).
     ``blocks > distance`` gives Manku et al.'s tables: one per choice of ``blocks - distance``
     blocks, looked up exactly (``distance + 1`` blocks is the paper's pigeonhole scheme).
     ``blocks <= distance`` gives one table per block, probed at radius
@@ -90,7 +91,11 @@ class Layout:
     def n_blocks(self) -> int:
         if self.blocks is not None:
             return self.blocks
-        return min(3, self.bits) if self.distance >= 2 else self.distance + 1
+        if self.distance < 2:
+            return self.distance + 1
+        # 3, or as many as keep each table's probe within MAX_PROBE (4 from distance 15 on:
+        # the rule allows radii up to 16)
+        return min(max(3, math.ceil((self.distance + 1) / (MAX_PROBE + 1))), self.bits)
 
     @property
     def probe(self) -> int:

@@ -46,6 +46,8 @@ def random_fps(rng: np.random.Generator, n: int) -> np.ndarray:
         Layout(distance=8),
         Layout(distance=8, blocks=4),
         Layout(distance=4, blocks=3),
+        Layout(distance=15),  # (the rule's widest radii: 4 blocks by default)
+        Layout(distance=16),
     ],
 )
 def test_matches_brute_force_with_planted_neighbours(layout: Layout) -> None:
