@@ -246,7 +246,7 @@ def main() -> None:
                 ratios.append(r["dedup_s"] / floor["dedup_s"])
             print(
                 f"{tag:5} {name:7} {statistics.median(r['dedup_s'] for r in mine):9.1f} "
-                f"{statistics.median(ratios):9.2f} {str([round(x, 2) for x in ratios]):>17} "
+                f"{statistics.median(ratios):9.2f} {[round(x, 2) for x in ratios]!s:>17} "
                 f"{statistics.median(r['read'] for r in mine) / size:7.2f} "
                 f"{statistics.median(r['peak_mb'] for r in mine):8.0f}"
             )

@@ -5,12 +5,13 @@ or a WARC file (its HTML responses: :mod:`nearduppipe.batch.warc`), in the order
 The job is four steps, each a seam (:func:`dedup_records`): (1) the engine's fingerprint
 map: each split of the inputs (:mod:`.splits`) read once by one task, which returns its
 records' fingerprints and keys, gathered in input order (:class:`.walk.Walk`); (2) the
-search: exact copies collapsed (:func:`.core.collapse`), then the engine's join, every near pair under the crawl's rule
-(64-bit candidates, wide verdict); (3) groups and the ``--keep`` rule (:mod:`.keep`: a record
-is dropped only when it is near its group's kept record); (4) the output. The engine is local
-(:mod:`.engine_local`, a process pool), Spark (:mod:`.engine_spark`) or Dask
-(:mod:`.engine_dask`); all give the same answer. "First" is the inputs' order, then each
-input's record order. Records without usable text are kept and counted.
+search: exact copies collapsed (:func:`.core.collapse`), then the engine's join, every near
+pair under the crawl's rule (64-bit candidates, wide verdict); (3) groups and the ``--keep``
+rule (:mod:`.keep`: a record is dropped only when it is near its group's kept record); (4)
+the output. The engine is local (:mod:`.engine_local`, a process pool), Spark
+(:mod:`.engine_spark`) or Dask (:mod:`.engine_dask`); all give the same answer. "First" is
+the inputs' order, then each input's record order. Records without usable text are kept and
+counted.
 
 Two streaming passes over the inputs keep memory independent of the texts' size: the first,
 in the engine's tasks, keeps 77 bytes per record on the driver (both fingerprints, host

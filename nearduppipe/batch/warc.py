@@ -149,8 +149,8 @@ class WarcReader:
             return
         if last:
             raise IncompleteError(
-                f"{self.path}: incomplete: the file ends inside record {self.number(n)}, {missing:,} bytes "
-                "short of its Content-Length (the file was cut short?)"
+                f"{self.path}: incomplete: the file ends inside record {self.number(n)}, "
+                f"{missing:,} bytes short of its Content-Length (the file was cut short?)"
             )
         raise FeedError(
             f"{self.path}: record {self.number(n)}: its content ends {missing:,} bytes before its "

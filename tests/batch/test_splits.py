@@ -9,6 +9,7 @@ on every engine (Spark and Dask: marked ``engine``)."""
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def _read(source: Input, cuts: list[int], how: str, size: int) -> Walk:
     """The records of ``source`` read as splits cut at ``cuts``, gathered as the driver does."""
     points = [0, *cuts, size]
     walk = Walk(Rule(), "first", keys=True)
-    for part, (start, end) in enumerate(zip(points, points[1:], strict=False)):
+    for part, (start, end) in enumerate(pairwise(points)):
         split = Split(0, source, part, start, end, how)
         walk.add(split, read_split(split, FIELDS, PARAMS, WANTS))
     return walk
@@ -117,7 +118,7 @@ def test_oversized_lines_are_named_by_their_number_in_the_file(tmp_path: Path) -
     def read(cuts: list[int], how: str) -> Walk:
         points = [0, *cuts, len(data)]
         walk = Walk(Rule(), "first", keys=True)
-        for part, (start, end) in enumerate(zip(points, points[1:], strict=False)):
+        for part, (start, end) in enumerate(pairwise(points)):
             split = Split(0, source, part, start, end, how)
             walk.add(split, read_split(split, fields, PARAMS, WANTS))
         return walk
