@@ -15,7 +15,11 @@ Inputs (``--layout``): ``plain``: one uncompressed ``.jsonl`` (split by byte ran
 (1-6 bits) and 1 % exact copies.
 
     python benchmarks/engines_carried.py [--n 1000000] [--layout plain] [--rounds 3]
-        [--engines local,spark,dask] [--code old=/work/main,new=.]
+        [--engines local,spark,dask] [--code old=/tmp/old,new=.]
+
+(``old``: a copy of the code before, e.g. ``git archive ca25a07 nearduppipe | tar -x -C
+/tmp/old``: the checkout's own code is imported by every process of a run, so each code is a
+folder holding ``nearduppipe/``.)
 """
 
 from __future__ import annotations
@@ -128,6 +132,28 @@ def make_engine(name: str) -> Any:
     return LocalEngine(CORES)
 
 
+class Phases:
+    """A progress-bar factory that times ``dedup_records``' phases (fingerprinting, matching,
+    writing) from each bar's creation to its close."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, **kw: Any) -> Any:
+        phases, name, t0 = self, str(kw.get("desc", "?")).split(" ")[0], time.perf_counter()
+
+        class Bar:
+            n = 0
+
+            def update(self, k: int = 1) -> None:
+                self.n += k
+
+            def close(self) -> None:
+                phases.seconds[name] = time.perf_counter() - t0
+
+        return Bar()
+
+
 def child(name: str, inputs: list[str], out: str) -> None:
     import nearduppipe
     from nearduppipe.batch.records import dedup_records
@@ -139,8 +165,12 @@ def child(name: str, inputs: list[str], out: str) -> None:
     try:
         t = time.perf_counter()
         with open(out, "w", encoding="utf-8") as f:
-            found = dedup_records(inputs, engine=engine, keep_texts=False, output=f, workers=CORES)
+            phases = Phases()
+            found = dedup_records(
+                inputs, engine=engine, keep_texts=False, output=f, workers=CORES, progress=phases
+            )
         result["dedup_s"] = time.perf_counter() - t
+        result["phases"] = phases.seconds
         result["kept"] = found.kept
     finally:
         engine.close()
@@ -206,6 +236,7 @@ def main() -> None:
         return
     codes = dict(item.split("=", 1) for item in args.code.split(","))
     codes = {k: str(Path(v).resolve()) for k, v in codes.items()}
+    sys.path.insert(0, next(iter(codes.values())))  # (the inputs made by the code measured)
     engines = args.engines.split(",")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -228,7 +259,9 @@ def main() -> None:
                     print(
                         f"round {r} {tag:4} {name:6} dedup {res['dedup_s']:7.1f} s "
                         f"(+{res['start_s']:.1f} start) peak {res['peak_mb']:6.0f} MB read "
-                        f"{res['read'] / size:5.2f} x input  -o {res['digest']}  load {load:.1f}",
+                        f"{res['read'] / size:5.2f} x input  -o {res['digest']}  load {load:.1f}"
+                        f"  phases s: "
+                        + " ".join(f"{k} {v:.1f}" for k, v in res["phases"].items()),
                         flush=True,
                     )
     print(f"same -o on every run: {len({r['digest'] for r in results}) == 1}")

@@ -128,6 +128,9 @@ class FeedReader:
         self.path = as_path(path)  # (a URL: .fs)
         self.number = number
         self.at_start = opened is None
+        # JSON lines yielded unparsed (an empty record), for a pass that parses only the
+        # records it needs (the output's: every line was parsed, and checked, before)
+        self.lazy = False
         self.format = fmt
         self.compression = compression
         self.limit = limit
@@ -223,6 +226,9 @@ class FeedReader:
                 continue
             if n == 1 and self.at_start and line.startswith("\ufeff"):
                 line = line[1:]
+            if self.lazy:
+                yield line, {}
+                continue
             try:
                 value = json.loads(line)
             except (ValueError, RecursionError) as e:

@@ -25,6 +25,7 @@ an output with a WARC input is JSON lines.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -51,7 +52,7 @@ from .bounded import DEFAULT_MAX_RECORD_BYTES
 from .compression import FeedError
 from .core import Fields, collapse
 from .engine_local import Engine, LocalEngine
-from .feeds import FeedWriter
+from .feeds import FeedReader, FeedWriter
 from .inputs import Input, check_extras, open_input, sources_of
 from .keep import KEEP_RULES, keep_groups
 from .near import NearPairs
@@ -366,10 +367,16 @@ def _write(
         if writer is not None:
             writer.source_format = source.format  # (raw JSON lines are written as read)
         limit = fields.max_record_bytes
+        # (JSON lines written as read: only the lines whose keys are needed are parsed again)
+        lazy = source.format == "jsonl" and out_fmt in (None, "jsonl", "json")
         with open_input(source, fields.key, fields.html, keep_texts, limit) as reader:
+            if isinstance(reader, FeedReader):
+                reader.lazy = lazy
             for raw, record in reader:
                 if i >= n:  # (an input that grew between the passes)
                     break
+                if lazy and named[i] and isinstance(raw, str):
+                    record = json.loads(raw)
                 if label[i] == i and not dropped[i]:
                     kept += 1
                     if output is not None and source.is_warc:
