@@ -249,9 +249,9 @@ def main() -> None:
         size = sum(p.stat().st_size for p in inputs)
         print(f"{args.n:,} records, {args.layout}: {len(inputs)} input(s), {size / 1e6:.1f} MB")
         results: list[dict[str, Any]] = []
-        for r in range(args.rounds):
-            for tag, code in codes.items():
-                for name in engines:
+        for r in range(args.rounds):  # (old and new of one engine side by side in time)
+            for name in engines:
+                for tag, code in codes.items():
                     load = os.getloadavg()[0]
                     res = run(name, code, inputs, tmp, site)
                     res.update(round=r, code=tag, load=load)

@@ -271,3 +271,28 @@ def test_split_inputs_give_the_unsplit_output_on_every_engine(
     engine = request.getfixturevalue(name)
     _small_splits(monkeypatch)
     assert _dedup(split_inputs, engine, tmp_path / "kept.jsonl") == unsplit_output
+
+
+def test_a_splits_hosts_are_host_of_s() -> None:
+    """The split's quick host of a key is ``host_of``'s, on the usual URLs and odd ones."""
+    import random
+
+    from nearduppipe.batch.split_task import _host
+    from nearduppipe.stores.report import host_of
+
+    cases = ["https://a.example/x", "HTTPS://A.Example:80/x", "https://u:p@a/x", "http://[::1]/",
+             "http://a.b?x", "http://a#f", "http://", "1http://a/b", " http://a/b", "http://a/b\n",
+             "http://a\tb/c", "mailto:x", "x://Ä.example/", "#5", "http:///x", "h:x://a/b"]  # fmt: skip
+    rng = random.Random(3)
+    alphabet = "ab:/?#@[]%. \t\nHT1+-"
+    cases += ["http://" + "".join(rng.choices(alphabet, k=12)) for _ in range(3000)]
+    cases += ["".join(rng.choices(alphabet, k=14)) for _ in range(3000)]
+
+    def either(f: Any, key: str) -> str:
+        try:
+            return str(f(key))
+        except ValueError:
+            return "ValueError"
+
+    for key in cases:
+        assert either(_host, key) == either(host_of, key), key
