@@ -79,10 +79,12 @@ def _tail(stream: IO[bytes]) -> Iterator[bytes]:
             return
 
 
-def bounded_lines(stream: IO[bytes], limit: int, name: str) -> Iterator[bytes | Oversized]:
+def bounded_lines(
+    stream: IO[bytes], limit: int, name: str, number: Callable[[int], str] = str
+) -> Iterator[bytes | Oversized]:
     """Every line of ``stream`` (its end included), or an :class:`Oversized` for a line of
-    more than ``limit`` bytes (its end not counted; ``name: line N``), read no further than
-    ``limit + 2`` bytes at a time."""
+    more than ``limit`` bytes (its end not counted; ``name: line N``, N as ``number`` writes
+    it: a split's task marks it), read no further than ``limit + 2`` bytes at a time."""
     n = 0
     while True:
         line = stream.readline(limit + 2)
@@ -94,7 +96,7 @@ def bounded_lines(stream: IO[bytes], limit: int, name: str) -> Iterator[bytes | 
         if body <= limit and whole:
             yield line
             continue
-        record = Oversized(f"{name}: line {n}", line, None if whole else _tail(stream))
+        record = Oversized(f"{name}: line {number(n)}", line, None if whole else _tail(stream))
         yield record
         record.drain()
 

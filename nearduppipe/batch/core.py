@@ -1,8 +1,9 @@
 """The shared core of every dedup engine: pure functions over numpy arrays that the local,
 Spark and Dask engines run in the same order, so every engine gives the same answer.
 
-1. **fingerprint map** (:func:`fingerprint_stripe`): records → ``(input, record, fp, wide)``,
-   with the same :mod:`nearduppipe.fingerprint.page` code wherever it runs;
+1. **fingerprint map** (:func:`fingerprint_job`, in :func:`.split_task.read_split`: each split
+   of the inputs read once, by one task): records → ``(fp, wide)``, with the same
+   :mod:`nearduppipe.fingerprint.page` code wherever it runs;
 2. **exact-copy collapse** (:func:`collapse`): records with equal fingerprints become one
    representative, so a page copied a thousand times is joined once;
 3. **block-permutation join** (:func:`explode`, :func:`partition_pairs`): each representative
@@ -21,7 +22,6 @@ they stand for and lists them only when asked (``--pairs``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,12 +32,9 @@ from ..fingerprint.rule import Rule
 from ..fingerprint.text import normalise_whitespace
 from ..index.layout import Layout, Parts, table_keys
 from ..index.search import BlockIndex
-from ..index.words import wide_words
 from .bounded import DEFAULT_MAX_RECORD_BYTES, OVERSIZED
-from .compression import FeedError
-from .inputs import Input, open_input
 from .pairs import _pairs_sharing_keys, verdicts
-from .precomputed import MixedFingerprintsError, precomputed
+from .precomputed import precomputed
 
 __all__ = [
     "Fields",
@@ -45,7 +42,6 @@ __all__ = [
     "collapse",
     "explode",
     "fingerprint_job",
-    "fingerprint_stripe",
     "join_tables",
     "partition_pairs",
     "sort_pairs",
@@ -110,56 +106,6 @@ def fingerprint_job(job: Job) -> Fingerprinted:
     if html is not None:
         return fingerprint_html(html, None, params)
     return Fingerprinted(None, "no_text", 0)
-
-
-# (record number in its input, fp or -1, wide as 64 little-endian bytes, skipped, text length)
-StripeRow = tuple[int, int, bytes, str | None, int]
-
-
-def fingerprint_stripe(
-    source: Input, stripe: int, stripes: int, fields: Fields, params: FingerprintParams
-) -> list[StripeRow] | FeedError:
-    """An executor's share of one input: it reads the whole input (cheap beside extraction)
-    and fingerprints the records ``r`` with ``r % stripes == stripe``, so one large feed keeps
-    every core busy. The input must be readable at the same path where this runs. An input
-    that cannot be read is *returned* as its :class:`FeedError`, not raised: an engine would
-    wrap a raised one in its own error and tracebacks (Spark: a hundred lines ending in
-    ``PythonException``; Dask: the workers' logs), where the driver raises it as the local
-    engine does (:func:`in_order`)."""
-    rows: list[StripeRow] = []
-    limit = fields.max_record_bytes
-    try:
-        with open_input(source, fields.key, fields.html, limit=limit) as reader:
-            for r, (_, record) in enumerate(reader):
-                if r % stripes != stripe:
-                    continue
-                try:
-                    result = fingerprint_job(fields.job(record, params))
-                except MixedFingerprintsError:
-                    # refused by the driver's walk of the same record, with its message;
-                    # nothing is extracted here meanwhile
-                    result = Fingerprinted(None, "mixed_fingerprints", 0)
-                fps = result.fingerprints
-                wide = wide_words(fps.wide if fps else None).tobytes()
-                fp = fps.fp if fps is not None else -1
-                rows.append((r, fp, wide, result.skipped, result.text_length))
-    except FeedError as e:
-        return e
-    except OSError as e:  # (the line the driver would give: cli/dedup_cmd.py)
-        return FeedError(f"{e.filename or source}: cannot read: {e.strerror or e}")
-    return rows
-
-
-def row_result(row: StripeRow) -> Fingerprinted:
-    """A stripe row back as the :class:`Fingerprinted` the local engine yields."""
-    from ..fingerprint.rule import Fingerprints
-    from ..index.words import words_to_int
-
-    _, fp, wide, skipped, length = row
-    if fp < 0:
-        return Fingerprinted(None, skipped or "no_text", length)
-    words = np.frombuffer(wide, dtype="<u8").astype(_U64)
-    return Fingerprinted(Fingerprints(fp, words_to_int(words)), None, length)
 
 
 def collapse(fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray) -> np.ndarray:
@@ -367,27 +313,3 @@ def sort_pairs(parts: list[np.ndarray]) -> np.ndarray:
     pairs = pairs.astype(np.int64).reshape(-1, 4)
     result: np.ndarray = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
     return result
-
-
-def in_order(parts: Iterable[tuple[int, list[StripeRow] | FeedError]]) -> Iterator[StripeRow]:
-    """Stripe results ``(input number, rows)`` in task order → rows in record order, holding
-    one input's rows at a time (not the whole batch's). A stripe's error is raised here, on
-    the driver, as the local engine raises it."""
-    current: list[StripeRow] = []
-    at = None
-    for n, rows in parts:
-        if isinstance(rows, FeedError):
-            raise rows
-        if n != at and current:
-            yield from sorted(current, key=lambda row: row[0])
-            current = []
-        at = n
-        current.extend(rows)
-    yield from sorted(current, key=lambda row: row[0])
-
-
-def stripe_tasks(sources: list[Input], stripes: int) -> Iterator[tuple[int, Input, int, int]]:
-    """``(input number, input, stripe, stripes)`` for every share of the fingerprint map."""
-    for n, source in enumerate(sources):
-        for s in range(stripes):
-            yield n, source, s, stripes

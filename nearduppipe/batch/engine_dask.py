@@ -2,8 +2,8 @@
 a Dask cluster, a :class:`distributed.LocalCluster` of this machine by default or the
 scheduler at ``--scheduler ADDRESS``.
 
-- fingerprint map: one future per stripe of each input (:func:`.core.fingerprint_stripe`),
-  so the inputs must be readable at the same path on every worker;
+- fingerprint map: one future per split of each input (:func:`.split_task.read_split`),
+  so the inputs must be readable under the same name on every worker;
 - join: a dask DataFrame of the representatives' fingerprints, exploded under every table's
   key, shuffled by ``(table, key)`` and joined in each partition with the 512-bit verdict
   (:func:`.engine_frames.pairs_frame`); the near pairs come back to the driver.
@@ -18,20 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from ..fingerprint.page import Fingerprinted, FingerprintParams
+from ..fingerprint.page import FingerprintParams
 from ..fingerprint.rule import Rule
-from .compression import FeedError, MissingExtraError
-from .core import (
-    Fields,
-    Job,
-    StripeRow,
-    fingerprint_stripe,
-    in_order,
-    join_tables,
-    row_result,
-    sort_pairs,
-    stripe_tasks,
-)
+from .compression import MissingExtraError
+from .core import Fields, join_tables, sort_pairs
 from .engine_frames import (
     PAIR_COLUMNS,
     FrameSearch,
@@ -39,19 +29,19 @@ from .engine_frames import (
     pairs_frame,
     shuffle_partitions,
 )
-from .inputs import Input
+from .split_task import SplitResult, Wants, read_split
+from .splits import Split
 
 __all__ = ["DaskEngine"]
 
 
-def _run_stripe(
-    task: tuple[int, Input, int, int], fields: Fields, params: FingerprintParams
-) -> tuple[int, list[StripeRow] | FeedError]:
-    # the driver stops at an input's error (its one line) and the stripes still running are
+def _read_split(
+    split: Split, fields: Fields, params: FingerprintParams, wants: Wants
+) -> SplitResult:
+    # the driver stops at an input's error (its one line) and the splits still running are
     # cancelled: each would log a WARNING "Async instruction ... ended with CancelledError"
     logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
-    n, source, s, k = task
-    return n, fingerprint_stripe(source, s, k, fields, params)
+    return read_split(split, fields, params, wants)
 
 
 class DaskEngine(FrameSearch):
@@ -90,19 +80,19 @@ class DaskEngine(FrameSearch):
             self.client: Any = distributed.Client(self.cluster)
         else:
             self.client = distributed.Client(scheduler)
-        self.cores = max(1, sum(self.client.nthreads().values()))
+        self.cores = max(1, sum(self.client.nthreads().values()))  # (sizes the splits)
         self.blocks = blocks
 
-    def fingerprints(
-        self, sources: list[Input], fields: Fields, params: FingerprintParams, jobs: Iterator[Job]
-    ) -> Iterator[Fingerprinted]:
-        stripes = max(1, -(-2 * self.cores // len(sources)))
-        tasks = list(stripe_tasks(sources, stripes))
-        futures = self.client.map(_run_stripe, tasks, fields=fields, params=params, pure=False)
-        # every task runs at once; results are gathered in task order, one input at a time
-        rows = in_order(future.result() for future in futures)
-        for row, _ in zip(rows, jobs, strict=True):  # (the driver's walk: keys, hosts)
-            yield row_result(row)
+    def read(
+        self, splits: list[Split], fields: Fields, params: FingerprintParams, wants: Wants
+    ) -> Iterator[SplitResult]:
+        futures = self.client.map(
+            _read_split, splits, fields=fields, params=params, wants=wants, pure=False
+        )
+        # every task runs at once; results are gathered in split order
+        for future in futures:
+            yield future.result()
+            future.release()
 
     def _join(self, frame: Any, rule: Rule, split: int | None) -> np.ndarray:
         dd: Any = importlib.import_module("dask.dataframe")

@@ -5,6 +5,7 @@ so its pairs are those of the distributed engines' block-permutation join)."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -13,11 +14,12 @@ from typing import Protocol
 
 import numpy as np
 
-from ..fingerprint.page import Fingerprinted, FingerprintParams
+from ..fingerprint.page import FingerprintParams
 from ..fingerprint.rule import Rule
-from .core import Fields, Job, fingerprint_job
-from .inputs import Input
+from .core import Fields
 from .pairs import near_pairs, near_pairs_against
+from .split_task import SplitResult, Wants, read_split
+from .splits import Split
 
 __all__ = ["Engine", "LocalEngine", "Side"]
 
@@ -26,15 +28,19 @@ Side = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class Engine(Protocol):
-    """What :func:`.records.dedup_records` asks of an engine: the fingerprint map (results
-    in input order, while the driver walks the same records for their keys) and the join
+    """What :func:`.records.dedup_records` asks of an engine: the fingerprint map (each
+    split of the inputs read by one task, :func:`.split_task.read_split`; results in input
+    order; ``cores`` sizes the splits) and the join
     (near pairs ``(i, j, d, wide_d)`` of the given representatives, ``i < j``, sorted)."""
 
     name: str
 
-    def fingerprints(
-        self, sources: list[Input], fields: Fields, params: FingerprintParams, jobs: Iterator[Job]
-    ) -> Iterator[Fingerprinted]: ...
+    @property
+    def cores(self) -> int: ...
+
+    def read(
+        self, splits: list[Split], fields: Fields, params: FingerprintParams, wants: Wants
+    ) -> Iterator[SplitResult]: ...
 
     def search(
         self, fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule
@@ -45,24 +51,24 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-def _fingerprint_chunk(jobs: list[Job]) -> list[Fingerprinted]:
-    return [fingerprint_job(job) for job in jobs]
-
-
 def _bounded_map(
-    pool: ProcessPoolExecutor, jobs: Iterator[Job], chunk: int, window: int
-) -> Iterator[Fingerprinted]:
-    """Results in input order with at most ``window`` chunks in flight. (Executor.map submits
-    every item at once, which would hold every text of the export in memory.)"""
-    pending: deque[Future[list[Fingerprinted]]] = deque()
+    pool: ProcessPoolExecutor,
+    splits: list[Split],
+    fields: Fields,
+    params: FingerprintParams,
+    wants: Wants,
+    window: int,
+) -> Iterator[SplitResult]:
+    """Results in input order with at most ``window`` splits in flight (each result holds its
+    split's records: not all of them at once)."""
+    pending: deque[Future[SplitResult]] = deque()
+    todo = iter(splits)
     while True:
-        batch = list(islice(jobs, chunk))
-        if batch:
-            pending.append(pool.submit(_fingerprint_chunk, batch))
-        if pending and (len(pending) >= window or not batch):
-            yield from pending.popleft().result()
-        if not batch and not pending:
+        for split in islice(todo, window - len(pending)):
+            pending.append(pool.submit(read_split, split, fields, params, wants))
+        if not pending:
             return
+        yield pending.popleft().result()
 
 
 class LocalEngine:
@@ -71,18 +77,23 @@ class LocalEngine:
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers
 
-    def fingerprints(
-        self, sources: list[Input], fields: Fields, params: FingerprintParams, jobs: Iterator[Job]
-    ) -> Iterator[Fingerprinted]:
-        window = 4 * (self.workers or 2) + 2
+    @property
+    def cores(self) -> int:
+        return self.workers or os.cpu_count() or 1
+
+    def read(
+        self, splits: list[Split], fields: Fields, params: FingerprintParams, wants: Wants
+    ) -> Iterator[SplitResult]:
+        window = 2 * self.cores + 1
         # forkserver, not fork: the driver has threads by now (progress, a store's client),
         # and fork() under threads can deadlock a child (Python 3.12+ warns of it). Workers
         # get their jobs pickled either way, so results are the same.
         context = multiprocessing.get_context("forkserver")
         # (the server imports the fingerprint code once; each worker forks from it ready)
-        context.set_forkserver_preload(["nearduppipe.batch.core"])
-        with ProcessPoolExecutor(max_workers=self.workers, mp_context=context) as pool:
-            yield from _bounded_map(pool, jobs, chunk=64, window=window)
+        context.set_forkserver_preload(["nearduppipe.batch.split_task"])
+        workers = min(self.cores, len(splits)) or 1  # (no process for nothing to do)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            yield from _bounded_map(pool, splits, fields, params, wants, window)
 
     def search(
         self, fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule

@@ -1,9 +1,9 @@
 """The Spark engine (``dedup --engine spark``, extra ``nearduppipe[spark]``): the shared core
 on a Spark cluster, ``local[N]`` or a real one (``spark-submit``: docs/batch.md).
 
-- fingerprint map: one task per stripe of each input (:func:`.core.fingerprint_stripe`), run
-  by the executors with nearduppipe's own code, so the inputs must be readable at the same
-  path on every executor (a shared file system);
+- fingerprint map: one task per split of each input (:func:`.split_task.read_split`), run
+  by the executors with nearduppipe's own code, so the inputs must be readable under the same
+  name on every executor (a URL, a shared file system);
 - join: a DataFrame of the representatives' fingerprints, exploded under every table's key
   (``mapInPandas``), shuffled by ``(table, key)`` (``repartition``) and joined in each
   partition with the 512-bit verdict (``mapInPandas``: :func:`.engine_frames.pairs_frame`);
@@ -21,20 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ..fingerprint.page import Fingerprinted, FingerprintParams
+from ..fingerprint.page import FingerprintParams
 from ..fingerprint.rule import Rule
-from .compression import FeedError, MissingExtraError
-from .core import (
-    Fields,
-    Job,
-    StripeRow,
-    fingerprint_stripe,
-    in_order,
-    join_tables,
-    row_result,
-    sort_pairs,
-)
-from .core import stripe_tasks as _stripe_tasks
+from .compression import MissingExtraError
+from .core import Fields, join_tables, sort_pairs
 from .engine_frames import (
     PAIR_COLUMNS,
     FrameSearch,
@@ -42,7 +32,8 @@ from .engine_frames import (
     pairs_frame,
     shuffle_partitions,
 )
-from .inputs import Input
+from .split_task import SplitResult, Wants, read_split
+from .splits import Split
 
 __all__ = ["SparkEngine"]
 
@@ -100,25 +91,23 @@ class SparkEngine(FrameSearch):
         self.partitions = partitions  # None: by the join's size (shuffle_partitions)
         self.blocks = blocks
 
-    def fingerprints(
-        self, sources: list[Input], fields: Fields, params: FingerprintParams, jobs: Iterator[Job]
-    ) -> Iterator[Fingerprinted]:
-        stripes = max(1, -(-2 * self.parallelism // len(sources)))
-        tasks = list(_stripe_tasks(sources, stripes))
+    @property
+    def cores(self) -> int:
+        return self.parallelism
 
-        def run(task: tuple[int, Input, int, int]) -> list[tuple[int, list[StripeRow] | FeedError]]:
-            n, source, s, k = task
-            return [(n, fingerprint_stripe(source, s, k, fields, params))]
+    def read(
+        self, splits: list[Split], fields: Fields, params: FingerprintParams, wants: Wants
+    ) -> Iterator[SplitResult]:
+        def run(split: Split) -> list[SplitResult]:
+            return [read_split(split, fields, params, wants)]
 
-        # one partition per task, computed at once and kept on the executors, then read back
-        # partition by partition: the driver holds one input's rows at a time
-        rdd = self.spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(run)
+        # one partition per split, computed at once and kept on the executors, then read back
+        # partition by partition: the driver holds one split's results at a time
+        rdd = self.spark.sparkContext.parallelize(splits, len(splits)).flatMap(run)
         rdd.persist(self.storage.MEMORY_AND_DISK)
         try:
             rdd.count()
-            rows = in_order(rdd.toLocalIterator())
-            for row, _ in zip(rows, jobs, strict=True):  # (the driver's walk: keys, hosts)
-                yield row_result(row)
+            yield from rdd.toLocalIterator()
         finally:
             rdd.unpersist()
 

@@ -24,7 +24,7 @@ import io
 import json
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -120,8 +120,17 @@ class FeedReader:
         fmt: str,
         compression: str | None = None,
         limit: int = DEFAULT_MAX_RECORD_BYTES,
+        opened: tuple[IO[bytes], IO[bytes]] | None = None,
+        number: Callable[[int], str] = str,
     ) -> None:
+        """``opened``: the file and the stream of its records, opened by a split's task
+        (:mod:`.splits`: its lines only); ``number`` writes a line number in messages."""
         self.path = as_path(path)  # (a URL: .fs)
+        self.number = number
+        self.at_start = opened is None
+        # JSON lines yielded unparsed (an empty record), for a pass that parses only the
+        # records it needs (the output's: every line was parsed, and checked, before)
+        self.lazy = False
         self.format = fmt
         self.compression = compression
         self.limit = limit
@@ -129,8 +138,11 @@ class FeedReader:
             raise FeedError(f"{path}: unknown compression {compression!r}")
         if compression == "zstd":
             need_zstandard(self.path)  # (before the file is opened)
-        self._raw: IO[bytes] = self.path.open("rb")
-        self._file = decompressed(self._raw, compression, self.path)
+        if opened is None:
+            self._raw: IO[bytes] = self.path.open("rb")
+            self._file = decompressed(self._raw, compression, self.path)
+        else:
+            self._raw, self._file = opened
         self.size = self.path.stat().st_size
         self.fields: list[str] = []  # CSV: the header; others: filled as records are read
 
@@ -198,23 +210,30 @@ class FeedReader:
         )
 
     def _jsonl(self) -> Iterator[Record]:
-        for n, raw_line in enumerate(bounded_lines(self._file, self.limit, str(self.path)), 1):
+        lines = bounded_lines(self._file, self.limit, str(self.path), self.number)
+        self.lines = 0  # (read so far, blank ones too: a split's count)
+        for n, raw_line in enumerate(lines, 1):
+            self.lines = n
             if isinstance(raw_line, Oversized):
                 yield raw_line, {OVERSIZED: raw_line.where}
                 continue
             try:
                 line = raw_line.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise FeedError(f"{self.path}: line {n}: not UTF-8: {e.reason}") from None
+                where = f"line {self.number(n)}"
+                raise FeedError(f"{self.path}: {where}: not UTF-8: {e.reason}") from None
             if not line.strip():
                 continue
-            if n == 1 and line.startswith("\ufeff"):
+            if n == 1 and self.at_start and line.startswith("\ufeff"):
                 line = line[1:]
+            if self.lazy:
+                yield line, {}
+                continue
             try:
                 value = json.loads(line)
             except (ValueError, RecursionError) as e:
-                raise FeedError(f"{self.path}: line {n}: {_not_json(e)}") from None
-            yield line, self._object(value, f"line {n}")
+                raise FeedError(f"{self.path}: line {self.number(n)}: {_not_json(e)}") from None
+            yield line, self._object(value, f"line {self.number(n)}")
 
     def _json(self) -> Iterator[Record]:
         """A JSON array of objects, decoded element by element. A file whose first character

@@ -3,19 +3,20 @@ feed (JSON lines, JSON array, CSV or XML; plain, gzip or zstd: :mod:`nearduppipe
 or a WARC file (its HTML responses: :mod:`nearduppipe.batch.warc`), in the order given.
 
 The job is four steps, each a seam (:func:`dedup_records`): (1) the engine's fingerprint
-map yields ``(fp, wide)`` per record in input order while the driver walks the same records
-for their keys (:class:`.walk.Walk`); (2) the search: exact copies collapsed
-(:func:`.core.collapse`), then the engine's join, every near pair under the crawl's rule
-(64-bit candidates, wide verdict); (3) groups and the ``--keep`` rule (:mod:`.keep`: a record
-is dropped only when it is near its group's kept record); (4) the output. The engine is local
-(:mod:`.engine_local`, a process pool), Spark (:mod:`.engine_spark`) or Dask
-(:mod:`.engine_dask`); all give the same answer. "First" is the inputs' order, then each
-input's record order. Records without usable text are kept and counted.
+map: each split of the inputs (:mod:`.splits`) read once by one task, which returns its
+records' fingerprints and keys, gathered in input order (:class:`.walk.Walk`); (2) the
+search: exact copies collapsed (:func:`.core.collapse`), then the engine's join, every near
+pair under the crawl's rule (64-bit candidates, wide verdict); (3) groups and the ``--keep``
+rule (:mod:`.keep`: a record is dropped only when it is near its group's kept record); (4)
+the output. The engine is local (:mod:`.engine_local`, a process pool), Spark
+(:mod:`.engine_spark`) or Dask (:mod:`.engine_dask`); all give the same answer. "First" is
+the inputs' order, then each input's record order. Records without usable text are kept and
+counted.
 
-Two streaming passes over the inputs keep memory independent of the texts' size: the first sends
-texts to the workers as it reads and keeps 77 bytes per record (both fingerprints, host number,
-a flag); the second re-reads every input in order, writes the kept records and collects the
-keys of group members, and the texts of the few pairs an HTML report shows.
+Two streaming passes over the inputs keep memory independent of the texts' size: the first,
+in the engine's tasks, keeps 77 bytes per record on the driver (both fingerprints, host
+number, a flag); the second re-reads every input in order, writes the kept records and
+collects the keys of group members, and the texts of the few pairs an HTML report shows.
 
 Written kept records keep their input's form: a feed record as it was read (its raw JSON text
 when both sides are JSON), a WARC record as a JSON line naming it (:func:`.warc.locator`): so
@@ -24,7 +25,7 @@ an output with a WARC input is JSON lines.
 
 from __future__ import annotations
 
-from array import array
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -51,11 +52,12 @@ from .bounded import DEFAULT_MAX_RECORD_BYTES
 from .compression import FeedError
 from .core import Fields, collapse
 from .engine_local import Engine, LocalEngine
-from .feeds import FeedWriter
+from .feeds import FeedReader, FeedWriter
 from .inputs import Input, check_extras, open_input, sources_of
 from .keep import KEEP_RULES, keep_groups
 from .near import NearPairs
 from .precomputed import DEFAULT_FIELD
+from .splits import plan_splits
 from .walk import Walk
 from .warc import locator
 
@@ -193,24 +195,19 @@ def dedup_records(
     sources = sources_of(path, input_format)
     check_extras(sources)
     out_fmt = _output_format(sources, output_format) if output is not None else None
-    walk = Walk(sources, fields, params, rule, keep, keys=against is not None)
+    walk = Walk(rule, keep, keys=against is not None)
 
-    # 1. fingerprints: (key, fp, wide) of every record, in input order
-    fps, wides, ok, lengths = array("Q"), bytearray(), bytearray(), array("q")
-    skipped: Counter[str] = Counter()
+    # 1. fingerprints of every record, in input order: each split of the inputs read once by
+    # one of the engine's tasks (the driver reads none)
+    splits = plan_splits(sources, engine.cores)
     total_size = sum(s.path.stat().st_size for s in sources)
     bar = bar_of(total=total_size, desc="fingerprinting", unit="B", unit_scale=True)
-    for result in engine.fingerprints(sources, fields, params, walk.jobs()):
-        fps.append(result.fingerprint or 0)
-        wide = result.fingerprints.wide if result.fingerprints else None
-        wides += wide_words(wide).tobytes()
-        ok.append(result.fingerprint is not None)
-        lengths.append(result.text_length)
-        if result.fingerprint is None:
-            skipped[result.skipped or "no_text"] += 1
-        bar.update(walk.read() - bar.n)
+    for split, result in zip(splits, engine.read(splits, fields, params, walk.wants), strict=True):
+        walk.add(split, result)
+        bar.update(min(walk.read, total_size) - bar.n)
     bar.update(total_size - bar.n)
     bar.close()
+    fps, wides, ok, lengths, skipped = walk.fps, walk.wides, walk.ok, walk.lengths, walk.skipped
     feeds = [s for s in sources if not s.is_warc]
     all_csv = bool(feeds) and all(s.format == "csv" for s in feeds)
     header = list(walk.csv_header) if all_csv else list(walk.names)
@@ -370,10 +367,16 @@ def _write(
         if writer is not None:
             writer.source_format = source.format  # (raw JSON lines are written as read)
         limit = fields.max_record_bytes
+        # (JSON lines written as read: only the lines whose keys are needed are parsed again)
+        lazy = source.format == "jsonl" and out_fmt in (None, "jsonl", "json")
         with open_input(source, fields.key, fields.html, keep_texts, limit) as reader:
+            if isinstance(reader, FeedReader):
+                reader.lazy = lazy
             for raw, record in reader:
                 if i >= n:  # (an input that grew between the passes)
                     break
+                if lazy and named[i] and isinstance(raw, str):
+                    record = json.loads(raw)
                 if label[i] == i and not dropped[i]:
                     kept += 1
                     if output is not None and source.is_warc:

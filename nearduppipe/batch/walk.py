@@ -1,44 +1,36 @@
-"""Pass 1's walk over the inputs on the driver (:func:`.records.dedup_records`): the jobs an
-engine's fingerprint map may take, and what the driver keeps of each record."""
+"""Pass 1 on the driver (:func:`.records.dedup_records`): the splits' results
+(:mod:`.split_task`), taken in input order, into what the driver keeps of every record. The
+driver reads no input here: the engine's tasks read each split once."""
 
 from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterator
-from typing import Any
 
-from ..fingerprint.page import FingerprintParams
+import numpy as np
+
 from ..fingerprint.rule import Rule
-from ..stores.report import host_of
-from ..stores.scope import scope_of
-from .bounded import OVERSIZED
-from .core import Fields, Job
-from .inputs import Input, open_input
-from .keep import canonical_link
+from .split_task import NAMED, SplitResult, Wants
+from .splits import Split, SplitBoundaryError, renumber
 
 __all__ = ["Walk"]
 
-NAMED = 10  # records over the size limit named (all are counted)
+MAX_NAMES = 10_000
 
 
 class Walk:
-    """Pass 1's walk over every input in order, on the driver: the records' jobs for the
-    engine's fingerprint map, and what the driver keeps of each record (host, scope, and what
-    the keep rule reads: key, canonical link)."""
+    """Every record's fingerprints and what the driver keeps of it (host, scope, and what the
+    keep rule reads: key, canonical link), gathered split by split in input order
+    (:meth:`add`), with the splits' numbers made the inputs' and their errors raised."""
 
-    def __init__(
-        self,
-        sources: list[Input],
-        fields: Fields,
-        params: FingerprintParams,
-        rule: Rule,
-        keep: str,
-        keys: bool = False,
-    ) -> None:
-        self.sources, self.fields, self.params, self.rule = sources, fields, params, rule
-        self.keep = keep
-        self.with_keys = keys or keep != "first"  # (--against reads every key)
+    def __init__(self, rule: Rule, keep: str, keys: bool = False) -> None:
+        # (--against reads every key; a keep rule other than first reads them too)
+        self.wants = Wants(keys or keep != "first", keep == "canonical", rule.scope)
+        self.fps = array("Q")
+        self.wides = bytearray()
+        self.ok = bytearray()
+        self.lengths = array("q")
+        self.skipped: Counter[str] = Counter()
         self.hosts: dict[str, int] = {}
         self.host_ids = array("i")
         self.scopes: dict[str, int] = {}  # (under a scope narrower than global: stores/scope.py)
@@ -53,44 +45,67 @@ class Walk:
         self.extracted = 0  # records whose text or HTML is fingerprinted
         self.oversized: list[str] = []  # the first records over the size limit, named
         self.oversized_count = 0
-        self.reading: Any = None  # the reader being read
-        self.read_before = 0  # bytes of the inputs read before it
+        self.read = 0  # bytes of the inputs read by the tasks
+        self._input = -1
+        self._lines = 0  # lines (or WARC records) of the current input's earlier splits
+        self._next_at: int | None = None  # where the previous split said the next begins
 
-    def jobs(self) -> Iterator[Job]:
-        fields, i = self.fields, 0
-        for source in self.sources:
-            limit = fields.max_record_bytes
-            with open_input(source, fields.key, fields.html, limit=limit) as reader:
-                self.reading = reader
-                for _, record in reader:
-                    if not source.is_warc and len(self.names) < 10_000 and OVERSIZED not in record:
-                        self.names.update(dict.fromkeys(record))
-                    key = fields.key_of(record, i)
-                    job = fields.job(record, self.params, f"record {i + 1} ({key})")
-                    if OVERSIZED in record:
-                        self.oversized_count += 1
-                        if len(self.oversized) < NAMED:
-                            self.oversized.append(str(record[OVERSIZED]))
-                    self.carried += job[3] is not None and job[3].fingerprints is not None
-                    self.extracted += job[0] is not None or job[1] is not None
-                    if job[3] is not None or fields.text in record or fields.html in record:
-                        self.with_text += 1
-                    self.host_ids.append(self.hosts.setdefault(host_of(key), len(self.hosts)))
-                    if self.rule.scope != "global":
-                        name = scope_of(key, self.rule.scope)
-                        self.scope_ids.append(self.scopes.setdefault(name, len(self.scopes)))
-                    if self.with_keys:
-                        self.keys.append(key)
-                    if self.keep == "canonical":
-                        html = record.get(fields.html)
-                        ok = isinstance(html, (str, bytes))
-                        self.canonical.append(canonical_link(html, key) if ok else None)
-                    i += 1
-                    yield job
-                self.csv_header.update(dict.fromkeys(reader.fields))
-                self.ignored.update(getattr(reader, "skipped", {}))
-            self.read_before += reader.size
-            self.reading = None
+    def add(self, split: Split, result: SplitResult) -> None:
+        if split.n != self._input:
+            self._input, self._lines, self._next_at = split.n, 0, None
+        lines, records = self._lines, len(self.fps)
+        if result.error is not None:
+            e = result.error
+            raise type(e)(renumber(str(e), lines, records))
+        self._check_bounds(split, result)
+        self._lines += result.units
+        self.read += result.read
+        self.fps.extend(result.fps)
+        self.wides += result.wides
+        self.ok += result.ok
+        self.lengths.extend(result.lengths)
+        self.skipped.update(result.skipped.values())
+        self.host_ids.extend(_merged(result.host_ids, result.hosts, self.hosts))
+        self.scope_ids.extend(_merged(result.scope_ids, result.scopes, self.scopes))
+        if self.wants.keys:
+            self.keys += [renumber(k, lines, records) if "\0" in k else k for k in result.keys]
+        self.canonical += result.canonical
+        if len(self.names) < MAX_NAMES:
+            self.names.update(result.names)
+        self.csv_header.update(dict.fromkeys(result.csv_header))
+        self.ignored.update(result.ignored)
+        self.with_text += result.with_text
+        self.carried += result.carried
+        self.extracted += result.extracted
+        self.oversized_count += result.oversized_count
+        for name in result.oversized[: NAMED - len(self.oversized)]:
+            self.oversized.append(renumber(name, lines, records))
 
-    def read(self) -> int:
-        return self.read_before + (self.reading.position() if self.reading is not None else 0)
+    def _check_bounds(self, split: Split, result: SplitResult) -> None:
+        """Each split starts where the one before said the next record starts (.splits)."""
+        if split.how not in ("zstd", "members"):
+            return
+        expected = self._next_at
+        if result.first_at is not None:
+            if expected is not None and expected != result.first_at:
+                raise SplitBoundaryError(
+                    f"{split.source}: its splits disagree on where a record starts (offset "
+                    f"{expected:,} or {result.first_at:,}): read it as one split "
+                    "(docs/batch.md)"
+                )
+            self._next_at = result.next_at
+        elif expected is not None and split.start <= expected < split.end:
+            raise SplitBoundaryError(
+                f"{split.source}: no record found at offset {expected:,}, where one starts"
+            )
+
+
+def _merged(ids: array[int], names: dict[str, int], table: dict[str, int]) -> array[int]:
+    """A split's ids of ``names`` as the ids of ``table`` (extended with new names)."""
+    if not names:
+        return array("i")
+    to = np.array([table.setdefault(name, len(table)) for name in names], dtype=np.int32)
+    mapped = to[np.frombuffer(ids, dtype=np.int32)] if len(ids) else np.zeros(0, np.int32)
+    out = array("i")
+    out.frombytes(mapped.tobytes())
+    return out

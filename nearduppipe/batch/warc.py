@@ -15,13 +15,14 @@ import gzip
 import json
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from .bounded import DEFAULT_MAX_RECORD_BYTES, OVERSIZED
 from .compression import FeedError, IncompleteError, MissingExtraError
 from .fs import AnyPath, as_path
+from .splits import Bounds, Split, member_start
 
 __all__ = [
     "HTML_TYPES",
@@ -83,8 +84,16 @@ class WarcReader:
         html_field: str,
         payload: bool = True,
         limit: int = DEFAULT_MAX_RECORD_BYTES,
+        split: Split | None = None,
+        number: Callable[[int], str] = str,
     ) -> None:
+        """``split``: a split's task reads the records whose gzip member starts in it
+        (:mod:`.splits`), noting where they start in :attr:`bounds`; ``number`` writes a
+        record number in messages."""
         self.path = as_path(path)  # (a URL: .fs)
+        self.split, self.number = split, number
+        self.bounds = Bounds()
+        self.records = 0  # (WARC records read, of every kind: a split's count)
         self.limit = limit  # the largest payload read (decoded); larger ones: OVERSIZED
         self.gzip = False
         self._iterator_class = need_warcio(self.path)
@@ -95,7 +104,8 @@ class WarcReader:
         self.size = self.path.stat().st_size
         self.fields: list[str] = []
         self.skipped: Counter[str] = Counter()
-        self._check_start()
+        if split is None or split.start == 0:
+            self._check_start()
 
     def _check_start(self) -> None:
         """A file that does not start as a WARC does (``WARC/1.x``, plain or in a gzip member)
@@ -139,11 +149,11 @@ class WarcReader:
             return
         if last:
             raise IncompleteError(
-                f"{self.path}: incomplete: the file ends inside record {n}, {missing:,} bytes "
-                "short of its Content-Length (the file was cut short?)"
+                f"{self.path}: incomplete: the file ends inside record {self.number(n)}, "
+                f"{missing:,} bytes short of its Content-Length (the file was cut short?)"
             )
         raise FeedError(
-            f"{self.path}: record {n}: its content ends {missing:,} bytes before its "
+            f"{self.path}: record {self.number(n)}: its content ends {missing:,} bytes before its "
             "Content-Length: an impossible length"
         )
 
@@ -187,7 +197,7 @@ class WarcReader:
         if member is not None and not member.eof:
             raise IncompleteError(
                 f"{self.path}: incomplete: the file ends inside a gzip member (that of record "
-                f"{n} or one after it; the file was cut short?)"
+                f"{self.number(n)} or one after it; the file was cut short?)"
             )
 
     def _payload(self, record: Any, content_type: str) -> Any:
@@ -203,6 +213,14 @@ class WarcReader:
         return body.decode(charset, "replace") if charset else body
 
     def __iter__(self) -> Iterator[tuple[None, dict[str, Any]]]:
+        end = self.size if self.split is None else self.split.end
+        if self.split is not None:
+            first = member_start(self._file, self.split)
+            if first is None:
+                return  # (no member starts in the split)
+            self.bounds.first_at = first
+            self._file.seek(first)
+            self.gzip = True
         archive = self._iterator_class(self._file)
         records = iter(archive)
         n, start = 0, 0
@@ -214,13 +232,20 @@ class WarcReader:
                 self._ended_early(previous, n, True)
                 if self.gzip:  # (from the last record's member: its own end is checked too)
                     self._check_tail(start, n)
+                self.bounds.next_at = self.size
                 return
             except FeedError:
                 raise
             except Exception as e:  # warcio's ArchiveLoadFailed, a bad gzip member, ...
-                raise FeedError(f"{self.path}: not a readable WARC after record {n}: {e}") from None
+                raise FeedError(
+                    f"{self.path}: not a readable WARC after record {self.number(n)}: {e}"
+                ) from None
             self._ended_early(previous, n, False)
+            if archive.offset >= end:  # (the next split's first record)
+                self.bounds.next_at = archive.offset
+                return
             n += 1
+            self.records = n
             previous, start = record, archive.offset
             self._check_length(archive, record, n)
             if record.rec_type != "response":
@@ -238,9 +263,14 @@ class WarcReader:
                 try:
                     body = self._payload(record, content_type)
                 except Exception as e:
-                    raise FeedError(f"{self.path}: record {n} ({url}): cannot read: {e}") from None
+                    raise FeedError(
+                        f"{self.path}: record {self.number(n)} ({url}): cannot read: {e}"
+                    ) from None
                 if body is None:
-                    item = {self.key_field: url, OVERSIZED: f"{self.path}: record {n} ({url})"}
+                    item = {
+                        self.key_field: url,
+                        OVERSIZED: f"{self.path}: record {self.number(n)} ({url})",
+                    }
                 else:
                     item[self.html_field] = body
             # (the offset is known once the record is read through: warcio reads on to its end)

@@ -173,15 +173,24 @@ def test_local_pool_does_not_fork_a_threaded_driver(tmp_path: Path) -> None:
     """The fingerprint pool starts its workers without fork(), which Python 3.12+ warns about
     (and which can deadlock a child) once the driver has threads: none is warned of here
     while a thread runs, and the pool's results are the driver's own."""
+    import json
     import threading
     import warnings
 
     from nearduppipe.batch.core import Fields, fingerprint_job
+    from nearduppipe.batch.inputs import sources_of
+    from nearduppipe.batch.split_task import Wants
+    from nearduppipe.batch.splits import plan_splits
     from nearduppipe.fingerprint.page import FingerprintParams
 
     params = FingerprintParams()
     words = [f"w{i}" for i in range(500)]
-    jobs = [(" ".join(words[i : i + 300]), None, params, None) for i in range(0, 150, 3)]
+    texts = [" ".join(words[i : i + 300]) for i in range(0, 150, 3)]
+    feed = tmp_path / "a.jsonl"
+    feed.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    sources = sources_of(feed, None)
+    splits = plan_splits(sources, 2, min_bytes=1 << 10)  # (several splits: several tasks)
+    assert len(splits) > 1
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
@@ -190,13 +199,15 @@ def test_local_pool_does_not_fork_a_threaded_driver(tmp_path: Path) -> None:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             fields = Fields("text", "html", "url")
-            got = list(LocalEngine(2).fingerprints([], fields, params, iter(jobs)))
+            got = list(LocalEngine(2).read(splits, fields, params, Wants()))
     finally:
         stop.set()
         thread.join()
     assert not [w for w in caught if "fork" in str(w.message)], [str(w.message) for w in caught]
-    assert [g.fingerprints for g in got] == [fingerprint_job(j).fingerprints for j in jobs]
-    assert all(g.fingerprints is not None for g in got)
+    fps = [fp for result in got for fp in result.fps]
+    want = [fingerprint_job((t, None, params, None)).fingerprints for t in texts]
+    assert fps == [w.fp for w in want if w is not None]
+    assert all(result.error is None for result in got)
 
 
 # --- the engines on a planted set --------------------------------------------------------
