@@ -17,6 +17,7 @@ from nearduppipe.fingerprint.compact import decode
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_html
 from sample_spider.site_builder import DISTINCT, GROUPS, build_site
 
+from ..support.cli import run as run_cli
 from ..support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -263,22 +264,9 @@ def test_report_of_a_crawl_that_kept_texts(site: str, tmp_path: Path) -> None:
     assert all(e.text and len(e.text) <= 400 for e in entries)
     assert len(decisions) == sum(len(g) - 1 for g in GROUPS) and all(d.text for d in decisions)
     html = tmp_path / "report.html"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nearduppipe.cli",
-            "report",
-            str(store),
-            "--format",
-            "html",
-            "-o",
-            str(html),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    # (the command's main in this process, as tests/cli runs it; scrapy neardup below is a
+    # child process, as a shell runs it)
+    proc = run_cli("report", str(store), "--format", "html", "-o", str(html))
     assert proc.returncode == 0, proc.stderr
     page = html.read_text(encoding="utf-8")
     assert 'id="pair-pick"' in page and 'id="no-texts"' not in page

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from nearduppipe.stores.decide import Deduplicator
 from nearduppipe.stores.scope import mask_of, scope_of, scoped
 
 from ..crawls.test_recrawl_frontier import crawl
+from ..support.cli import run
 from ..support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,11 +161,11 @@ def test_dedup_scope(tmp_path: Path) -> None:
     kept = {}
     for scope in ("global", "domain", "host"):
         out = tmp_path / f"{scope}.jsonl"
-        proc = subprocess.run(
-            [sys.executable, "-m", "nearduppipe.cli", "dedup", str(feed), "-o", str(out),
-             "--scope", scope, "--quiet", "--workers", "1"],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        # (the command's main in this process, as tests/batch runs dedup: no Python start-up
+        # and compiled kernels loaded per scope)
+        proc = run(
+            "dedup", str(feed), "-o", str(out), "--scope", scope, "--quiet", "--workers", "1"
+        )
         assert proc.returncode == 0, proc.stderr
         kept[scope] = [json.loads(line)["url"] for line in out.read_text().splitlines()]
     assert len(kept["global"]) == 1
@@ -207,11 +206,8 @@ def test_explain_in_a_scoped_store(tmp_path: Path) -> None:
         stored = store.get("https://a.example.com/1")
         assert stored is not None and stored.fingerprint != result.fingerprint  # (masked)
 
-    def explain(a: str, b: str) -> str:
-        proc = subprocess.run(
-            [sys.executable, "-m", "nearduppipe.cli", "explain", a, b, "--store", str(path)],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+    def explain(a: str, b: str) -> str:  # (the command's main in this process)
+        proc = run("explain", a, b, "--store", str(path))
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 

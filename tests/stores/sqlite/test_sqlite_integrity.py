@@ -156,6 +156,13 @@ def test_a_fifo_or_a_device_is_named_not_called_missing(tmp_path: Path, read_onl
         with pytest.raises(StoreError, match=f"is {kind}.*not a store file"):
             open_store(str(path), read_only=read_only)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.sqlite"]
+
+
+def test_the_commands_name_a_fifo_not_called_missing(tmp_path: Path) -> None:
+    """The commands on a FIFO (each a child process: one that blocked on it would time out).
+    (They were run under both parameters of the test above, which they do not read.)"""
+    fifo = tmp_path / "pipe.sqlite"
+    os.mkfifo(fifo)
     for command in (["info"], ["report"], ["forget"]):
         out = subprocess.run(
             [sys.executable, "-m", "nearduppipe.cli", *command, str(fifo), *(["k"] if command == ["forget"] else [])],
