@@ -208,6 +208,7 @@ def main() -> None:
                 "store_ms_per_check": 1000 * _store_cpu[0] / max(1, _store_cpu[1]),
                 "store_ms_per_page": 1000 * _store_cpu[0] / max(1, responses),
                 "dropped": stats.get("neardup/dropped", 0),
+                "timeouts": stats.get("neardup/skipped/timeout", 0),
                 "items": stats.get("item_scraped_count", 0),
             }
         )

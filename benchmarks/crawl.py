@@ -196,7 +196,7 @@ def main() -> None:
                         f"{res['seconds']:.1f} s = {res['pages_per_s']:.0f} pages/s; window "
                         f"{res['window_pages_per_s']:.0f} pages/s, {res['cpu_ms_per_page']:.1f} "
                         f"ms CPU per page ({res['own_cpu_ms_per_page']:.1f} in the crawl process) (reached spider: {res['reached_spider']}, dropped: "
-                        f"{res['dropped']}, items: {res.get('items', 0)}; store checks "
+                        f"{res['dropped']}, timed out: {res['timeouts']}, items: {res.get('items', 0)}; store checks "
                         f"{res['store_ms_per_page']:.2f} ms per page); load {load()}",
                         flush=True,
                     )
