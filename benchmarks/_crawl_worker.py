@@ -3,7 +3,9 @@
     python benchmarks/_crawl_worker.py MODE INDEX_URL STORE [WARM_PAGES]
 
 Modes: ``none`` (no nearduppipe), ``default`` (the add-on with its default settings),
-``resiliparse`` (the add-on with ``NEARDUP_EXTRACTOR = "resiliparse"``); and the older
+``resiliparse`` (the add-on with ``NEARDUP_EXTRACTOR = "resiliparse"``); ``default-mark`` and
+``resiliparse-mark`` (the same with both verdicts ``mark``: every page reaches the spider, so
+the spider's work is that of ``none`` and the difference is nearduppipe's alone); and the older
 ``extract`` (an item pipeline that only extracts), ``neardup`` (the downloader middleware
 alone), ``page``/``items``/``mark`` (the add-on, both verdicts set to the mode).
 
@@ -16,6 +18,7 @@ dictionaries) and shut-down are outside it, so the figure is the steady per-page
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -44,6 +47,7 @@ class BenchSpider(scrapy.Spider):
     def __init__(self, index: str, with_html: bool, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.start_urls = [index]
+        self.site = index.rsplit("/", 1)[0] + "/"
         self.with_html = with_html
         self.pages = 0
 
@@ -53,13 +57,17 @@ class BenchSpider(scrapy.Spider):
                 yield response.follow(href, callback=self.parse)
             return
         self.pages += 1
+        links = response.css("a::attr(href)").getall()
+        for href in links:  # a spider kept to its site follows the site's links it finds
+            if href.startswith(self.site):
+                yield response.follow(href, callback=self.parse)
         if self.with_html:
             yield {"url": response.url, "html": response.text}
         else:  # what a spider typically takes from an article page
             yield {
                 "url": response.url,
                 "title": response.css("title::text").get(),
-                "links": len(response.css("a::attr(href)").getall()),
+                "links": len(links),
             }
 
 
@@ -98,13 +106,16 @@ def settings_for(mode: str, store: str) -> dict[str, Any]:
         settings["DOWNLOADER_MIDDLEWARES"] = {"nearduppipe.middlewares.NearDupMiddleware": 543}
         settings["NEARDUP_STORE"] = store
         settings["NEARDUP_RESET"] = True
-    elif mode in ("default", "resiliparse", "page", "items", "mark"):
+    elif mode.removesuffix("-mark") in ("default", "resiliparse", "page", "items", "mark"):
         settings["ADDONS"] = {"nearduppipe.Addon": 0}
         settings["NEARDUP_STORE"] = store  # the default store kind (sqlite), fresh
         settings["NEARDUP_RESET"] = True
-        if mode == "resiliparse":
+        if mode.startswith("resiliparse"):
             settings["NEARDUP_EXTRACTOR"] = "resiliparse"
-        elif mode != "default":  # both verdicts set to the mode
+        if mode.endswith("-mark"):  # every page reaches the spider: the same spider work
+            settings["NEARDUP_ON_DUPLICATE"] = "mark"
+            settings["NEARDUP_ON_UNCHANGED"] = "mark"
+        elif mode not in ("default", "resiliparse"):  # both verdicts set to the mode
             settings["NEARDUP_ON_DUPLICATE"] = mode
             settings["NEARDUP_ON_UNCHANGED"] = mode
     elif mode != "none":
@@ -112,9 +123,31 @@ def settings_for(mode: str, store: str) -> dict[str, Any]:
     return settings
 
 
+_store_cpu = [0.0, 0]  # CPU seconds of the store checks, and their number
+
+
+def time_store_checks() -> None:
+    """Count the CPU of each store check (``Deduplicator.decide``, on nearduppipe's threads),
+    one of the stages the crawl's added CPU is split into."""
+    from nearduppipe.stores.decide import Deduplicator
+
+    decide = Deduplicator.decide
+
+    def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        t = time.thread_time()
+        try:
+            return decide(self, *args, **kwargs)
+        finally:
+            _store_cpu[0] += time.thread_time() - t
+            _store_cpu[1] += 1
+
+    Deduplicator.decide = timed  # type: ignore[method-assign]
+
+
 def main() -> None:
     mode, index, store = sys.argv[1], sys.argv[2], sys.argv[3]
     warm = int(sys.argv[4]) if len(sys.argv) > 4 else 100
+    time_store_checks()
     process = CrawlerProcess(settings_for(mode, store))
     crawler = process.create_crawler(BenchSpider)
     marks: dict[str, float] = {}
@@ -145,7 +178,15 @@ def main() -> None:
     crawler.signals.connect(idle, scrapy.signals.spider_idle)
     crawler.signals.connect(closed, scrapy.signals.spider_closed)
     process.crawl(crawler, index=index, with_html=(mode in ("extract", "page", "items", "mark")))
-    process.start()
+    profile = os.environ.get("CRAWL_PROFILE")  # a file: cProfile the crawl process into it
+    if profile:
+        import cProfile
+
+        with cProfile.Profile() as prof:
+            process.start()
+        prof.dump_stats(profile)
+    else:
+        process.start()
     assert crawler.stats is not None
     stats = crawler.stats.get_stats()
     responses = stats.get("downloader/response_count", 0) - 1  # minus the index page
@@ -164,7 +205,10 @@ def main() -> None:
                 "window_pages_per_s": window_pages / window_s,
                 "cpu_ms_per_page": 1000 * (marks["cpu2"] - marks["cpu1"]) / window_pages,
                 "own_cpu_ms_per_page": 1000 * (marks["own2"] - marks["own1"]) / window_pages,
+                "store_ms_per_check": 1000 * _store_cpu[0] / max(1, _store_cpu[1]),
+                "store_ms_per_page": 1000 * _store_cpu[0] / max(1, responses),
                 "dropped": stats.get("neardup/dropped", 0),
+                "timeouts": stats.get("neardup/skipped/timeout", 0),
                 "items": stats.get("item_scraped_count", 0),
             }
         )

@@ -15,6 +15,7 @@ the user's script.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import functools
@@ -28,13 +29,13 @@ import types
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pebble import ProcessExpired, ProcessPool
 
 from ..errors import NearDupError
 from ..fingerprint.page import FingerprintParams, fingerprint_text
-from .loop import await_future
+from .loop import asyncio_available, await_future
 
 __all__ = ["Executor", "PageTimeout", "WorkerDied"]
 
@@ -167,7 +168,8 @@ class Executor:
         self.threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="nearduppipe")
         self._lock = threading.RLock()  # (a failed page's callbacks take it again)
         self._generation = 0  # which pool is current; a broken one is replaced once
-        self._waiting: set[concurrent.futures.Future[Any]] = set()  # pages on the current pool
+        # pages on the current pool
+        self._waiting: set[concurrent.futures.Future[Any] | _LoopWaiter] = set()
         self._closed = threading.Event()
         self._processes: ProcessPool | None = self._new_pool() if workers else None
         if workers:
@@ -202,8 +204,12 @@ class Executor:
                     "be stopped (NEARDUP_EXECUTOR = 'process' stops it)"
                 ) from None
         for attempt in (1, 2):
-            future, generation = self._schedule(fn, args)
+            waiter: _LoopWaiter | None = None
             try:
+                if asyncio_available():
+                    waiter, generation = self._schedule_on_loop(fn, args)
+                    return cast(T, await waiter.future)
+                future, generation = self._schedule(fn, args)
                 return await await_future(future)
             except (TimeoutError, concurrent.futures.TimeoutError):
                 raise PageTimeout(
@@ -217,7 +223,42 @@ class Executor:
                     raise WorkerDied(
                         f"worker processes died twice while this page waited: {e}"
                     ) from None
+            finally:
+                if waiter is not None:
+                    self._waiting.discard(waiter)
         raise AssertionError("unreachable")
+
+    def _schedule_on_loop(
+        self, fn: Callable[..., T], args: tuple[Any, ...]
+    ) -> tuple[_LoopWaiter, int]:
+        """:meth:`compute`'s page on an asyncio loop: the worker's result goes straight to an
+        asyncio future (one ``call_soon_threadsafe`` from pebble's thread), where
+        :meth:`_schedule` chains a second ``concurrent.futures`` future that ``wrap_future``
+        then copies across: ~0.1 ms less of the crawl process's CPU per page
+        (benchmarks/crawl.py). The caller discards the waiter from ``_waiting`` when done."""
+        loop = asyncio.get_running_loop()
+        waiter = _LoopWaiter(loop, loop.create_future())
+        inner, generation = self._submit(fn, args, waiter)
+        inner.add_done_callback(waiter.hand_over)
+        return waiter, generation
+
+    def _submit(
+        self, fn: Callable[..., T], args: tuple[Any, ...], waiter: Any
+    ) -> tuple[concurrent.futures.Future[T], int]:
+        """Schedule ``fn(*args)`` on the current pool; ``waiter`` (what the page waits on) is
+        failed over if the pool breaks. Returns pebble's future and the pool's generation."""
+        if any(a is self.params for a in args):  # the workers have them: send a reference
+            fn, args = _with_params, (fn, tuple(_PARAMS if a is self.params else a for a in args))
+        with self._lock:
+            if self._processes is None:
+                raise WorkerDied("the worker processes are stopped (the crawl is closing)")
+            try:
+                inner = self._processes.schedule(fn, args=args, timeout=self.timeout)
+            except RuntimeError:  # the pool broke (every worker died while idle): a new one
+                self._replace_locked("the worker pool broke while idle")
+                inner = self._processes.schedule(fn, args=args, timeout=self.timeout)
+            self._waiting.add(waiter)
+            return inner, self._generation
 
     def _schedule(
         self, fn: Callable[..., T], args: tuple[Any, ...]
@@ -286,7 +327,48 @@ class Executor:
         self.threads.shutdown(wait=False, cancel_futures=True)
 
 
-def _fail(future: concurrent.futures.Future[Any], error: BaseException) -> None:
+class _LoopWaiter:
+    """A page's asyncio future, settled from any thread through its loop: by pebble's result
+    (:meth:`hand_over`), or failed over when its pool broke (:meth:`fail`), whichever first."""
+
+    __slots__ = ("future", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> None:
+        self.loop = loop
+        self.future = future
+
+    def _call(self, fn: Callable[..., None], arg: Any) -> None:
+        if not self.loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # closed meanwhile
+                self.loop.call_soon_threadsafe(fn, arg)
+
+    def hand_over(self, done: concurrent.futures.Future[Any]) -> None:
+        """pebble's future is done (on pebble's thread): its outcome, on the loop."""
+        self._call(self._settle, done)
+
+    def fail(self, error: BaseException) -> None:
+        self._call(self._fail, error)
+
+    def _settle(self, done: concurrent.futures.Future[Any]) -> None:
+        future = self.future
+        if future.done():  # failed over already, or the page was cancelled
+            return
+        if done.cancelled():
+            future.set_exception(_PoolGone("cancelled by its pool"))
+        elif (exc := done.exception()) is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(done.result())
+
+    def _fail(self, error: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
+
+
+def _fail(future: concurrent.futures.Future[Any] | _LoopWaiter, error: BaseException) -> None:
+    if isinstance(future, _LoopWaiter):
+        future.fail(error)
+        return
     with contextlib.suppress(concurrent.futures.InvalidStateError):
         future.set_exception(error)
 
