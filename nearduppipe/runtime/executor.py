@@ -264,18 +264,7 @@ class Executor:
         self, fn: Callable[..., T], args: tuple[Any, ...]
     ) -> tuple[concurrent.futures.Future[T], int]:
         outer: concurrent.futures.Future[T] = concurrent.futures.Future()
-        if any(a is self.params for a in args):  # the workers have them: send a reference
-            fn, args = _with_params, (fn, tuple(_PARAMS if a is self.params else a for a in args))
-        with self._lock:
-            if self._processes is None:
-                raise WorkerDied("the worker processes are stopped (the crawl is closing)")
-            try:
-                inner = self._processes.schedule(fn, args=args, timeout=self.timeout)
-            except RuntimeError:  # the pool broke (every worker died while idle): a new one
-                self._replace_locked("the worker pool broke while idle")
-                inner = self._processes.schedule(fn, args=args, timeout=self.timeout)
-            self._waiting.add(outer)
-            generation = self._generation
+        inner, generation = self._submit(fn, args, outer)
         outer.add_done_callback(self._forget)
         inner.add_done_callback(functools.partial(_settle, outer))
         return outer, generation
