@@ -5,7 +5,9 @@ Not to be confused with ``crawl.py --site real``, whose pages are synthetic (ben
 
 The originals (``real_set/pages.jsonl.xz``: id, lang, site, repo, commit, path, licence, url,
 html) were taken once, with the ``collect`` command below, from public repositories of saved
-pages (test fixtures and benchmark data of content extractors); ``real_set/MANIFEST.tsv`` gives
+pages (test fixtures and benchmark data of content extractors and news parsers) and, for Chinese
+pages, from six projects' repositories of their own built sites (blog and documentation pages as
+served: ``SOURCES`` names the commit read); ``real_set/MANIFEST.tsv`` gives
 each page's repository, commit, path and licence, ``real_set/LICENSES.md`` the licences. Nothing
 is fetched at run time. Kept out on purpose, for an independent check, and used by ``collect``
 only to drop any candidate whose text is also in them: adbar/trafilatura,
@@ -14,7 +16,8 @@ GeneralNewsExtractor/GeneralNewsExtractor, immortal-autumn/Chinese-Web-Content-E
 
 An original is used when its article node is found (the deepest element holding 85% of
 trafilatura's lines) and emptying that node takes the article out of the extracted text, so
-that what is done to the node is done to the text (605 of the 669 originals).
+that what is done to the node is done to the text (725 of the 802 originals; Chinese: 169 of
+185).
 
 Variants of each original (``build``), on the real page itself:
 
@@ -81,11 +84,15 @@ POSITIVE = [
 ]
 NEGATIVE = ["other_article", "heavy_edit", "quote"]
 CJK = ("zh", "ja")  # no spaces between words: edited through jieba's segmentation
+ZH = frozenset({"zh"})
 
 # -- the sources ---------------------------------------------------------------------------------
-# (repository, licence, path pattern). Each page's licence is its repository's; the pages are
-# third-party content those repositories redistribute as test or benchmark data.
-SOURCES: list[tuple[str, str, str]] = [
+# (repository, licence, path pattern[, tree, languages]). Each page's licence is its repository's.
+# Most pages are third-party content those repositories redistribute as test or benchmark data;
+# the last six repositories are sites' own repositories, holding the pages as built and served
+# (Chinese blog and documentation pages). ``tree`` is the commit read (default: the snapshot's
+# default branch); ``languages`` the languages kept (default: all).
+SOURCES: list[tuple[str, str, str] | tuple[str, str, str, str, frozenset[str]]] = [
     ("opendatalab/magic-html", "Apache-2.0", r"^benchmark/data/(article|forum)/htmls/.*\.html$"),
     ("postlight/parser", "MIT OR Apache-2.0", r"^fixtures/.*\.html$"),
     ("codelucas/newspaper", "MIT", r"^tests/data/html/.*\.html$"),
@@ -93,7 +100,74 @@ SOURCES: list[tuple[str, str, str]] = [
     ("goose3/goose3", "Apache-2.0", r"^tests/data/content/.*\.html$"),
     ("Gerapy/GerapyAutoExtractor", "Apache-2.0", r"^samples/(detail|content)/.*\.html$"),
     ("adbar/htmldate", "Apache-2.0", r"^tests/(eval|test_set|cache)/.*\.html?$"),
+    # added for Chinese pages (issue 43: >= 150 Chinese originals)
+    ("lulalala/taiwanese_news_parser", "MIT", r"^spec/.*\.html?$"),
+    ("virus-warnning/twnews", "MIT", r"^twnews/samples/.*\.html(\.xz)?$"),
+    # the samples were saved again, of other articles, at earlier commits
+    *(
+        ("virus-warnning/twnews", "MIT", r"^twnews/samples/.*\.html(\.gz)?$", commit, ZH)
+        for commit in (
+            "9df525c8adfee3ab1e75f3a0dbc3b2225fc975e4",
+            "a99d613055d528cb7fc3444e630818440bc3ba4b",
+            "cb6ddf715d9cb22c7786809e6a3a57b4d8c600f8",
+            "e59bbd909629952da771c25301f209913e12b733",
+        )
+    ),
+    ("opendatalab/MinerU-Webkit", "Apache-2.0", r"^tests/.*\.html?$", "HEAD", ZH),
+    (
+        "nacos-group/nacos-group.github.io",
+        "Apache-2.0",
+        r"^zh-cn/(blog|docs)/.*\.html$",
+        "683f9b7df9b96b8fe1f89ae3af9a6147fe142dc4",  # master, last commit with the built site
+        ZH,
+    ),
+    (
+        "chaosblade-io/chaosblade-website",
+        "CC-BY-4.0",
+        r"^(blog/20\d\d|docs/(experiment-types|getting-started|community|about-chaosblade))/"
+        r".*index\.html$",
+        "e8a2554e6d89ddadc4c06a48ac941994be9a0efa",  # gh-pages: the built site
+        ZH,
+    ),
+    (
+        "kubevela/kubevela.github.io",
+        "Apache-2.0",
+        r"^zh/(blog/20\d\d/.*|docs/(end-user|platform-engineers|how-to|tutorials|case-studies|"
+        r"developers|roadmap|v1\.0|v1\.1|v1\.2)/.*)/index\.html$",
+        "f332506ca605d766ca0caa534a433d349e53002e",  # gh-pages: the built site
+        ZH,
+    ),
+    (
+        "apache/eventmesh-site",
+        "Apache-2.0",
+        r"^zh/(blog/[^/]+|docs/(next|design-document)/.*|community/.*|events/.*)/index\.html$",
+        "2535d5b1235e2614c629c4e55416bc1b87a0b0ec",  # asf-site: the built site
+        ZH,
+    ),
+    (
+        "apache/incubator-streampark-website",
+        "Apache-2.0",
+        r"^zh-CN/(blog/[^/]+|docs/.*)/index\.html$",
+        "44f54f6526cac29e0704aee5433d50984413d25b",  # asf-site: the built site
+        ZH,
+    ),
+    (
+        "apache/incubator-weex-site",
+        "Apache-2.0",
+        r"^zh/(blog|docs|guide|community)/.*\.html$",
+        "54af7f9f07ffe6cb9aeba901cfe51ebb88d3a76e",  # asf-site: the built site
+        ZH,
+    ),
 ]
+# where a site's pages were served (their URL: this and the page's path)
+SITE_URLS = {
+    "nacos-group/nacos-group.github.io": "https://nacos.io/",
+    "chaosblade-io/chaosblade-website": "https://chaosblade.io/",
+    "kubevela/kubevela.github.io": "https://kubevela.io/",
+    "apache/eventmesh-site": "https://eventmesh.apache.org/",
+    "apache/incubator-streampark-website": "https://streampark.apache.org/",
+    "apache/incubator-weex-site": "https://weex.apache.org/",
+}
 EXCLUDED: list[tuple[str, str]] = [
     ("adbar/trafilatura", r"^tests/(eval|cache|resources)/.*\.html?(\.gz)?$"),
     ("scrapinghub/article-extraction-benchmark", r"^html/.*\.html(\.gz)?$"),
@@ -300,9 +374,9 @@ def host(url: str) -> str:
 
 
 # -- collect (run once; needs the repositories' snapshots) ------------------------------------------
-def _git_files(gitdir: Path, pattern: str) -> Iterator[str]:
+def _git_files(gitdir: Path, pattern: str, tree: str = "HEAD") -> Iterator[str]:
     out = subprocess.run(
-        ["git", "--git-dir", str(gitdir), "ls-tree", "-r", "--name-only", "-z", "HEAD"],
+        ["git", "--git-dir", str(gitdir), "ls-tree", "-r", "--name-only", "-z", tree],
         capture_output=True,
         check=True,
     ).stdout.decode()
@@ -312,14 +386,16 @@ def _git_files(gitdir: Path, pattern: str) -> Iterator[str]:
             yield path
 
 
-def _git_bytes(gitdir: Path, path: str) -> bytes:
+def _git_bytes(gitdir: Path, path: str, tree: str = "HEAD") -> bytes:
     data = subprocess.run(
-        ["git", "--git-dir", str(gitdir), "show", f"HEAD:{path}"], capture_output=True, check=True
+        ["git", "--git-dir", str(gitdir), "show", f"{tree}:{path}"], capture_output=True, check=True
     ).stdout
     if path.endswith(".gz"):
         import gzip
 
         data = gzip.decompress(data)
+    elif path.endswith(".xz"):
+        data = lzma.decompress(data)
     return data
 
 
@@ -342,6 +418,8 @@ def _page_url(repo: str, path: str, html: str, urls: dict[str, str]) -> str:
     ) or re.search(r'property=["\']og:url["\'][^>]*content=["\'](https?://[^"\']+)', html, re.I)
     if m:
         return m.group(1)
+    if repo in SITE_URLS:
+        return SITE_URLS[repo] + path.removesuffix("index.html")
     name = Path(path).name
     if repo == "postlight/parser":
         site = path.split("/")[1].removesuffix(".html").split("--")[0]
@@ -351,6 +429,11 @@ def _page_url(repo: str, path: str, html: str, urls: dict[str, str]) -> str:
         if "." in site:
             return f"https://{site}/"
     return f"https://{repo.replace('/', '.')}.example/{name}"
+
+
+def _source(entry: tuple) -> tuple[str, str, str, str, frozenset[str]]:
+    """A SOURCES entry with its defaults: (repo, licence, pattern, tree, languages)."""
+    return entry if len(entry) == 5 else (*entry, "HEAD", frozenset())
 
 
 def collect(mirrors: Path, out: Path, cache: Path | None = None) -> None:
@@ -385,10 +468,10 @@ def collect(mirrors: Path, out: Path, cache: Path | None = None) -> None:
     rows: list[dict[str, str]] = []
     texts: list[tuple[set[int], str]] = []
     dropped: Counter[str] = Counter()
-    for repo, licence, pattern in SOURCES:
+    for repo, licence, pattern, tree, langs in map(_source, SOURCES):
         gitdir = _gitdir(mirrors, repo)
         commit = subprocess.run(
-            ["git", "--git-dir", str(gitdir), "rev-parse", "HEAD"],
+            ["git", "--git-dir", str(gitdir), "rev-parse", f"{tree}^{{commit}}"],
             capture_output=True,
             text=True,
             check=True,
@@ -396,13 +479,16 @@ def collect(mirrors: Path, out: Path, cache: Path | None = None) -> None:
         urls: dict[str, str] = {}
         if repo == "opendatalab/magic-html":
             for kind in ("article", "forum"):
-                base = json.loads(_git_bytes(gitdir, f"benchmark/data/{kind}/base.json"))
+                base = json.loads(_git_bytes(gitdir, f"benchmark/data/{kind}/base.json", commit))
                 for key, v in base.items():
                     urls[f"benchmark/data/{kind}/htmls/{key}.html"] = v["url"]
-        for path in _git_files(gitdir, pattern):
-            html = _decode(_git_bytes(gitdir, path))
+        for path in _git_files(gitdir, pattern, commit):
+            html = _decode(_git_bytes(gitdir, path, commit))
             text = extract_text(html, "https://candidate.example/") or ""
             lang = language(text)
+            if langs and lang not in langs:
+                dropped["language not taken from this repository"] += 1
+                continue
             if not long_enough(text, lang):
                 dropped["short"] += 1
                 continue
