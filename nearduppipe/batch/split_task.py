@@ -131,7 +131,9 @@ def _open(split: Split, fields: Fields, bounds: Bounds) -> FeedReader | WarcRead
         raw.close()
         raise
     opened = (raw, stream)
-    return FeedReader(source.path, "jsonl", None, limit, opened=opened, number=number)
+    reader = FeedReader(source.path, "jsonl", None, limit, opened=opened, number=number)
+    reader.at_start = split.start == 0  # (the file's own first line: a BOM there is skipped)
+    return reader
 
 
 def read_split(

@@ -57,6 +57,7 @@ MAX_SPLIT_BYTES = 256 << 20  # larger inputs get more splits than cores: tasks s
 SPLITS_PER_CORE = 2  # (over the splittable bytes: a slow split leaves other work to share)
 _CHUNK = 1 << 16
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_SKIPPABLE = 0x184D2A50  # a skippable frame's magic (little-endian), its low 4 bits free
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 _MARK = re.compile("\0([LR])(\\d+)\0")
 
@@ -255,7 +256,7 @@ def zstd_chunks(raw: IO[bytes], split: Split, name: str, bounds: Bounds) -> Iter
     pending = b""
     while True:
         if obj is not None and obj.eof:
-            pending = obj.unused_data + pending
+            pending, fed = _past_skippable(raw, obj.unused_data + pending, fed, name)
             frame_at, obj = fed - len(pending), None
             if frame_at >= split.end and bounds.next_at is None:
                 bounds.next_at = frame_at
@@ -279,6 +280,26 @@ def zstd_chunks(raw: IO[bytes], split: Split, name: str, bounds: Bounds) -> Iter
             raise FeedError(f"{name}: cannot decompress (zstd): {e}") from None
         if out:
             yield out, frame_at < split.end
+
+
+def _past_skippable(raw: IO[bytes], pending: bytes, fed: int, name: str) -> tuple[bytes, int]:
+    """``pending`` (what follows a frame) past any skippable frames (pzstd puts one before
+    each frame; seek tables are one): the next frame starts where the next split's search
+    finds it, the zstd magic, so both sides name one offset. Returns it and the bytes fed."""
+    while True:
+        while len(pending) < 8:
+            more = raw.read(_CHUNK)
+            if not more:
+                return pending, fed
+            pending, fed = pending + more, fed + len(more)
+        if int.from_bytes(pending[:4], "little") & 0xFFFFFFF0 != _SKIPPABLE:
+            return pending, fed
+        size = 8 + int.from_bytes(pending[4:8], "little")
+        if size <= len(pending):
+            pending = pending[size:]
+        else:  # (up to 4 GB of skipped bytes: passed by, never held)
+            raw.seek(size - len(pending), io.SEEK_CUR)
+            fed, pending = fed + size - len(pending), b""
 
 
 def member_start(raw: IO[bytes], split: Split) -> int | None:

@@ -213,7 +213,6 @@ class WarcReader:
         return body.decode(charset, "replace") if charset else body
 
     def __iter__(self) -> Iterator[tuple[None, dict[str, Any]]]:
-        end = self.size if self.split is None else self.split.end
         if self.split is not None:
             first = member_start(self._file, self.split)
             if first is None:
@@ -241,7 +240,8 @@ class WarcReader:
                     f"{self.path}: not a readable WARC after record {self.number(n)}: {e}"
                 ) from None
             self._ended_early(previous, n, False)
-            if archive.offset >= end:  # (the next split's first record)
+            if self.split is not None and archive.offset >= self.split.end:  # (the next split's
+                # first record; a whole file is read to its end, also when its size is unknown)
                 self.bounds.next_at = archive.offset
                 return
             n += 1

@@ -317,6 +317,40 @@ def test_http_inputs_read_as_the_local_files(
     assert "http://user:***@" in proc.stderr
 
 
+def test_a_warc_from_a_server_that_sends_no_size_is_read_to_its_end(
+    local: dict[str, Any], tmp_path: Path
+) -> None:
+    """An HTTP/1.0 server without Content-Length: the WARC's size is unknown (0), and a whole
+    input is read to its end, not to that size (a review found 0 records and exit 0)."""
+    pytest.importorskip("aiohttp", reason="http(s):// needs aiohttp (nearduppipe[http])")
+
+    class Unsized(http.server.SimpleHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def send_header(self, keyword: str, value: str) -> None:
+            if keyword.lower() != "content-length":
+                super().send_header(keyword, value)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    handler = functools.partial(Unsized, directory=str(local["tmp"]))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/warcs/c.warc.gz"
+        outputs = []
+        for n, name in enumerate([str(local["tmp"] / "warcs" / "c.warc.gz"), url]):
+            proc = run("dedup", name, "-o", str(tmp_path / f"{n}.jsonl"), "--quiet")
+            assert proc.returncode == 0, proc.stderr
+            outputs.append((tmp_path / f"{n}.jsonl").read_text().splitlines())
+    finally:
+        server.shutdown()
+        thread.join()
+    assert len(outputs[1]) == len(outputs[0]) > 0
+
+
 # -- a listing of inputs: --inputs-from (Common Crawl's warc.paths) ---------------------------
 
 
