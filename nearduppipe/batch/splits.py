@@ -20,8 +20,9 @@ and the driver reads none (it only asks each input's size).
 
 Each task reports where its first record started and where the next split's first record
 starts (found reading its last record through): the driver checks that they meet, so a
-boundary found by a magic number inside compressed data (all but impossible: the header is
-checked too) would stop the run rather than read a record twice.
+boundary found by a magic number inside compressed data (for zstd the first block must
+decompress to text too; a ``.warc.gz`` record whose payload is a ``.warc.gz`` passes) stops the
+run rather than read a record twice.
 
 Numbers in messages (``line 12``, ``record 3``) are counted within a split; a task marks them
 (:func:`mark`) and the driver renumbers them (:func:`renumber`) once it knows the counts of the
@@ -57,6 +58,7 @@ MAX_SPLIT_BYTES = 256 << 20  # larger inputs get more splits than cores: tasks s
 SPLITS_PER_CORE = 2  # (over the splittable bytes: a slow split leaves other work to share)
 _CHUNK = 1 << 16
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZSTD_HEAD = (1 << 17) + 64  # a frame's header and its first block, whole
 _SKIPPABLE = 0x184D2A50  # a skippable frame's magic (little-endian), its low 4 bits free
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 _MARK = re.compile("\0([LR])(\\d+)\0")
@@ -199,10 +201,15 @@ def plain_chunks(raw: IO[bytes], start: int, end: int) -> Iterator[Chunk]:
 
 
 def find_start(
-    raw: IO[bytes], start: int, end: int, magic: bytes, valid: Callable[[bytes], bool]
+    raw: IO[bytes],
+    start: int,
+    end: int,
+    magic: bytes,
+    valid: Callable[[bytes], bool],
+    head: int = 1 << 12,
 ) -> int | None:
     """The first offset in ``[start, end)`` where ``magic`` starts and ``valid`` takes the
-    bytes from there (a frame or member header); ``None`` when there is none."""
+    ``head`` bytes from there (a frame or member header); ``None`` when there is none."""
     at = start
     raw.seek(at)
     tail = b""
@@ -215,7 +222,7 @@ def find_start(
         while k >= 0 and base + k < end:
             p = base + k
             raw.seek(p)
-            if valid(raw.read(1 << 12)):
+            if valid(raw.read(head)):
                 return p
             k = window.find(magic, k + 1)
         at += len(data)
@@ -239,13 +246,13 @@ def zstd_chunks(raw: IO[bytes], split: Split, name: str, bounds: Bounds) -> Iter
     zstandard = need_zstandard(name)
 
     def valid(head: bytes) -> bool:
-        try:
-            zstandard.get_frame_parameters(head)
-        except zstandard.ZstdError:
-            return False
-        return True
+        return zstd_frame_starts(zstandard, head)
 
-    first = 0 if split.start == 0 else find_start(raw, split.start, split.end, _ZSTD_MAGIC, valid)
+    first = (
+        0
+        if split.start == 0
+        else find_start(raw, split.start, split.end, _ZSTD_MAGIC, valid, _ZSTD_HEAD)
+    )
     if first is None or first >= split.end:
         return
     bounds.first_at = first
@@ -280,6 +287,27 @@ def zstd_chunks(raw: IO[bytes], split: Split, name: str, bounds: Bounds) -> Iter
             raise FeedError(f"{name}: cannot decompress (zstd): {e}") from None
         if out:
             yield out, frame_at < split.end
+
+
+def zstd_frame_starts(zstandard: Any, head: bytes) -> bool:
+    """Whether a zstd frame of JSON lines starts ``head`` (its first block whole: up to 128 KiB
+    and headers). The magic number turns up by chance in compressed data about once in 4 GiB,
+    and a frame header alone passes for 42% of random bytes; a false start also has to
+    decompress without error to text (UTF-8 with at most a few bad bytes), which random bytes
+    do not."""
+    try:
+        zstandard.get_frame_parameters(head)
+        obj = zstandard.ZstdDecompressor().decompressobj()
+        out = obj.decompress(head)
+    except zstandard.ZstdError:
+        return False
+    if not out:
+        return bool(obj.eof)  # (an empty frame, whole; else a first block that did not fit)
+    # (a frame may start inside a character, and a line may hold a stray bad byte: a few
+    # replacement characters are text; random bytes give one in two)
+    text = out[: 1 << 16].decode("utf-8", "replace")
+    bad: int = text.count("\ufffd")
+    return bad <= 4 + len(text) // 100
 
 
 def _past_skippable(raw: IO[bytes], pending: bytes, fed: int, name: str) -> tuple[bytes, int]:
