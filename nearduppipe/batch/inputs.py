@@ -15,13 +15,13 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from .bounded import DEFAULT_MAX_RECORD_BYTES
 from .compression import FeedError, MissingExtraError, compression_of, decompressed, need_zstandard
 from .feeds import FeedReader, feed_format
 from .fs import UrlError, UrlPath, as_path, expand_url, is_url, local_name
+from .source import Input
 from .warc import WarcReader, is_warc, need_warcio
 
 __all__ = [
@@ -41,23 +41,6 @@ _GLOB_CHARS = frozenset("*?[")
 class InputError(FeedError):
     """An input that cannot be read at all (missing, not a regular file, a glob matching no
     file, a format that cannot be told); the message names it."""
-
-
-@dataclass(frozen=True)
-class Input:
-    """One input file: ``format`` is a feed format or ``warc``; ``compression`` is ``gzip``,
-    ``zstd`` or ``None`` (a WARC's own per-record gzip is warcio's business)."""
-
-    path: Path | UrlPath
-    format: str
-    compression: str | None = None
-
-    @property
-    def is_warc(self) -> bool:
-        return self.format == "warc"
-
-    def __str__(self) -> str:
-        return str(self.path)
 
 
 def _input(path: Path | UrlPath, given: str | None) -> Input:

@@ -41,7 +41,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .compression import FeedError, IncompleteError, need_zstandard
 
 if TYPE_CHECKING:
-    from .inputs import Input
+    from .source import Input
 
 __all__ = [
     "MIN_SPLIT_BYTES",
