@@ -76,6 +76,10 @@ class DaskEngine(FrameSearch):
                 processes=True,
                 dashboard_address=None,
                 memory_limit=memory_limit or "auto",
+                # the driver says what went wrong in one line; the processes' own logs are
+                # noise to it, e.g. a worker's heartbeat traceback when the scheduler closes
+                # first after an input's error (one run in a few on a loaded machine)
+                silence_logs=logging.CRITICAL,
             )
             self.client: Any = distributed.Client(self.cluster)
         else:
