@@ -7,6 +7,7 @@ files. Failures are one line, exit status 2, and never show a credential."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import http.server
@@ -286,17 +287,28 @@ def web(local: dict[str, Any]) -> Iterator[str]:
     are read whole)."""
     pytest.importorskip("aiohttp", reason="http(s):// needs aiohttp (nearduppipe[http])")
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
+    with _serving(Quiet, local["tmp"]) as base:
+        yield base
 
-    handler = functools.partial(Quiet, directory=str(local["tmp"]))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _serving(handler: type[Quiet], directory: Path) -> Iterator[str]:
+    """``directory`` served by ``handler`` on a loopback port, in a thread: its base URL."""
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(directory))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    thread.join()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        thread.join()
 
 
 def test_http_inputs_read_as_the_local_files(
@@ -324,30 +336,21 @@ def test_a_warc_from_a_server_that_sends_no_size_is_read_to_its_end(
     input is read to its end, not to that size (a review found 0 records and exit 0)."""
     pytest.importorskip("aiohttp", reason="http(s):// needs aiohttp (nearduppipe[http])")
 
-    class Unsized(http.server.SimpleHTTPRequestHandler):
+    class Unsized(Quiet):
         protocol_version = "HTTP/1.0"
 
         def send_header(self, keyword: str, value: str) -> None:
             if keyword.lower() != "content-length":
                 super().send_header(keyword, value)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    handler = functools.partial(Unsized, directory=str(local["tmp"]))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/warcs/c.warc.gz"
-        outputs = []
-        for n, name in enumerate([str(local["tmp"] / "warcs" / "c.warc.gz"), url]):
+    outputs = []
+    with _serving(Unsized, local["tmp"]) as base:
+        for n, name in enumerate(
+            [str(local["tmp"] / "warcs" / "c.warc.gz"), f"{base}/warcs/c.warc.gz"]
+        ):
             proc = run("dedup", name, "-o", str(tmp_path / f"{n}.jsonl"), "--quiet")
             assert proc.returncode == 0, proc.stderr
             outputs.append((tmp_path / f"{n}.jsonl").read_text().splitlines())
-    finally:
-        server.shutdown()
-        thread.join()
     assert len(outputs[1]) == len(outputs[0]) > 0
 
 

@@ -37,19 +37,23 @@ __all__ = ["migrate_v1", "prepare_file", "read_only_view", "rule_of"]
 logger = logging.getLogger("nearduppipe")
 
 
-def rule_of(conn: sqlite3.Connection) -> Rule | None:
-    """The rule a store was created with (``None``: none recorded, e.g. format 1)."""
+def rule_of(conn: sqlite3.Connection, where: str) -> Rule | None:
+    """The rule a store was created with (``None``: none recorded, e.g. format 1); a damaged
+    one is a :class:`StoreError` naming the store ``where``."""
     try:
         row = conn.execute(f'SELECT value FROM "{TABLE}" WHERE key = ?', ("m:rule",)).fetchone()
     except sqlite3.OperationalError:
         return None  # no table yet
     if row is None:
         return None
-    raw = decode(row[0], "record m:rule")
+    try:
+        raw = decode(row[0], "record m:rule")
+    except StoreError as e:
+        raise StoreError(f"{where}: {e}") from None
     try:
         return Rule.from_dict(raw)
     except ValueError as e:
-        raise StoreError(f"record m:rule is damaged ({e})") from None
+        raise StoreError(f"{where}: record m:rule is damaged ({e})") from None
 
 
 def prepare_file(

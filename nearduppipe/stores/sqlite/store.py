@@ -132,10 +132,8 @@ class SqliteStore(IndexedStore):
         check_links(self.path, self.read_only)  # (before sqlite opens it by this name)
         prepare_file(self.path, self._lock_file, self.read_only, reset, rule)
         self._reader = read_connection(self.path) if self.path.exists() else None
-        try:
-            stored_rule = rule_of(self._reader) if self._reader is not None and not reset else None
-        except StoreError as e:  # (named by the record alone)
-            raise StoreError(f"{where}: {e}") from None
+        reader = self._reader
+        stored_rule = rule_of(reader, where) if reader is not None and not reset else None
         check_scope(where, stored_rule, rule)
         super().__init__(
             where,
