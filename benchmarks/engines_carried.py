@@ -118,20 +118,6 @@ def make_inputs(tmp: Path, n: int, layout: str) -> list[Path]:
     return [path]
 
 
-def make_engine(name: str) -> Any:
-    if name == "spark":
-        from nearduppipe.batch.engine_spark import SparkEngine
-
-        return SparkEngine(f"local[{CORES}]")
-    if name == "dask":
-        from nearduppipe.batch.engine_dask import DaskEngine
-
-        return DaskEngine(workers=CORES)
-    from nearduppipe.batch.engine_local import LocalEngine
-
-    return LocalEngine(CORES)
-
-
 class Phases:
     """A progress-bar factory that times ``dedup_records``' phases (fingerprinting, matching,
     writing) from each bar's creation to its close."""
@@ -159,6 +145,8 @@ def child(name: str, inputs: list[str], out: str) -> None:
     from nearduppipe.batch.records import dedup_records
 
     t0 = time.perf_counter()
+    from engines_bench import make_engine  # (the same engines, 2 cores)
+
     engine = make_engine(name)
     result: dict[str, Any] = {"engine": name, "start_s": time.perf_counter() - t0}
     result["package"] = str(Path(nearduppipe.__file__).parent)
