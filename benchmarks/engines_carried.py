@@ -141,12 +141,12 @@ class Phases:
 
 
 def child(name: str, inputs: list[str], out: str) -> None:
+    from engines_bench import make_engine  # (the same engines, 2 cores)
+
     import nearduppipe
     from nearduppipe.batch.records import dedup_records
 
     t0 = time.perf_counter()
-    from engines_bench import make_engine  # (the same engines, 2 cores)
-
     engine = make_engine(name)
     result: dict[str, Any] = {"engine": name, "start_s": time.perf_counter() - t0}
     result["package"] = str(Path(nearduppipe.__file__).parent)
