@@ -434,6 +434,9 @@ def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: Red
     with RedisStore(redis_server.url, prefix="test:held", reset=True) as s:
         wire, seen, errors = s._shard.wire, [], []
         s.add(Fingerprints(A, WA), "a")
+        # no thread ends before all hold theirs: an ended thread's connection goes back to the
+        # pool and a thread that starts late takes it (ids equal, CI saw it once)
+        together = threading.Barrier(4)
 
         def work(t: int) -> None:
             rng = random.Random(t)
@@ -442,6 +445,7 @@ def test_each_thread_keeps_a_connection_and_survives_losing_it(redis_server: Red
                     fps = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
                     assert s.check(fps, f"t{t}/{i}").status == "new"
                 seen.append(id(wire._kept.get(wire._pool)))
+                together.wait(timeout=60)
             except BaseException as e:  # (reported below)
                 errors.append(e)
 
