@@ -574,7 +574,13 @@ def real_pages(seed: int, orders: int, cache: Path | None = None, any_order: boo
     report_real("baseline: exact hash of text", exact, langs)
 
 
-def report_real(name: str, runs: list[dict[str, float]], langs: tuple[str, ...]) -> None:
+def report_real(
+    name: str,
+    runs: list[dict[str, float]],
+    langs: tuple[str, ...],
+    positive: list[str] = real_set.POSITIVE,
+    negative: list[str] = real_set.NEGATIVE,
+) -> None:
     def mean(key: str) -> float:
         return statistics.fmean(r[key] for r in runs)
 
@@ -594,11 +600,11 @@ def report_real(name: str, runs: list[dict[str, float]], langs: tuple[str, ...])
             for lang in langs
         )
     )
-    kinds = [*real_set.POSITIVE, *(["base"] if "base" in runs[0] else [])]
+    kinds = [*positive, *(["base"] if "base" in runs[0] else [])]
     print("   recall per kind: " + " ".join(f"{k}={mean(k):.3f}" for k in kinds))
     print(
         "   hard negatives dropped per order: "
-        + " ".join(f"{k}={mean(f'{k} dropped'):.2f}" for k in real_set.NEGATIVE)
+        + " ".join(f"{k}={mean(f'{k} dropped'):.2f}" for k in negative)
         + f" (all{'' if 'base' in runs[0] else ', originals included'}: "
         + f"{mean('hard_negatives_dropped'):.2f})"
     )
