@@ -20,8 +20,7 @@ call in a worker adds (on a shared machine the two are measured seconds apart: Â
 workers' CPU is counted from 5 s after they took their first pages: a worker loads the compiled
 sums on a thread at its start, ~1 s of CPU that a short run would otherwise spread over its
 pages (it made the channel look ~1 ms per page dearer in the workers than it is). Run it against
-another checkout with ``PYTHONPATH=that/checkout`` (and nearduppipe not installed editable: the
-editable finder comes before PYTHONPATH).
+another checkout with ``PYTHONPATH=that/checkout`` (it prints which package it imported).
 """
 
 from __future__ import annotations
