@@ -392,7 +392,8 @@ def main() -> None:
     if args.set in ("synthetic", "both"):
         synthetic(args)
     if args.set in ("real-pages", "both"):
-        real_pages(args.seed, args.orders, args.cache, args.order == "random")
+        extractors = [require_extractor(e.strip()) for e in args.extractor.split(",")]
+        real_pages(args.seed, args.orders, args.cache, args.order == "random", extractors)
 
 
 def synthetic(args: argparse.Namespace) -> None:
@@ -493,9 +494,18 @@ def crawl_order(
     return first + rest
 
 
-def real_pages(seed: int, orders: int, cache: Path | None = None, any_order: bool = False) -> None:
+def real_pages(
+    seed: int,
+    orders: int,
+    cache: Path | None = None,
+    any_order: bool = False,
+    extractors: list[Extractor] | None = None,
+) -> None:
     """The labelled set of real pages: the defaults, the paper's rule and the MinHash peer,
-    over crawl orders (``any_order``: originals not necessarily first; see :func:`score`)."""
+    over crawl orders (``any_order``: originals not necessarily first; see :func:`score`), for
+    the first of ``extractors``; the defaults alone for each further one, then one summary line
+    per extractor (the same crawl orders for all)."""
+    extractors = extractors or ["trafilatura"]
     pages = real_set.build(seed)
     langs = tuple(
         lang for lang, _ in Counter(p.lang for p in pages if p.kind == "base").most_common()
@@ -505,43 +515,69 @@ def real_pages(seed: int, orders: int, cache: Path | None = None, any_order: boo
         f"{Counter(p.kind for p in pages)}\n   originals per language: "
         f"{dict(Counter(p.lang for p in pages if p.kind == 'base').most_common())}"
     )
-    extracted, _ = extract_all(pages, "trafilatura", cache)
-    print(f"   no text: {sum(1 for _, t in extracted if not t)} pages; {orders} crawl orders")
     config = NearDupConfig.from_settings({})
     params = FingerprintParams(config.features, config.limits, config.min_text_length)
-    fingerprints = {
-        p.url: (r.fingerprints if (r := fingerprint_text(t, params) if t else None) else None)
-        for p, t in extracted
-    }
-    for name, rule in (
-        (
-            f"nearduppipe defaults ({config.rule.describe()})",
-            config.rule,
-        ),
-        ("the paper's rule (64-bit, k=3)", Rule.paper(3)),
-    ):
-        runs = []
-        for o in range(orders):
-            order = crawl_order(extracted, seed * 1000 + o, any_order)
-            decisions: dict[str, str | None] = {}
-            with open_store("memory:", rule=rule) as store:
-                for page, _ in order:
-                    fp = fingerprints[page.url]
-                    match = store.check_and_add(fp, page.url) if fp is not None else None
-                    decisions[page.url] = match.key if match else None
-            runs.append(
-                score(order, decisions, real_set.POSITIVE, real_set.NEGATIVE, langs, any_order)
-            )
-            if o == 0:
-                group = {p.url: p.group for p, _ in order}
-                wrong = [
-                    f"{p.kind} {p.group} ({p.lang}) matched {group[m]}"
-                    for p, _ in order
-                    if (m := decisions[p.url]) is not None and group[m] != p.group
-                ]
-        report_real(name, runs, langs)
-        if wrong:
-            print(f"   false drops, first order: {'; '.join(wrong)}")
+    summaries = []
+    for n, extractor in enumerate(extractors):
+        extracted, cpu = extract_all(pages, extractor, cache)
+        print(
+            f"\n== extractor {extractor}: no text: {sum(1 for _, t in extracted if not t)} "
+            f"pages; {orders} crawl orders"
+        )
+        fingerprints = {
+            p.url: (r.fingerprints if (r := fingerprint_text(t, params) if t else None) else None)
+            for p, t in extracted
+        }
+        rules = [(f"nearduppipe defaults ({config.rule.describe()})", config.rule)]
+        if n == 0:
+            rules.append(("the paper's rule (64-bit, k=3)", Rule.paper(3)))
+        for name, rule in rules:
+            runs = []
+            for o in range(orders):
+                order = crawl_order(extracted, seed * 1000 + o, any_order)
+                decisions: dict[str, str | None] = {}
+                with open_store("memory:", rule=rule) as store:
+                    for page, _ in order:
+                        fp = fingerprints[page.url]
+                        match = store.check_and_add(fp, page.url) if fp is not None else None
+                        decisions[page.url] = match.key if match else None
+                runs.append(
+                    score(order, decisions, real_set.POSITIVE, real_set.NEGATIVE, langs, any_order)
+                )
+                if o == 0:
+                    group = {p.url: p.group for p, _ in order}
+                    wrong = [
+                        f"{p.kind} {p.group} ({p.lang}) matched {group[m]}"
+                        for p, _ in order
+                        if (m := decisions[p.url]) is not None and group[m] != p.group
+                    ]
+            report_real(f"{name}, {extractor}", runs, langs)
+            if wrong:
+                print(f"   false drops, first order: {'; '.join(wrong)}")
+            if rule is config.rule:
+                summaries.append((extractor, runs, cpu))
+        if n == 0:
+            real_baselines(extracted, seed, orders, any_order, langs, params, config)
+    print(f"\n== summary, real pages, draw {seed}, {orders} orders, the defaults")
+    for extractor, runs, cpu in summaries:
+        report_real(
+            f"{extractor} (CPU ms/page median {statistics.median(cpu):.2f}, "
+            f"mean {statistics.fmean(cpu):.2f})",
+            runs,
+            langs,
+        )
+
+
+def real_baselines(
+    extracted: list[tuple[Page, str | None]],
+    seed: int,
+    orders: int,
+    any_order: bool,
+    langs: tuple[str, ...],
+    params: FingerprintParams,
+    config: NearDupConfig,
+) -> None:
+    """The MinHash peer and the exact hash over the same crawl orders of one extraction."""
     peer = minhash_peer(extracted, config.min_text_length)
     if peer is not None:
         runs = []

@@ -268,8 +268,11 @@ def extract_cached(
     ``cache``/texts-EXTRACTOR.pkl by a digest of the page's URL and HTML (trafilatura costs
     ~20 ms a page: benchmarks that score many variants of one extraction share it)."""
     from nearduppipe.fingerprint.text import extract_text
+    from nearduppipe.fingerprint.versions import latest_extraction
 
-    path = cache / f"texts-{extractor}.pkl" if cache else None
+    version = latest_extraction(extractor)  # (another version's texts are another file's)
+    name = extractor if version == 1 else f"{extractor}-v{version}"
+    path = cache / f"texts-{name}.pkl" if cache else None
     known: dict[bytes, tuple[str | None, float]] = {}
     if path is not None and path.exists():
         known = pickle.loads(path.read_bytes())

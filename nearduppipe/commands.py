@@ -194,7 +194,8 @@ class NearDupCommand(ScrapyCommand):
             f"  by the middleware (pages):          {tally_text(info.pages)}",
             f"  by the pipeline (items):            {tally_text(info.items)}",
             f"  rule:                               {info.rule.describe()}",
-            f"  text extracted by:                  {info.rule.extractor}",
+            f"  text extracted by:                  {info.rule.extractor}, extraction version "
+            f"{info.rule.extraction}",
         ]
         if last is not None:
             when = datetime.datetime.fromtimestamp(last).isoformat(timespec="seconds")

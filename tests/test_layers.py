@@ -49,9 +49,11 @@ ALLOWED = {
 }
 CORE_FORBIDDEN = {"scrapy", "twisted"}  # at any depth of a core module, even TYPE_CHECKING
 # third-party libraries the fingerprint layer may use (besides the standard library); numba
-# compiles the SimHash reduction (fingerprint/compiled.py), as it does the index's loops
+# compiles the SimHash reduction (fingerprint/compiled.py), as it does the index's loops;
+# selectolax finds the article's region of resiliparse's extraction version 2 (fast_text.py)
 FINGERPRINT_LIBS = {
-    "trafilatura", "jieba", "rjieba", "xxhash", "numpy", "lxml", "resiliparse", "numba",
+    "trafilatura", "jieba", "rjieba", "xxhash", "numpy", "lxml", "resiliparse", "selectolax",
+    "numba",
 }  # fmt: skip
 # the store registry loads its backends lazily (a function-level import: see stores/__init__;
 # open_store and register_store, in stores/base.py, reach the registry in stores/backend.py)

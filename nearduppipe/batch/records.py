@@ -189,6 +189,9 @@ def dedup_records(
             against.store, scope=(given or against.store.rule).scope,
             extractor=params.extractor, rule=given,
         )  # fmt: skip
+        # and its extraction version: its pages' texts were extracted so (fingerprint.versions;
+        # after against_rule, which refuses another extractor, whose versions are others)
+        params = replace(params, extraction=against.store.rule.extraction)
     rule = rule or Rule()
     engine = engine or LocalEngine(workers)
     fields = Fields(text_field, html_field, key_field, fingerprint_field, max_record_bytes)

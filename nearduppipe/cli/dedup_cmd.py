@@ -175,7 +175,9 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                     extractor=args.extractor or "trafilatura",
                 )
             try:  # (the extra missing: one line naming it, before any input is read)
-                params = FingerprintParams(extractor=require_extractor(rule.extractor))
+                params = FingerprintParams(
+                    extractor=require_extractor(rule.extractor), extraction=rule.extraction
+                )
             except ExtractorUnavailable as e:
                 raise CliError(str(e)) from None
             engine = _engine(args)

@@ -73,6 +73,7 @@ def _summary(store: Store) -> dict[str, Any]:
         "judged": judged,
         "duplicate_rate": round(dropped / judged, 6) if judged else None,
         "extractor": info.rule.extractor,  # (fingerprints of two extractors do not compare)
+        "extraction": info.rule.extraction,  # (nor of two extraction versions)
         "rule": info.rule.as_dict(),
         "rule_text": info.rule.describe(),
         "ttl": info.ttl,

@@ -93,7 +93,7 @@ def _looks_like_path(value: str) -> bool:
 def _text_of(label: str, value: str, store: Store | None, as_text: bool) -> str | Fingerprints:
     """A file's text (HTML extracted), a store key's kept text or fingerprint, or, with
     ``--text``, the argument itself."""
-    from ..fingerprint.text import extract_text
+    from ..fingerprint.text import extract_text, require_extractor
 
     if as_text:
         return value
@@ -115,7 +115,11 @@ def _text_of(label: str, value: str, store: Store | None, as_text: bool) -> str 
     if _looks_like_path(value) and path.is_file():
         data = _read_file(label, value)
         if looks_like_html(data, value):
-            return extract_text(data.decode("utf-8", errors="replace")) or ""
+            # as the store's pages were extracted, when there is a store (fingerprint.versions)
+            rule = store.rule if store is not None else Rule()
+            html = data.decode("utf-8", errors="replace")
+            extractor = require_extractor(rule.extractor)
+            return extract_text(html, extractor=extractor, version=rule.extraction) or ""
         return data.decode("utf-8", errors="replace")
     if "://" in value and " " not in value:
         where = "in --store" if store is not None else "without --store"

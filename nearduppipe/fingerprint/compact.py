@@ -13,7 +13,8 @@ Format 1, ``nd1:<source>:<settings>:<fp>:<wide>``, five fields separated by ``:`
   ``trafilatura-fast``, ``resiliparse``) for a page's HTML, or ``text`` for a text field (no
   extractor ran, so the value compares with any run's fingerprints of the same text).
 * ``settings``: 8 hex digits, xxh3 of every setting a fingerprint's value depends on besides
-  the extractor: the feature settings (all of :class:`~.features.FeatureConfig`: weighting,
+  the extractor: the extraction version for a page's HTML (from version 2 on), the feature
+  settings (all of :class:`~.features.FeatureConfig`: weighting,
   sublinear tf, shingle, top k, stop words and their list, minimum token length, segmenter) and
   ``max_text_chars`` (the text is cut there). Settings that only decide *whether* a page is
   fingerprinted (minimum text length, HTML size and tree limits) or what is done with the
@@ -90,7 +91,7 @@ class Compact(NamedTuple):
 
 
 @functools.lru_cache(maxsize=64)
-def _digest(features: FeatureConfig, max_text_chars: int) -> str:
+def _digest(features: FeatureConfig, max_text_chars: int, extraction: int = 1) -> str:
     words = xxhash.xxh3_64_hexdigest("\n".join(sorted(features.stop_words)).encode("utf-8"))
     described = ";".join(
         (
@@ -105,12 +106,20 @@ def _digest(features: FeatureConfig, max_text_chars: int) -> str:
             f"max_text_chars={max_text_chars}",
         )
     )
+    if extraction != 1:  # (version 1's digests are those of releases before versions)
+        described += f";extraction={extraction}"
     return xxhash.xxh3_64_hexdigest(described.encode("utf-8"))[:8]
 
 
-def settings_digest(params: FingerprintParams) -> str:
-    """The 8 hex digits naming the settings a fingerprint's value depends on (module doc)."""
-    return _digest(params.features, params.limits.max_text_chars)
+def _what_digests(source: str | None) -> str:
+    return "feature settings" if source == TEXT_SOURCE else "feature settings or extraction version"
+
+
+def settings_digest(params: FingerprintParams, *, from_text: bool = False) -> str:
+    """The 8 hex digits naming the settings a fingerprint's value depends on (module doc); the
+    extraction version counts for a page's HTML only (no extraction touched a text field)."""
+    extraction = 1 if from_text else params.extraction
+    return _digest(params.features, params.limits.max_text_chars, extraction)
 
 
 def encode(fps: Fingerprints, source: str, settings: str) -> str:
@@ -135,7 +144,7 @@ def encode_for(fps: Fingerprints, params: FingerprintParams, *, from_text: bool)
     if fps.wide is None:
         return f"{fps.fp:016x}"
     source = TEXT_SOURCE if from_text else params.extractor
-    return encode(fps, source, settings_digest(params))
+    return encode(fps, source, settings_digest(params, from_text=from_text))
 
 
 def _shown(value: str) -> str:
@@ -189,7 +198,7 @@ def check_comparable(found: Compact, params: FingerprintParams) -> None:
     (callers decide whether a 64-bit fingerprint alone is of use)."""
     if found.version == LEGACY:
         return
-    want = settings_digest(params)
+    want = settings_digest(params, from_text=found.source == TEXT_SOURCE)
     source_ok = found.source in (TEXT_SOURCE, params.extractor)
     if source_ok and found.settings == want:
         return
@@ -198,5 +207,5 @@ def check_comparable(found: Compact, params: FingerprintParams) -> None:
         f"made from {made} with feature settings {found.settings}, but this run uses extractor "
         f"{params.extractor!r} with feature settings {want}"
         + ("" if source_ok else " (the extractor differs)")
-        + ("" if found.settings == want else " (the feature settings differ)")
+        + ("" if found.settings == want else f" (the {_what_digests(found.source)} differ)")
     )

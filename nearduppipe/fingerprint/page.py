@@ -30,6 +30,7 @@ from .text import (
     normalise_whitespace,
     require_extractor,
 )
+from .versions import extraction_versions, latest_extraction
 
 __all__ = [
     "FingerprintParams",
@@ -50,10 +51,17 @@ class FingerprintParams:
     keep_text: int = 0  # characters of text kept as a sample with each decision (0: none)
     # the HTML → text extractor (see .text); fingerprints of two extractors are not comparable
     extractor: Extractor = DEFAULT_EXTRACTOR
+    # the extraction version (.versions; 0: the extractor's newest, set when made): a store's
+    # own, so its pages compare like with like
+    extraction: int = 0
 
     def __post_init__(self) -> None:
         # an unknown name or a missing extra fails here, when a crawl builds its parameters
         require_extractor(self.extractor)
+        if self.extraction == 0:
+            object.__setattr__(self, "extraction", latest_extraction(self.extractor))
+        elif self.extraction not in extraction_versions(self.extractor):
+            raise ValueError(f"unknown extraction version {self.extraction!r} of {self.extractor}")
 
 
 class Fingerprinted(NamedTuple):
@@ -96,7 +104,7 @@ def fingerprint_html(
     html: str | bytes, url: str | None, params: FingerprintParams
 ) -> Fingerprinted:
     """Extract the main text of a page and fingerprint it."""
-    extraction = extract(html, url, params.limits, params.extractor)
+    extraction = extract(html, url, params.limits, params.extractor, params.extraction)
     if extraction.text is None:
         return Fingerprinted(None, extraction.reason, 0)
     if extraction.truncated or params.limits.max_text_chars < len(extraction.text):

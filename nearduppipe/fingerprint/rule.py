@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .versions import extraction_versions, latest_extraction
+
 __all__ = ["PAPER_RULE", "Fingerprints", "Rule", "distances", "wide_threshold"]
 
 WIDE_BITS = 512
@@ -71,11 +73,21 @@ class Rule:
     # the HTML → text extractor the fingerprints come from (text.py): two extractors' texts
     # differ, so their fingerprints are not comparable and a store holds one extractor's
     extractor: str = "trafilatura"
+    # the extraction version (versions.py; 0: the extractor's newest, set when made): a store
+    # keeps the version it was made with, so a newer release never compares two versions' texts
+    extraction: int = 0
 
     def __post_init__(self) -> None:
         if self.extractor not in ("trafilatura", "trafilatura-fast", "resiliparse"):
             raise ValueError(
                 f"extractor must be trafilatura or resiliparse, not {self.extractor!r}"
+            )
+        if self.extraction == 0:
+            object.__setattr__(self, "extraction", latest_extraction(self.extractor))
+        elif self.extraction not in extraction_versions(self.extractor):
+            raise ValueError(
+                f"extraction version of {self.extractor} must be one of "
+                f"{list(extraction_versions(self.extractor))}, not {self.extraction!r}"
             )
         if self.scope not in ("global", "domain", "host"):
             raise ValueError(f"scope must be global, domain or host, not {self.scope!r}")
@@ -99,7 +111,9 @@ class Rule:
 
     @classmethod
     def from_dict(cls, raw: object) -> Rule:
-        """The rule a store recorded (:meth:`as_dict`); :class:`ValueError` for a damaged one."""
+        """The rule a store recorded (:meth:`as_dict`); :class:`ValueError` for a damaged one.
+        A store that records no extraction version predates versions: its texts are version 1.
+        """
         if not isinstance(raw, dict):
             raise ValueError(f"a rule is a mapping, not {type(raw).__name__}")
         try:
@@ -111,6 +125,7 @@ class Rule:
                 legacy_distance=int(raw.get("legacy_distance", 3)),
                 scope=str(raw.get("scope", "global")),
                 extractor=str(raw.get("extractor", "trafilatura")),
+                extraction=int(raw.get("extraction", 1)),
             )
         except (KeyError, TypeError) as e:
             raise ValueError(f"{type(e).__name__}: {e}") from None
@@ -141,6 +156,8 @@ class Rule:
         within = "" if self.scope == "global" else f", within one {self.scope}"
         if self.extractor != "trafilatura":
             within += f", text by {self.extractor}"
+        if self.extraction != latest_extraction(self.extractor):
+            within += f", extraction version {self.extraction}"
         if self.similarity is None:
             return f"64-bit distance <= {self.radius} (the paper's rule){within}"
         return (
@@ -159,6 +176,8 @@ class Rule:
             d["scope"] = self.scope
         if self.extractor != "trafilatura":  # (likewise: the one extractor they had)
             d["extractor"] = self.extractor
+        if self.extraction != 1:  # (likewise: version 1 is what stores without one hold)
+            d["extraction"] = self.extraction
         return d
 
 

@@ -23,6 +23,7 @@ from trafilatura.settings import use_config
 
 from . import fast_text
 from .fast_text import ExtractorUnavailable
+from .versions import latest_extraction
 
 __all__ = [
     "EXTRACTORS",
@@ -107,12 +108,17 @@ def extract(
     url: str | None = None,
     limits: TextLimits = DEFAULT_LIMITS,
     extractor: Extractor = DEFAULT_EXTRACTOR,
+    version: int | None = None,
 ) -> Extraction:
     """Extract the main text of ``html``; never raises for bad input, returns a reason instead.
 
-    Raises only for a bad ``extractor`` (see :func:`require_extractor`): that is configuration.
+    ``version``: the extraction version (:mod:`.versions`; a store's own, to compare like with
+    like; ``None``: the extractor's newest). Raises only for a bad ``extractor`` (see
+    :func:`require_extractor`): that is configuration.
     """
     require_extractor(extractor)
+    if version is None:
+        version = latest_extraction(extractor)
     if not isinstance(html, (str, bytes)):
         return Extraction(None, "not_text")
     if len(html) > limits.max_html_bytes:  # bytes, or characters for an already decoded page
@@ -126,7 +132,7 @@ def extract(
         return Extraction(None, "too_many_elements")
     try:
         if extractor == "resiliparse":
-            text = fast_text.main_text(html, limits.max_tree_size)
+            text = fast_text.main_text(html, limits.max_tree_size, version)
         else:
             text = trafilatura.extract(
                 html,
@@ -157,6 +163,7 @@ def extract_text(
     url: str | None = None,
     limits: TextLimits = DEFAULT_LIMITS,
     extractor: Extractor = DEFAULT_EXTRACTOR,
+    version: int | None = None,
 ) -> str | None:
     """Main text of a page with boilerplate removed, or ``None`` when there is none to use."""
-    return extract(html, url, limits, extractor).text
+    return extract(html, url, limits, extractor, version).text

@@ -26,6 +26,7 @@ import functools
 import ipaddress
 import json
 import re
+from dataclasses import replace
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -37,11 +38,11 @@ from .base import StoreError
 __all__ = [
     "SCOPES",
     "Scope",
-    "check_scope",
     "mask_of",
     "recorded_rule",
     "scope_of",
     "scoped",
+    "settle_rule",
     "unmask",
 ]
 
@@ -139,12 +140,15 @@ def recorded_rule(where: str, raw: str | bytes) -> Rule:
         raise StoreError(f"{where}: its recorded rule is damaged ({e})") from None
 
 
-def check_scope(where: str, stored: Rule | None, asked: Rule | None) -> None:
-    """Refuse to open a store for another scope or extractor than it was built with: its
-    fingerprints are masked by their scope and made from one extractor's text, so they cannot
-    answer another."""
+def settle_rule(where: str, stored: Rule | None, asked: Rule | None) -> Rule | None:
+    """The rule a store opens with: the asked one, on the stored one's extraction version.
+
+    Refuses another scope or extractor than the store was built with: its fingerprints are
+    masked by their scope and made from one extractor's text, so they cannot answer another.
+    The extraction version is the store's, whatever the release's newest (fingerprint.versions):
+    a crawl on an old store extracts as the store's pages were extracted."""
     if stored is None or asked is None:
-        return
+        return asked or stored
     for what, setting, a, b in (
         ("scope", "NEARDUP_SCOPE", stored.scope, asked.scope),
         ("extractor", "NEARDUP_EXTRACTOR", stored.extractor, asked.extractor),
@@ -155,3 +159,4 @@ def check_scope(where: str, stored: Rule | None, asked: Rule | None) -> None:
                 f"({setting}): its fingerprints cannot answer another {what}. Set {setting} to "
                 f"{a!r}, use another store, or start it again with --reset (NEARDUP_RESET)"
             )
+    return replace(asked, extraction=stored.extraction)

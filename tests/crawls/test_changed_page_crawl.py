@@ -32,7 +32,9 @@ def page(text: str, chrome: str = "Home | News") -> str:
     return f"<html><body><nav>{chrome}</nav><article><p>{text}</p></article></body></html>"
 
 
-def crawl(tmp_path: Path, urls: list[str], store: str, name: str) -> dict[str, object]:
+def crawl(
+    tmp_path: Path, urls: list[str], store: str, name: str, **settings: object
+) -> dict[str, object]:
     config = tmp_path / f"{name}.json"
     output = tmp_path / f"{name}.out.json"
     config.write_text(
@@ -46,6 +48,7 @@ def crawl(tmp_path: Path, urls: list[str], store: str, name: str) -> dict[str, o
                     "NEARDUP_MIN_TEXT_LENGTH": 100,
                     "CONCURRENT_REQUESTS": 1,
                     "LOG_LEVEL": "WARNING",
+                    **settings,
                 },
             }
         )

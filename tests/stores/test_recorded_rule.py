@@ -1,5 +1,7 @@
-"""The rule a store records (stores/scope.py recorded_rule, sqlite rule_of) on sqlite and Redis:
-a damaged record is one line naming the store, never a traceback."""
+"""The rule a store records (stores/scope.py: recorded_rule, settle_rule) on sqlite and Redis: a
+damaged record is one line naming the store, never a traceback; the extraction version is the
+store's own whatever the opener asks (fingerprint/versions.py), while another scope or extractor
+is refused."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 import pytest
 
 from nearduppipe import open_store
+from nearduppipe.fingerprint.rule import Rule
 from nearduppipe.stores import StoreError
 
 
@@ -34,7 +37,7 @@ def write_rule(store: str, raw: str) -> None:
         "[1, 2]",
         '{"similarity": 0.9}',
         "{not json",
-        '{"radius": 99}',
+        '{"radius": 8, "extraction": 9}',
     ],
 )
 def test_a_damaged_recorded_rule_is_one_line(store_uri: str, raw: str) -> None:
@@ -46,3 +49,26 @@ def test_a_damaged_recorded_rule_is_one_line(store_uri: str, raw: str) -> None:
     message = str(e.value)
     assert "\n" not in message and ("damaged" in message or "not valid JSON" in message)
     assert message.startswith((store_uri, "redis://")), message  # names the store
+
+
+def test_the_extraction_version_is_the_store_s(store_uri: str) -> None:
+    """A resiliparse store made before version 2 (its rule records none: version 1) keeps
+    version 1 whoever opens it; a reset starts it on the newest; trafilatura has version 1."""
+    old = Rule(extractor="resiliparse", extraction=1)
+    assert "extraction" not in old.as_dict()  # what releases before versions recorded
+    assert Rule(extractor="resiliparse").extraction == 2 and Rule().extraction == 1
+    with open_store(store_uri, rule=old) as store:
+        assert store.rule.extraction == 1
+    with open_store(store_uri, rule=Rule(extractor="resiliparse")) as store:  # the newest asked
+        assert store.rule.extraction == 1  # the store's kept
+        assert "extraction version 1" in store.rule.describe()
+    with open_store(store_uri, read_only=True) as store:
+        assert store.rule.extraction == 1
+    with pytest.raises(StoreError, match="extractor 'resiliparse'"):
+        open_store(store_uri, rule=Rule()).close()
+    with open_store(store_uri, rule=Rule(extractor="resiliparse"), reset=True) as store:
+        assert store.rule.extraction == 2  # a reset starts anew
+    with open_store(store_uri, read_only=True) as store:
+        assert store.rule.extraction == 2
+    with pytest.raises(ValueError, match="extraction version"):
+        Rule(extraction=2)  # (trafilatura has no version 2)

@@ -21,7 +21,7 @@ from ...fingerprint.rule import Fingerprints, Rule
 from ...index.layout import Layout
 from ..base import Store, StoreError, StoreUnavailable
 from ..memory import MemoryStore
-from ..scope import check_scope, recorded_rule
+from ..scope import recorded_rule, settle_rule
 from ..ttl_rule import encode_ttl, settle_ttl
 from . import buckets
 from . import keys as rk
@@ -267,7 +267,7 @@ class RedisBase(Store):
             )
         stored = recorded_rule(self._where(), meta["rule"])
         stored_blocks = int(meta["blocks"])
-        check_scope(self._where(), stored, rule)
+        rule = settle_rule(self._where(), stored, rule)
         asked = rule or stored
         if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
             blocks is not None and blocks != stored_blocks

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from ...fingerprint.rule import Rule
 from ...index.layout import Layout
 from ..base import StoreError
-from ..scope import check_scope, recorded_rule
+from ..scope import recorded_rule, settle_rule
 from ..ttl_rule import encode_ttl, settle_ttl
 from . import buckets
 from . import keys as rk
@@ -205,7 +205,7 @@ def open_meta(
         meta = _init(client, where, prefix, fields)
     stored = recorded_rule(where, meta["rule"])
     stored_blocks, n, bits = int(meta["blocks"]), int(meta["shards"]), int(meta["bucket_bits"])
-    check_scope(where, stored, rule)
+    rule = settle_rule(where, stored, rule)
     asked = rule or stored
     if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
         blocks is not None and blocks != stored_blocks

@@ -25,7 +25,7 @@ from ...fingerprint.rule import Fingerprints, Rule
 from ...index.columns import Column
 from ..base import DEFAULT_MAX_DECISIONS, Decision, Entry, StoreError
 from ..indexed import COUNTERS, IndexedStore
-from ..scope import check_scope
+from ..scope import settle_rule
 from ..ttl_rule import encode_ttl, settle_ttl
 from .files import (
     FORMAT_VERSION,
@@ -134,7 +134,7 @@ class SqliteStore(IndexedStore):
         self._reader = read_connection(self.path) if self.path.exists() else None
         reader = self._reader
         stored_rule = rule_of(reader, where) if reader is not None and not reset else None
-        check_scope(where, stored_rule, rule)
+        rule = settle_rule(where, stored_rule, rule)
         super().__init__(
             where,
             rule or stored_rule or Rule(),

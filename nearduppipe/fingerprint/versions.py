@@ -1,0 +1,38 @@
+"""Versions of the extraction: what an extractor's text is made of before it is fingerprinted.
+
+A store records the version its fingerprints were made with (in its rule), and a crawl on that
+store extracts with that version, so a release that improves extraction never compares one
+version's text with another's (a recrawled page would turn ``changed``, a copy would be missed).
+New stores get their extractor's newest version; ``--reset`` (``NEARDUP_RESET``) starts a store
+on it. A store that records no version was made before versions: version 1.
+
+* ``trafilatura``, ``trafilatura-fast``: 1 only (trafilatura's text as it is).
+* ``resiliparse`` (:mod:`.fast_text`):
+
+  1. resiliparse's reduced HTML cleaned block by block (releases up to 0.2, and every
+     resiliparse store that records no version);
+  2. the same, with the cleaning of version 2 (:data:`.fast_text.V2`).
+"""
+
+from __future__ import annotations
+
+__all__ = ["EXTRACTIONS", "extraction_versions", "latest_extraction"]
+
+# every version any extractor has (what a recorded rule may name)
+EXTRACTIONS = frozenset({1, 2})
+_VERSIONS: dict[str, tuple[int, ...]] = {
+    "trafilatura": (1,),
+    "trafilatura-fast": (1,),
+    "resiliparse": (1, 2),
+}
+
+
+def extraction_versions(extractor: str) -> tuple[int, ...]:
+    """The extraction versions of ``extractor``, oldest first (``(1,)`` for an unknown name:
+    the callers check names themselves)."""
+    return _VERSIONS.get(extractor, (1,))
+
+
+def latest_extraction(extractor: str) -> int:
+    """The version new stores, batch runs without a store and ``fingerprint`` use."""
+    return extraction_versions(extractor)[-1]

@@ -1,0 +1,123 @@
+"""A store keeps the extraction version it was made with (fingerprint/versions.py), on real
+crawls against a loopback site, sqlite and Redis: a resiliparse store made before version 2
+(its rule records no version) is crawled with version 1, so its pages come back ``unchanged``
+although version 2 extracts them to other texts; a new store is made and crawled with
+version 2."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+
+import pytest
+
+from nearduppipe import open_store
+from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_html
+from nearduppipe.fingerprint.rule import Rule
+
+from ..support.server import serve_directory
+from .test_changed_page_crawl import crawl
+
+pytest.importorskip("resiliparse")
+pytest.importorskip("selectolax")
+
+PAGES = 3
+
+
+def sentence(rng: random.Random, words: list[str]) -> str:
+    tail = " ".join(rng.choice(words) for _ in range(6))
+    return " ".join(rng.choice(words) for _ in range(14)).capitalize() + ", " + tail + "."
+
+
+def story(n: int) -> str:
+    """An article and, beside it, three teasers of prose: version 1 keeps the teasers, version
+    2 takes the article's region alone, so the two versions' texts of each page differ."""
+    rng = random.Random(n)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    # each page's own words: pages of one vocabulary would be near-duplicates of each other
+    words = ["".join(rng.choices(letters, k=rng.randint(3, 9))) for _ in range(300)]
+    article = "".join(
+        f"<p>{' '.join(sentence(rng, words) for _ in range(4))}</p>" for _ in range(5)
+    )
+    teasers = "".join(
+        f"<div class='teaser'><h3>Also read</h3><div>{sentence(rng, words)} {sentence(rng, words)}</div></div>"
+        for _ in range(3)
+    )
+    return (
+        f"<html><head><title>Story {n} - Example News</title></head><body>"
+        f"<div class='top'><a href='/'>Home</a> <a href='/w'>World</a></div>"
+        f"<div class='main'><h1>Story {n}</h1><div class='body'>{article}</div></div>"
+        f"<div class='more'>{teasers}</div></body></html>"
+    )
+
+
+def site(tmp_path: Path) -> Path:
+    root = tmp_path / "site"
+    root.mkdir()
+    for n in range(PAGES):
+        (root / f"a{n}.html").write_text(story(n), "utf-8")
+    return root
+
+
+def fingerprints(root: Path, base: str, extraction: int) -> dict[str, object]:
+    params = FingerprintParams(min_text_length=100, extractor="resiliparse", extraction=extraction)
+    return {
+        base + p.name: fingerprint_html(p.read_bytes(), base + p.name, params).fingerprints
+        for p in sorted(root.glob("*.html"))
+    }
+
+
+def recorded_rule(store: str) -> dict[str, object]:
+    if store.startswith("redis"):
+        import redis
+
+        parts = urlsplit(store)
+        query = parse_qs(parts.query)
+        prefix = query.pop("prefix")[0]
+        url = urlunsplit(parts._replace(query=urlencode(query, doseq=True)))
+        raw = redis.Redis.from_url(url).hget("{" + prefix + "}:meta", "rule")
+        assert raw is not None
+        return dict(json.loads(raw))
+    with sqlite3.connect(store) as db:
+        [(value,)] = db.execute("SELECT value FROM neardup WHERE key = 'm:rule'").fetchall()
+    return dict(json.loads(value))
+
+
+def test_an_old_store_is_crawled_with_its_own_version(tmp_path: Path, store_uri: str) -> None:
+    with open_store(store_uri, rule=Rule(extractor="resiliparse", extraction=1)):
+        pass  # what a release before versions made: a rule without "extraction"
+    assert "extraction" not in recorded_rule(store_uri)
+    root = site(tmp_path)
+    with serve_directory(root) as base:
+        urls = [base + f"a{n}.html" for n in range(PAGES)]
+        v1, v2 = fingerprints(root, base, 1), fingerprints(root, base, 2)
+        assert all(v1[u] != v2[u] for u in urls)  # the two versions' texts differ
+        first = crawl(tmp_path, urls, store_uri, "first", NEARDUP_EXTRACTOR="resiliparse")
+        assert first["stats"]["neardup/unique"] == PAGES  # type: ignore[index]
+        with open_store(store_uri, read_only=True) as store:
+            assert store.rule.extraction == 1
+            assert {u: store.get(u).fingerprints for u in urls} == {u: v1[u] for u in urls}  # type: ignore[union-attr]
+        second = crawl(tmp_path, urls, store_uri, "second", NEARDUP_EXTRACTOR="resiliparse")
+        stats = second["stats"]
+        assert stats.get("neardup/revisit/unchanged") == PAGES, stats  # type: ignore[union-attr]
+        assert not stats.get("neardup/revisit/changed"), stats  # type: ignore[union-attr]
+    assert "extraction" not in recorded_rule(store_uri)  # (still what older releases read)
+
+
+def test_a_new_store_is_made_and_crawled_with_the_newest_version(
+    tmp_path: Path, store_uri: str
+) -> None:
+    root = site(tmp_path)
+    with serve_directory(root) as base:
+        urls = [base + f"a{n}.html" for n in range(PAGES)]
+        crawl(tmp_path, urls, store_uri, "first", NEARDUP_EXTRACTOR="resiliparse")
+        v2 = fingerprints(root, base, 2)
+        with open_store(store_uri, read_only=True) as store:
+            assert store.rule.extraction == 2
+            assert {u: store.get(u).fingerprints for u in urls} == v2  # type: ignore[union-attr]
+        second = crawl(tmp_path, urls, store_uri, "second", NEARDUP_EXTRACTOR="resiliparse")
+        assert second["stats"].get("neardup/revisit/unchanged") == PAGES  # type: ignore[union-attr]
+    assert recorded_rule(store_uri)["extraction"] == 2
