@@ -7,7 +7,9 @@ on a Spark cluster, ``local[N]`` or a real one (``spark-submit``: docs/batch.md)
 - join: a DataFrame of the representatives' fingerprints, exploded under every table's key
   (``mapInPandas``), shuffled by ``(table, key)`` (``repartition``) and joined in each
   partition with the 512-bit verdict (``mapInPandas``: :func:`.engine_frames.pairs_frame`);
-  only the near pairs come back to the driver, which groups them and applies the keep rule.
+  only the near pairs come back to the driver, which groups them and applies the keep rule;
+- output: one task per split again (:func:`.write_task.write_split`), whose part of ``-o``
+  the driver writes in input order.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .engine_frames import (
 )
 from .split_task import SplitResult, Wants, read_split
 from .splits import Split
+from .write_task import WriteResult, WriteTask, write_split
 
 __all__ = ["SparkEngine"]
 
@@ -101,9 +104,20 @@ class SparkEngine(FrameSearch):
         def run(split: Split) -> list[SplitResult]:
             return [read_split(split, fields, params, wants)]
 
+        yield from self._map(run, splits)
+
+    def write(self, tasks: list[WriteTask]) -> Iterator[WriteResult]:
+        def run(task: WriteTask) -> list[WriteResult]:
+            return [write_split(task)]
+
+        yield from self._map(run, tasks)
+
+    def _map(self, run: Any, items: list[Any]) -> Iterator[Any]:
+        if not items:
+            return
         # one partition per split, computed at once and kept on the executors, then read back
         # partition by partition: the driver holds one split's results at a time
-        rdd = self.spark.sparkContext.parallelize(splits, len(splits)).flatMap(run)
+        rdd = self.spark.sparkContext.parallelize(items, len(items)).flatMap(run)
         rdd.persist(self.storage.MEMORY_AND_DISK)
         try:
             rdd.count()
