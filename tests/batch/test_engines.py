@@ -310,17 +310,31 @@ def test_dask_returns_what_the_local_engine_returns(
     _same(result, local_results[keep])
 
 
+def _joins(spark: Any, dask: Any) -> Iterator[tuple[Any, str]]:
+    """Each engine's joins: Spark's broadcast one (.sliced: the frame under its limit) and
+    its shuffle (a limit of 0 bytes), Dask's shuffle."""
+    yield spark, "broadcast"
+    limit = spark.broadcast_bytes
+    spark.broadcast_bytes = 0
+    try:
+        yield spark, "shuffle"
+    finally:
+        spark.broadcast_bytes = limit
+    yield dask, "shuffle"
+
+
 @pytest.mark.engine
 @pytest.mark.parametrize("kind", ["clustered", "adversarial"])
 def test_engine_joins_equal_a_brute_force_scan(spark: Any, dask: Any, kind: str) -> None:
     rng = np.random.default_rng(17)
     fps, wides = data(kind, 1200, rng)
     has_wide = rng.random(1200) > 0.05
-    rule = Rule()
-    expected = brute_force(fps, wides, has_wide, rule)
-    assert len(expected)
-    for engine in (spark, dask):
-        assert np.array_equal(engine.search(fps, wides, has_wide, rule), expected), engine.name
+    for rule in (Rule(), Rule.paper(3)):
+        expected = brute_force(fps, wides, has_wide, rule)
+        assert len(expected)
+        for engine, how in _joins(spark, dask):
+            found = engine.search(fps, wides, has_wide, rule)
+            assert np.array_equal(found, expected), (engine.name, how, rule)
 
 
 @pytest.mark.engine
@@ -338,9 +352,9 @@ def test_engine_joins_against_a_stored_set_equal_a_brute_force_scan(
             (fps[900:], wides[900:], has_wide[900:]),
             (fps[:900], wides[:900], has_wide[:900]),
         )
-        for engine in (spark, dask):
+        for engine, how in _joins(spark, dask):
             found = engine.search_against(queries, stored, rule)
-            assert np.array_equal(found, expected), (engine.name, rule)
+            assert np.array_equal(found, expected), (engine.name, how, rule)
 
 
 @pytest.fixture(scope="module")
