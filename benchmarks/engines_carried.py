@@ -141,7 +141,10 @@ class Phases:
 
 
 def child(name: str, inputs: list[str], out: str) -> None:
+    path = list(sys.path)
     from engines_bench import make_engine  # (the same engines, 2 cores)
+
+    sys.path[:] = path  # (engines_bench puts its checkout first: the code is --code's)
 
     import nearduppipe
     from nearduppipe.batch.records import dedup_records

@@ -6,7 +6,9 @@ scheduler at ``--scheduler ADDRESS``.
   so the inputs must be readable under the same name on every worker;
 - join: a dask DataFrame of the representatives' fingerprints, exploded under every table's
   key, shuffled by ``(table, key)`` and joined in each partition with the 512-bit verdict
-  (:func:`.engine_frames.pairs_frame`); the near pairs come back to the driver.
+  (:func:`.engine_frames.pairs_frame`); the near pairs come back to the driver;
+- output: one future per split again (:func:`.write_task.write_split`), whose part of ``-o``
+  the driver writes in input order.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .engine_frames import (
 )
 from .split_task import SplitResult, Wants, read_split
 from .splits import Split
+from .write_task import WriteResult, WriteTask, write_split
 
 __all__ = ["DaskEngine"]
 
@@ -95,6 +98,12 @@ class DaskEngine(FrameSearch):
         )
         # every task runs at once; results are gathered in split order
         for future in futures:
+            yield future.result()
+            future.release()
+
+    def write(self, tasks: list[WriteTask]) -> Iterator[WriteResult]:
+        futures = self.client.map(write_split, tasks, pure=False)
+        for future in futures:  # (parts in input order; all run at once)
             yield future.result()
             future.release()
 

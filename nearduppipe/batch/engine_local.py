@@ -7,10 +7,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from functools import partial
 from itertools import islice
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -20,11 +21,14 @@ from .core import Fields
 from .pairs import near_pairs, near_pairs_against
 from .split_task import SplitResult, Wants, read_split
 from .splits import Split
+from .write_task import WriteResult, WriteTask, write_split
 
 __all__ = ["Engine", "LocalEngine", "Side"]
 
 # one side of a join against a stored set: 64-bit fingerprints, 512-bit words, has-wide flags
 Side = tuple[np.ndarray, np.ndarray, np.ndarray]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Engine(Protocol):
@@ -42,6 +46,11 @@ class Engine(Protocol):
         self, splits: list[Split], fields: Fields, params: FingerprintParams, wants: Wants
     ) -> Iterator[SplitResult]: ...
 
+    def write(self, tasks: list[WriteTask]) -> Iterator[WriteResult]:
+        """Pass 2: each task run where its split is read (:func:`.write_task.write_split`),
+        results in the tasks' order (``-o``'s parts: input order)."""
+        ...
+
     def search(
         self, fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule
     ) -> np.ndarray: ...
@@ -52,20 +61,15 @@ class Engine(Protocol):
 
 
 def _bounded_map(
-    pool: ProcessPoolExecutor,
-    splits: list[Split],
-    fields: Fields,
-    params: FingerprintParams,
-    wants: Wants,
-    window: int,
-) -> Iterator[SplitResult]:
+    pool: ProcessPoolExecutor, run: Callable[[T], R], items: list[T], window: int
+) -> Iterator[R]:
     """Results in input order with at most ``window`` splits in flight (each result holds its
-    split's records: not all of them at once)."""
-    pending: deque[Future[SplitResult]] = deque()
-    todo = iter(splits)
+    split's records, or its part of the output: not all of them at once)."""
+    pending: deque[Future[R]] = deque()
+    todo = iter(items)
     while True:
-        for split in islice(todo, window - len(pending)):
-            pending.append(pool.submit(read_split, split, fields, params, wants))
+        for item in islice(todo, window - len(pending)):
+            pending.append(pool.submit(run, item))
         if not pending:
             return
         yield pending.popleft().result()
@@ -84,16 +88,25 @@ class LocalEngine:
     def read(
         self, splits: list[Split], fields: Fields, params: FingerprintParams, wants: Wants
     ) -> Iterator[SplitResult]:
+        run = partial(read_split, fields=fields, params=params, wants=wants)
+        yield from self._map(run, splits)
+
+    def write(self, tasks: list[WriteTask]) -> Iterator[WriteResult]:
+        yield from self._map(write_split, tasks)
+
+    def _map(self, run: Callable[[T], R], items: list[T]) -> Iterator[R]:
         window = 2 * self.cores + 1
         # forkserver, not fork: the driver has threads by now (progress, a store's client),
         # and fork() under threads can deadlock a child (Python 3.12+ warns of it). Workers
         # get their jobs pickled either way, so results are the same.
         context = multiprocessing.get_context("forkserver")
         # (the server imports the fingerprint code once; each worker forks from it ready)
-        context.set_forkserver_preload(["nearduppipe.batch.split_task"])
-        workers = min(self.cores, len(splits)) or 1  # (no process for nothing to do)
+        context.set_forkserver_preload(["nearduppipe.batch.write_task"])
+        if not items:
+            return
+        workers = min(self.cores, len(items))
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            yield from _bounded_map(pool, splits, fields, params, wants, window)
+            yield from _bounded_map(pool, run, items, window)
 
     def search(
         self, fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule

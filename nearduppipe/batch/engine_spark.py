@@ -4,10 +4,15 @@ on a Spark cluster, ``local[N]`` or a real one (``spark-submit``: docs/batch.md)
 - fingerprint map: one task per split of each input (:func:`.split_task.read_split`), run
   by the executors with nearduppipe's own code, so the inputs must be readable under the same
   name on every executor (a URL, a shared file system);
-- join: a DataFrame of the representatives' fingerprints, exploded under every table's key
-  (``mapInPandas``), shuffled by ``(table, key)`` (``repartition``) and joined in each
-  partition with the 512-bit verdict (``mapInPandas``: :func:`.engine_frames.pairs_frame`);
-  only the near pairs come back to the driver, which groups them and applies the keep rule.
+- join: up to ``broadcast_bytes`` of representatives (default 1 GiB: 14 M with their 512-bit
+  words, 119 M without), their arrays broadcast and one task per slice of rows running the
+  local engine's exact search for its rows (:mod:`.sliced`); beyond, a DataFrame of them,
+  exploded under every table's key (``mapInPandas``), shuffled by ``(table, key)``
+  (``repartition``) and joined in each partition with the 512-bit verdict (``mapInPandas``:
+  :func:`.engine_frames.pairs_frame`); only the near pairs come back to the driver, which
+  groups them and applies the keep rule;
+- output: one task per split again (:func:`.write_task.write_split`), whose part of ``-o``
+  the driver writes in input order.
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ from .engine_frames import (
     pairs_frame,
     shuffle_partitions,
 )
+from .sliced import BROADCAST_BYTES, frame_arrays, slice_pairs, slices
 from .split_task import SplitResult, Wants, read_split
 from .splits import Split
+from .write_task import WriteResult, WriteTask, write_split
 
 __all__ = ["SparkEngine"]
 
@@ -66,6 +73,7 @@ class SparkEngine(FrameSearch):
         partitions: int | None = None,
         blocks: int | None = None,
         conf: dict[str, str] | None = None,
+        broadcast_bytes: int = BROADCAST_BYTES,
     ) -> None:
         sql = _need_pyspark()
         local = master.startswith("local") if master else "PYSPARK_GATEWAY_PORT" not in os.environ
@@ -90,6 +98,7 @@ class SparkEngine(FrameSearch):
         self.parallelism = int(self.spark.sparkContext.defaultParallelism)
         self.partitions = partitions  # None: by the join's size (shuffle_partitions)
         self.blocks = blocks
+        self.broadcast_bytes = broadcast_bytes  # larger joins shuffle (0: always)
 
     @property
     def cores(self) -> int:
@@ -101,9 +110,20 @@ class SparkEngine(FrameSearch):
         def run(split: Split) -> list[SplitResult]:
             return [read_split(split, fields, params, wants)]
 
+        yield from self._map(run, splits)
+
+    def write(self, tasks: list[WriteTask]) -> Iterator[WriteResult]:
+        def run(task: WriteTask) -> list[WriteResult]:
+            return [write_split(task)]
+
+        yield from self._map(run, tasks)
+
+    def _map(self, run: Any, items: list[Any]) -> Iterator[Any]:
+        if not items:
+            return
         # one partition per split, computed at once and kept on the executors, then read back
         # partition by partition: the driver holds one split's results at a time
-        rdd = self.spark.sparkContext.parallelize(splits, len(splits)).flatMap(run)
+        rdd = self.spark.sparkContext.parallelize(items, len(items)).flatMap(run)
         rdd.persist(self.storage.MEMORY_AND_DISK)
         try:
             rdd.count()
@@ -112,6 +132,28 @@ class SparkEngine(FrameSearch):
             rdd.unpersist()
 
     def _join(self, frame: Any, rule: Rule, split: int | None) -> np.ndarray:
+        size = int(frame.memory_usage(index=False).sum())
+        if size <= self.broadcast_bytes:
+            return self._sliced(frame, rule, split)
+        return self._shuffled(frame, rule, split)
+
+    def _sliced(self, frame: Any, rule: Rule, split: int | None) -> np.ndarray:
+        """The frame's arrays broadcast, one task per slice of rows (:mod:`.sliced`)."""
+        shared = self.spark.sparkContext.broadcast(frame_arrays(frame))
+        rows = len(frame) if split is None else len(frame) - split
+        ranges = slices(rows, 2 * self.parallelism)
+        try:
+
+            def run(lo_hi: tuple[int, int]) -> list[np.ndarray]:
+                return [slice_pairs(shared.value, rule, lo_hi[0], lo_hi[1], split)]
+
+            rdd = self.spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
+            found = rdd.flatMap(run).collect()
+        finally:
+            shared.destroy()
+        return sort_pairs(found)
+
+    def _shuffled(self, frame: Any, rule: Rule, split: int | None) -> np.ndarray:
         tables = join_tables(rule.radius, self.blocks)
         # (createDataFrame slices the frame over the default parallelism already)
         df = self.spark.createDataFrame(frame)

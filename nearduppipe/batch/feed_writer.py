@@ -45,17 +45,31 @@ def _csv_cell(value: Any) -> str:
 
 class FeedWriter:
     """Writes records in one of the feed formats, as Scrapy's exporters lay them out. Records
-    read from JSON keep their raw text when written to JSON (byte for byte)."""
+    read from JSON keep their raw text when written to JSON (byte for byte).
 
-    def __init__(self, out: TextIO, fmt: str, fields: list[str], source_format: str) -> None:
+    ``part``: one split's records only (a task's share of the output, :mod:`.write_task`):
+    no header nor end, and each JSON record after a separator; the driver joins the parts
+    in input order with :meth:`write_part`, which drops the first part's first separator."""
+
+    def __init__(
+        self, out: TextIO, fmt: str, fields: list[str], source_format: str, part: bool = False
+    ) -> None:
         self.out = out
         self.format = fmt
         self.fields = fields
         self.source_format = source_format
-        self._n = 0
+        self._n = 1 if part else 0  # (a part's records each follow a separator)
+        self.part = part
         self._csv: Any = None
         self._xml: XMLGenerator | None = None
-        if fmt == "json":
+        if part:
+            if fmt == "csv":
+                self._csv = csv.writer(out, lineterminator="\r\n")
+            elif fmt == "xml":
+                self._xml = XMLGenerator(
+                    cast(Any, out), encoding="utf-8", short_empty_elements=False
+                )
+        elif fmt == "json":
             out.write("[")
         elif fmt == "csv":
             self._csv = csv.writer(out, lineterminator="\r\n")
@@ -109,7 +123,19 @@ class FeedWriter:
             self._xml.characters(value if isinstance(value, str) else json.dumps(value))
         self._xml.endElement(name)
 
+    def write_part(self, text: str) -> None:
+        """A part's text (written with ``part=True``), as it is: parts in input order make
+        the bytes one writer of every record makes."""
+        if not text:
+            return
+        if self.format == "json" and self._n == 0:
+            text = text[1:]  # (the first record follows "[" and a newline, not a comma)
+        self._n += 1
+        self.out.write(text)
+
     def close(self) -> None:
+        if self.part:
+            return
         if self.format == "json":
             self.out.write("\n]\n")
         elif self.format == "xml":

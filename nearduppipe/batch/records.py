@@ -15,8 +15,10 @@ counted.
 
 Two streaming passes over the inputs keep memory independent of the texts' size: the first,
 in the engine's tasks, keeps 77 bytes per record on the driver (both fingerprints, host
-number, a flag); the second re-reads every input in order, writes the kept records and
-collects the keys of group members, and the texts of the few pairs an HTML report shows.
+number, a flag); the second, in the tasks again, reads each split once more (its own data),
+writes its kept records as a part of the output and collects the keys of group members and the
+texts of the few pairs an HTML report shows (:mod:`.write_task`); the driver writes the parts
+to the output in input order, reading no input.
 
 Written kept records keep their input's form: a feed record as it was read (its raw JSON text
 when both sides are JSON), a WARC record as a JSON line naming it (:func:`.warc.locator`): so
@@ -25,10 +27,9 @@ an output with a WARC input is JSON lines.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -37,7 +38,7 @@ import numpy as np
 from ..errors import NearDupError
 from ..fingerprint.page import FingerprintParams
 from ..fingerprint.rule import Rule
-from ..index.words import wide_words, words_to_int
+from ..index.words import wide_words
 from ..stores.report import Report, build_report
 from ..stores.scope import mask_of
 from .against import (
@@ -52,19 +53,15 @@ from .bounded import DEFAULT_MAX_RECORD_BYTES
 from .compression import FeedError
 from .core import Fields, collapse
 from .engine_local import Engine, LocalEngine
-from .feeds import FeedReader, FeedWriter
-from .inputs import Input, check_extras, open_input, sources_of
+from .inputs import Input, check_extras, sources_of
 from .keep import KEEP_RULES, keep_groups
 from .near import NearPairs
 from .precomputed import DEFAULT_FIELD
 from .splits import plan_splits
 from .walk import Walk
-from .warc import locator
+from .write_task import text_clusters, write_pass
 
 __all__ = ["DedupResult", "MissingFieldError", "dedup_records"]
-
-TEXT_SAMPLE_CHARS = 5000
-PAIRS_WITH_TEXTS = 100  # the HTML report shows at most this many pairs side by side
 
 
 class MissingFieldError(NearDupError, ValueError):
@@ -118,22 +115,6 @@ def _no_bar(**_: Any) -> Any:
             pass
 
     return Bar()
-
-
-def _text_clusters(label: np.ndarray) -> set[int]:
-    """Roots of the largest clusters holding the first PAIRS_WITH_TEXTS pairs: only their
-    members' texts are kept (an HTML report shows no more pairs)."""
-    n = len(label)
-    sizes = np.bincount(label, minlength=n)
-    roots = np.flatnonzero(sizes > 1)
-    order = roots[np.lexsort((roots, -sizes[roots]))]
-    chosen, pairs = set(), 0
-    for root in order.tolist():
-        if pairs >= PAIRS_WITH_TEXTS:
-            break
-        chosen.add(root)
-        pairs += int(sizes[root]) - 1
-    return chosen
 
 
 def _output_format(sources: list[Input], given: str | None) -> str:
@@ -269,27 +250,25 @@ def dedup_records(
         ok_mask = np.frombuffer(bytes(ok), dtype=bool)
         add_kept_records(against, label, by_store, walk.keys, fp, wide_fps, ok_mask)
 
-    # 4. output: every input again, in order
+    # 4. output: each split read again by its task (pass 2, .write_task), which writes its
+    # kept records as a part; the parts written to -o in input order (the driver reads none)
     named = label != np.arange(n)
     named[label[named]] = True  # keepers of groups too
     dropped = np.zeros(n, dtype=bool)  # (by the store: --against)
     dropped[list(by_store)] = True
     named |= dropped
     named[near.in_pairs()] = True  # (and both ends of every near pair)
-    keys, texts, kept = _write(
-        sources,
-        fields,
-        params,
-        label,
-        named,
-        (fp, wide_fps, ok),
-        output,
-        out_fmt,
-        header,
-        keep_texts,
-        bar_of,
-        dropped,
-    )
+    shown = np.zeros(n, dtype=bool)  # (the texts of the pairs an HTML report shows)
+    if keep_texts:
+        shown = named & np.isin(label, np.array(sorted(text_clusters(label)), dtype=np.int64))
+    what = dict(
+        label=label, named=named, dropped=dropped, shown=shown, fingerprints=(fp, wide_fps, ok),
+        fields=fields, params=params, out_fmt=out_fmt, header=header, keep_texts=keep_texts,
+        first_format=sources[0].format,
+    )  # fmt: skip
+    bar = bar_of(total=n, desc="writing" if output else "reading keys", unit="rec")
+    keys, texts, kept = write_pass(engine.write, splits, walk.spans, what, output, bar)
+    bar.close()
     against_result = None
     if against is not None:
         against.store.flush()
@@ -332,74 +311,3 @@ def dedup_records(
         walk.oversized_count,
         walk.oversized,
     )
-
-
-def _write(
-    sources: list[Input],
-    fields: Fields,
-    params: FingerprintParams,
-    label: np.ndarray,
-    named: np.ndarray,
-    fingerprints: tuple[np.ndarray, np.ndarray, bytearray],
-    output: TextIO | None,
-    out_fmt: str | None,
-    header: list[str],
-    keep_texts: bool,
-    bar_of: Progress,
-    dropped: np.ndarray,
-) -> tuple[dict[int, str], dict[str, str], int]:
-    """Pass 2: every input again, in order: the kept records written (not those ``dropped``
-    by the store); keys of group members (and of every record in a near pair), texts of the
-    shown pairs."""
-    n = len(label)
-    fp, wide_fps, ok = fingerprints
-    texts_of = replace(fields, fingerprint=None)  # (the texts, even of records carrying fps)
-    text_roots = _text_clusters(label) if keep_texts else set()
-    keys: dict[int, str] = {}
-    texts: dict[str, str] = {}
-    kept = 0
-    writer = None
-    if output is not None:
-        assert out_fmt is not None
-        writer = FeedWriter(output, out_fmt, header, sources[0].format)
-    bar = bar_of(total=n, desc="writing" if writer else "reading keys", unit="rec")
-    i = 0
-    for source in sources:
-        if i >= n:
-            break
-        if writer is not None:
-            writer.source_format = source.format  # (raw JSON lines are written as read)
-        limit = fields.max_record_bytes
-        # (JSON lines written as read: only the lines whose keys are needed are parsed again)
-        lazy = source.format == "jsonl" and out_fmt in (None, "jsonl", "json")
-        with open_input(source, fields.key, fields.html, keep_texts, limit) as reader:
-            if isinstance(reader, FeedReader):
-                reader.lazy = lazy
-            for raw, record in reader:
-                if i >= n:  # (an input that grew between the passes)
-                    break
-                if lazy and named[i] and isinstance(raw, str):
-                    record = json.loads(raw)
-                if label[i] == i and not dropped[i]:
-                    kept += 1
-                    if output is not None and source.is_warc:
-                        wide = words_to_int(wide_fps[i]) if ok[i] else None
-                        fp_i = int(fp[i]) if ok[i] else None
-                        output.write(locator(str(source), record, fields.key, fp_i, wide))
-                    elif writer is not None:
-                        writer.write(raw, record)
-                if named[i]:
-                    keys[i] = fields.key_of(record, i)
-                    if int(label[i]) in text_roots:
-                        text, html, _, _ = texts_of.job(record, params)
-                        body = text if text is not None else html
-                        if isinstance(body, bytes):
-                            body = body.decode("utf-8", "replace")
-                        if body is not None:
-                            texts[keys[i]] = body[:TEXT_SAMPLE_CHARS]
-                i += 1
-                bar.update(1)
-    bar.close()
-    if writer is not None:
-        writer.close()
-    return keys, texts, kept

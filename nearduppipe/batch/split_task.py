@@ -34,7 +34,7 @@ from .precomputed import MixedFingerprintsError
 from .splits import Bounds, ChunkStream, Split, mark, plain_chunks, region, zstd_chunks
 from .warc import WarcReader
 
-__all__ = ["NAMED", "SplitResult", "Wants", "read_split"]
+__all__ = ["NAMED", "SplitResult", "Wants", "open_split", "read_split"]
 
 NAMED = 10  # records over the size limit named (all are counted)
 MAX_NAMES = 10_000  # fields noted (an output's header) while fewer are known
@@ -110,14 +110,17 @@ def _host(key: str) -> str:
     return host_of(key)
 
 
-def _open(split: Split, fields: Fields, bounds: Bounds) -> FeedReader | WarcReader:
+def open_split(
+    split: Split, fields: Fields, bounds: Bounds, payload: bool = True
+) -> FeedReader | WarcReader:
+    """A reader of the split's records only (``payload``: a WARC record's page too)."""
     source, limit = split.source, fields.max_record_bytes
     if split.how == "whole":
-        return open_input(source, fields.key, fields.html, limit=limit)
+        return open_input(source, fields.key, fields.html, payload, limit)
     number = mark("L")
     if split.how == "members":
         return WarcReader(
-            source.path, fields.key, fields.html, limit=limit, split=split, number=number
+            source.path, fields.key, fields.html, payload, limit, split=split, number=number
         )
     raw = source.path.open("rb")
     try:
@@ -145,7 +148,7 @@ def read_split(
     record_no = mark("R")
     reader: FeedReader | WarcReader | None = None
     try:
-        reader = _open(split, fields, bounds)
+        reader = open_split(split, fields, bounds)
         with reader:
             for i, (_, record) in enumerate(reader):
                 _take(out, record, i, fields, params, wants, record_no, split.source.is_warc)

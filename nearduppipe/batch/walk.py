@@ -49,6 +49,8 @@ class Walk:
         self._input = -1
         self._lines = 0  # lines (or WARC records) of the current input's earlier splits
         self._next_at: int | None = None  # where the previous split said the next begins
+        # each split's (lines before it in its input, its first record, its records): pass 2
+        self.spans: list[tuple[int, int, int]] = []
 
     def add(self, split: Split, result: SplitResult) -> None:
         if split.n != self._input:
@@ -58,6 +60,7 @@ class Walk:
             e = result.error
             raise type(e)(renumber(str(e), lines, records))
         self._check_bounds(split, result)
+        self.spans.append((lines, records, result.count))
         self._lines += result.units
         self.read += result.read
         self.fps.extend(result.fps)

@@ -310,17 +310,31 @@ def test_dask_returns_what_the_local_engine_returns(
     _same(result, local_results[keep])
 
 
+def _joins(spark: Any, dask: Any) -> Iterator[tuple[Any, str]]:
+    """Each engine's joins: Spark's broadcast one (.sliced: the frame under its limit) and
+    its shuffle (a limit of 0 bytes), Dask's shuffle."""
+    yield spark, "broadcast"
+    limit = spark.broadcast_bytes
+    spark.broadcast_bytes = 0
+    try:
+        yield spark, "shuffle"
+    finally:
+        spark.broadcast_bytes = limit
+    yield dask, "shuffle"
+
+
 @pytest.mark.engine
 @pytest.mark.parametrize("kind", ["clustered", "adversarial"])
 def test_engine_joins_equal_a_brute_force_scan(spark: Any, dask: Any, kind: str) -> None:
     rng = np.random.default_rng(17)
     fps, wides = data(kind, 1200, rng)
     has_wide = rng.random(1200) > 0.05
-    rule = Rule()
-    expected = brute_force(fps, wides, has_wide, rule)
-    assert len(expected)
-    for engine in (spark, dask):
-        assert np.array_equal(engine.search(fps, wides, has_wide, rule), expected), engine.name
+    for rule in (Rule(), Rule.paper(3)):
+        expected = brute_force(fps, wides, has_wide, rule)
+        assert len(expected)
+        for engine, how in _joins(spark, dask):
+            found = engine.search(fps, wides, has_wide, rule)
+            assert np.array_equal(found, expected), (engine.name, how, rule)
 
 
 @pytest.mark.engine
@@ -338,9 +352,9 @@ def test_engine_joins_against_a_stored_set_equal_a_brute_force_scan(
             (fps[900:], wides[900:], has_wide[900:]),
             (fps[:900], wides[:900], has_wide[:900]),
         )
-        for engine in (spark, dask):
+        for engine, how in _joins(spark, dask):
             found = engine.search_against(queries, stored, rule)
-            assert np.array_equal(found, expected), (engine.name, rule)
+            assert np.array_equal(found, expected), (engine.name, how, rule)
 
 
 @pytest.fixture(scope="module")
@@ -377,3 +391,50 @@ def test_against_a_store_every_engine_answers_as_the_local_one(
         assert other.against is not None
         assert other.against.matches == local.against.matches
         assert np.array_equal(other.keeper, local.keeper) and other.kept == local.kept
+
+
+@pytest.fixture
+def driver_opens(monkeypatch: pytest.MonkeyPatch, planted_split: dict[str, Any]) -> list[str]:
+    """The inputs this process (the driver) opens for reading from now on: every file open
+    goes through ``io.open`` (``Path.open`` too); the engines' tasks run in other processes."""
+    import builtins
+    import io
+    import os
+
+    inputs = {os.path.abspath(p) for p in planted_split["inputs"]}
+    opened: list[str] = []
+    real = io.open
+
+    def counting(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if isinstance(file, (str, os.PathLike)) and os.path.abspath(file) in inputs:
+            opened.append(f"{file} ({mode})")
+        return real(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", counting)
+    monkeypatch.setattr(builtins, "open", counting)
+    return opened
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("which", ["local", "spark", "dask"])
+def test_the_driver_reads_no_input_to_write_the_output(
+    which: str,
+    request: pytest.FixtureRequest,
+    planted_split: dict[str, Any],
+    tmp_path: Path,
+) -> None:
+    """-o is written from the tasks' parts (.write_task): the driver opens no input, in
+    either pass, and -o is the bytes the local engine writes (with a near pair named)."""
+    engine = None if which == "local" else request.getfixturevalue(which)
+    want = tmp_path / "want.jsonl"
+    with want.open("w", encoding="utf-8", newline="") as out:
+        dedup_records(planted_split["inputs"], workers=2, keep_texts=True, output=out)
+    opened = request.getfixturevalue("driver_opens")
+    got = tmp_path / "got.jsonl"
+    with got.open("w", encoding="utf-8", newline="") as out:
+        result = dedup_records(
+            planted_split["inputs"], engine=engine, workers=2, keep_texts=True, output=out
+        )
+    assert opened == []
+    assert got.read_bytes() == want.read_bytes()
+    assert result.kept < result.total and result.report.clusters  # (something was dropped)
