@@ -133,6 +133,7 @@ def _open_against(args: argparse.Namespace) -> Store | None:
         rule_from_args(args) or Rule(),
         scope=args.scope or "global",
         extractor=args.extractor or "trafilatura",
+        extraction=0,  # (the extractor's newest, as a crawl's new store: Rule() is trafilatura's)
     )
     return open_cli_store(args.against, read_only=False, rule=rule)
 
@@ -173,6 +174,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                     rule_from_args(args) or Rule(),
                     scope=args.scope or "global",
                     extractor=args.extractor or "trafilatura",
+                    extraction=0,  # (the extractor's newest)
                 )
             try:  # (the extra missing: one line naming it, before any input is read)
                 params = FingerprintParams(

@@ -203,7 +203,17 @@ def cmd_copy(args: argparse.Namespace) -> int:
         named_damage(args.src),
         open_cli_store(args.src, read_only=True) as src,  # streamed, never held whole
     ):
-        rule = rule_from_args(args) or src.rule
+        given = rule_from_args(args)  # (a new threshold; the texts stay the source's)
+        rule = (
+            src.rule
+            if given is None
+            else dataclasses.replace(
+                given,
+                scope=src.rule.scope,
+                extractor=src.rule.extractor,
+                extraction=src.rule.extraction,
+            )
+        )
         entries, decisions = tally.entries(src.entries()), tally.decisions(src.decisions())
         if dst_file:
             n = _copy_to_sqlite_file(args, dst_file, rule, entries, decisions)

@@ -58,6 +58,14 @@ def implied_similarity(distance: int, bits: int) -> float:
     return math.cos(math.pi * distance / bits)
 
 
+def _recorded_extraction(value: object) -> int:
+    """A recorded extraction version: a whole number from 1 (0, the newest, is only ever asked,
+    never recorded: a store that recorded it would change versions with a release)."""
+    if type(value) is not int or value < 1:
+        raise ValueError(f"extraction version {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Rule:
     """``similarity``: the cosine above which pages are near-duplicates (``None``: the paper's
@@ -125,9 +133,9 @@ class Rule:
                 legacy_distance=int(raw.get("legacy_distance", 3)),
                 scope=str(raw.get("scope", "global")),
                 extractor=str(raw.get("extractor", "trafilatura")),
-                extraction=int(raw.get("extraction", 1)),
+                extraction=_recorded_extraction(raw.get("extraction", 1)),
             )
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, OverflowError) as e:
             raise ValueError(f"{type(e).__name__}: {e}") from None
 
     @property

@@ -320,3 +320,42 @@ def test_explain_says_which_stage_keeps_a_pair_apart() -> None:
         "a candidate, compared: 512-bit distance 80 is over 61, cosine 0."
     )
     assert _why_distinct(Rule.paper(3), 5, 0) == "64-bit distance 5 is over 3"
+
+
+def test_copy_with_a_new_threshold_keeps_the_source_s_texts(tmp_path: Path) -> None:
+    """``copy --similarity`` changes the threshold only: the scope, extractor and extraction
+    version are the source's (its fingerprints were made so; was trafilatura, global)."""
+    pytest.importorskip("resiliparse")
+    src, dst = tmp_path / "src.sqlite", tmp_path / "dst.sqlite"
+    rule = Rule(scope="host", extractor="resiliparse", extraction=1)
+    with open_store(str(src), rule=rule) as store:
+        store.add(A, "https://a.example/1")
+    assert main(["copy", "--similarity", "0.95", str(src), str(dst)]) == 0
+    with open_store(str(dst)) as copied:
+        got = copied.rule
+    assert (got.similarity, got.scope, got.extractor, got.extraction) == (
+        0.95,
+        "host",
+        "resiliparse",
+        1,
+    )
+
+
+def test_dedup_against_a_new_store_records_the_extractor_s_newest_version(
+    tmp_path: Path,
+) -> None:
+    """``dedup --extractor resiliparse --against NEW --add`` makes the store a crawl would:
+    resiliparse's newest extraction version (was version 1: trafilatura's Rule() replaced)."""
+    pytest.importorskip("resiliparse")
+    feed = tmp_path / "in.jsonl"
+    body = "<p>" + TEXT + "</p>"
+    feed.write_text(
+        json.dumps({"url": "https://a.example/1", "html": f"<html><body>{body}</body></html>"})
+        + "\n",
+        encoding="utf-8",
+    )
+    store = tmp_path / "new.sqlite"
+    args = ["dedup", str(feed), "--html-field", "html", "--key-field", "url"]
+    assert main([*args, "--extractor", "resiliparse", "--against", str(store), "--add"]) == 0
+    with open_store(str(store)) as made:
+        assert (made.rule.extractor, made.rule.extraction) == ("resiliparse", 2)

@@ -317,3 +317,25 @@ def test_boilerplate_patterns_match_what_the_single_pattern_matched() -> None:
         assert fast_text._boilerplate(text, has_digit) == expected, text
         matched += expected
     assert 0.1 * len(texts) < matched < 0.9 * len(texts)  # both outcomes well represented
+
+
+@needs_resiliparse
+def test_nested_paragraphs_are_read_within_a_budget_and_get_version_1_text() -> None:
+    """Version 2 reads each paragraph element's whole text; n nested ones cost n² (a 520 KB
+    page of nested blockquotes took 77 s, version 1 0.03 s). Past the budget the region search
+    gives up and the page gets version 1's text."""
+    from nearduppipe.fingerprint.fast_text import (
+        REGION_TEXT_BUDGET,
+        main_text,
+        region_html,
+        require,
+    )
+
+    lexbor = require()[4]
+    nested = (
+        "<html><body>" + "<blockquote>Some words of a paragraph, with commas, long enough. " * 400
+    )
+    assert region_html(lexbor(nested), REGION_TEXT_BUDGET * len(nested)) is None
+    flat = "<html><body>" + "<p>Some words of a paragraph, with commas, long enough.</p>" * 400
+    assert region_html(lexbor(flat), REGION_TEXT_BUDGET * len(flat)) is not None
+    assert main_text(nested, 10_000, version=2) == main_text(nested, 10_000, version=1)

@@ -38,6 +38,12 @@ def write_rule(store: str, raw: str) -> None:
         '{"similarity": 0.9}',
         "{not json",
         '{"radius": 8, "extraction": 9}',
+        '{"radius": 1e400}',  # (OverflowError: was a traceback)
+        '{"radius": 8, "extraction": 1e400}',
+        '{"radius": 8, "extraction": 2.5}',  # (were read as a version: 2, 1, 2, the newest)
+        '{"radius": 8, "extraction": true}',
+        '{"radius": 8, "extraction": "2"}',
+        '{"radius": 8, "extraction": 0}',
     ],
 )
 def test_a_damaged_recorded_rule_is_one_line(store_uri: str, raw: str) -> None:
