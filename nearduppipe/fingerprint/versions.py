@@ -11,7 +11,8 @@ on it. A store that records no version was made before versions: version 1.
 
   1. resiliparse's reduced HTML cleaned block by block (releases up to 0.2, and every
      resiliparse store that records no version);
-  2. the same, with the cleaning of version 2 (:data:`.fast_text.V2`).
+  2. the article's region found first (:func:`.fast_text.region_html`), then cleaned as
+     version 1; version 1's text where no region keeps 200 characters.
 """
 
 from __future__ import annotations
