@@ -133,7 +133,7 @@ class NearDupRuntime:
             config.min_text_length,
             config.keep_text,
             require_extractor(config.rule.extractor),  # (validated by the settings already)
-            self.store.rule.extraction,  # the store's: a store made before a newer one keeps its
+            self.store.rule.extraction,  # (the store's own: its pages were extracted so)
         )
         self.job = job_id(crawler.settings.get("JOBDIR"))
         self.dedup = Deduplicator(self.store, self.job)
