@@ -30,7 +30,7 @@ from .text import (
     normalise_whitespace,
     require_extractor,
 )
-from .versions import extraction_versions, latest_extraction
+from .versions import settled_extraction
 
 __all__ = [
     "FingerprintParams",
@@ -58,10 +58,7 @@ class FingerprintParams:
     def __post_init__(self) -> None:
         # an unknown name or a missing extra fails here, when a crawl builds its parameters
         require_extractor(self.extractor)
-        if self.extraction == 0:
-            object.__setattr__(self, "extraction", latest_extraction(self.extractor))
-        elif self.extraction not in extraction_versions(self.extractor):
-            raise ValueError(f"unknown extraction version {self.extraction!r} of {self.extractor}")
+        object.__setattr__(self, "extraction", settled_extraction(self.extractor, self.extraction))
 
 
 class Fingerprinted(NamedTuple):

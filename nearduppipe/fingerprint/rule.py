@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .versions import extraction_versions, latest_extraction
+from .versions import latest_extraction, settled_extraction
 
 __all__ = ["PAPER_RULE", "Fingerprints", "Rule", "distances", "wide_threshold"]
 
@@ -90,13 +90,7 @@ class Rule:
             raise ValueError(
                 f"extractor must be trafilatura or resiliparse, not {self.extractor!r}"
             )
-        if self.extraction == 0:
-            object.__setattr__(self, "extraction", latest_extraction(self.extractor))
-        elif self.extraction not in extraction_versions(self.extractor):
-            raise ValueError(
-                f"extraction version of {self.extractor} must be one of "
-                f"{list(extraction_versions(self.extractor))}, not {self.extraction!r}"
-            )
+        object.__setattr__(self, "extraction", settled_extraction(self.extractor, self.extraction))
         if self.scope not in ("global", "domain", "host"):
             raise ValueError(f"scope must be global, domain or host, not {self.scope!r}")
         if self.similarity is not None and not (

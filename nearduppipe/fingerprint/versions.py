@@ -17,7 +17,7 @@ on it. A store that records no version was made before versions: version 1.
 
 from __future__ import annotations
 
-__all__ = ["EXTRACTIONS", "extraction_versions", "latest_extraction"]
+__all__ = ["EXTRACTIONS", "extraction_versions", "latest_extraction", "settled_extraction"]
 
 # every version any extractor has (what a recorded rule may name)
 EXTRACTIONS = frozenset({1, 2})
@@ -37,3 +37,16 @@ def extraction_versions(extractor: str) -> tuple[int, ...]:
 def latest_extraction(extractor: str) -> int:
     """The version new stores, batch runs without a store and ``fingerprint`` use."""
     return extraction_versions(extractor)[-1]
+
+
+def settled_extraction(extractor: str, asked: int) -> int:
+    """``asked`` (0: the extractor's newest) as a version ``extractor`` has; :class:`ValueError`
+    for one it has not (a rule and a crawl's parameters settle it alike)."""
+    if asked == 0:
+        return latest_extraction(extractor)
+    if asked not in extraction_versions(extractor):
+        raise ValueError(
+            f"extraction version of {extractor} must be one of "
+            f"{list(extraction_versions(extractor))}, not {asked!r}"
+        )
+    return asked
