@@ -103,6 +103,8 @@ def crawl_together(
     if not stagger:
         deadline = time.monotonic() + 120
         while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+            if any(proc.poll() is not None for proc, _ in started):
+                break  # (one ended before its start: the others need not wait the 120 s)
             time.sleep(0.05)
         go.touch()
     return [finish(*p) for p in started]

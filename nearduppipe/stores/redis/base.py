@@ -197,9 +197,11 @@ class RedisBase(Store):
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
         return {k.decode(): v.decode() for k, v in raw.items()}
 
-    def _lost_keys(self, meta: dict[str, str]) -> None:
+    def _lost_keys(self, meta: dict[str, str]) -> dict[str, str]:
         """Refuse a store the server lost part of: other keys without a meta, or a meta
-        without a format (counters re-created by an older client's writes after a loss)."""
+        without a format (counters re-created by an older client's writes after a loss).
+        Returns the meta to open: the one read, or one another writer created since an empty
+        read (crawlers started together on a new prefix: the keys found are its)."""
         if not meta:
             others = sorted({*rk.store_keys(self.prefix)[1:], *rk.store_keys3(self.prefix)[1:]})
             flags = self._client.pipeline(transaction=False)
@@ -208,13 +210,15 @@ class RedisBase(Store):
             left = [name for name, n in zip(others, flags.execute(), strict=True) if n]
             left += buckets.existing(self._client, self.prefix)
             if left:
-                raise lost_at_open(self._where(), self._k("meta"), left)
-        elif "format" not in meta:
+                meta = self._meta()
+                if not meta:
+                    raise lost_at_open(self._where(), self._k("meta"), left)
+        if meta and "format" not in meta:
             raise lost_at_open(self._where(), self._k("meta"), [])
+        return meta
 
     def _open_meta(self, rule: Rule | None, blocks: int | None) -> None:
-        meta = self._meta()
-        self._lost_keys(meta)
+        meta = self._lost_keys(self._meta())
         if meta.get("cluster") == "1" or "shard_of" in meta:
             raise StoreError(
                 f"{self._where()}: a Redis Cluster store (or one of its shards): open it with "
@@ -256,10 +260,12 @@ class RedisBase(Store):
             init = self._client.register_script(_INIT_LUA)
             keys = rk.store_keys3(self.prefix)
             flat = init(keys=keys, args=[x for kv in fields.items() for x in kv])
-            if flat == 0:  # (its other keys appeared meanwhile)
-                self._lost_keys({})
-                raise StoreError(f"{self._where()}: its keys changed while it was created")
-            meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+            if flat == 0:  # (its other keys appeared meanwhile: a loss, or another writer's)
+                meta = self._lost_keys({})
+                if not meta:
+                    raise StoreError(f"{self._where()}: its keys changed while it was created")
+            else:
+                meta = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
         if "epoch" not in meta:
             raise StoreError(
                 f"{self._where()}: a store without a log (written by an unreleased "

@@ -148,6 +148,26 @@ def _lost_shards(client: Any, where: str, prefix: str, shards: int | None) -> No
         raise lost_at_open(where, rk.key(prefix, "meta"), left)
 
 
+def _read_meta(client: Any, key: str) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in client.hgetall(key).items()}
+
+
+def _new_or_raced(
+    client: Any, where: str, prefix: str, shards: int | None, key: str
+) -> dict[str, str]:
+    """With no ``{P}:meta`` read: ``{}`` for a new store; the meta another writer created
+    since that read (crawlers started together on a new prefix: the keys found are its);
+    a :class:`StoreError` if keys of a lost store remain without one."""
+    try:
+        _lost_shards(client, where, prefix, shards)
+    except StoreError:
+        meta = _read_meta(client, key)
+        if not meta:
+            raise
+        return meta
+    return {}
+
+
 def open_meta(
     client: Any,
     where: str,
@@ -163,8 +183,9 @@ def open_meta(
     and whether the store exists. A contradicting rule is refused as by the single-node store;
     a format-2 store (an earlier release's) with the command that migrates it."""
     key = rk.key(prefix, "meta")
-    raw = client.hgetall(key)
-    meta = {k.decode(): v.decode() for k, v in raw.items()}
+    meta = _read_meta(client, key)
+    if not meta:
+        meta = _new_or_raced(client, where, prefix, shards, key)
     if meta and meta.get("cluster") != "1" and "format" in meta:
         raise StoreError(
             f"{where}: a single-node Redis store is at this prefix: open it with redis://"
@@ -184,7 +205,6 @@ def open_meta(
             "(format 3; a newer one wrote it?)"
         )
     if not meta:
-        _lost_shards(client, where, prefix, shards)
         rule = rule or Rule()
         layout = _layout(where, rule, blocks)
         n = DEFAULT_SHARDS if shards is None else shards
