@@ -4,9 +4,12 @@ scheduler at ``--scheduler ADDRESS``.
 
 - fingerprint map: one future per split of each input (:func:`.split_task.read_split`),
   so the inputs must be readable under the same name on every worker;
-- join: a dask DataFrame of the representatives' fingerprints, exploded under every table's
-  key, shuffled by ``(table, key)`` and joined in each partition with the 512-bit verdict
-  (:func:`.engine_frames.pairs_frame`); the near pairs come back to the driver;
+- join: up to ``broadcast_bytes`` of representatives (default 1 GiB, as Spark's: 14 M with
+  their 512-bit words, 119 M without), their arrays scattered to every worker once
+  (``broadcast=True``) and one task per slice of rows running the local engine's exact search
+  for its rows (:mod:`.sliced`); beyond, a dask DataFrame of them, exploded under every
+  table's key, shuffled by ``(table, key)`` and joined in each partition with the 512-bit
+  verdict (:func:`.engine_frames.pairs_frame`); the near pairs come back to the driver;
 - output: one future per split again (:func:`.write_task.write_split`), whose part of ``-o``
   the driver writes in input order.
 """
@@ -31,6 +34,7 @@ from .engine_frames import (
     pairs_frame,
     shuffle_partitions,
 )
+from .sliced import BROADCAST_BYTES, frame_arrays, slice_pairs, slices
 from .split_task import SplitResult, Wants, read_split
 from .splits import Split
 from .write_task import WriteResult, WriteTask, write_split
@@ -51,7 +55,8 @@ class DaskEngine(FrameSearch):
     """``scheduler``: a scheduler address (``tcp://host:8786``), or None for a LocalCluster
     of ``workers`` single-threaded worker processes (default 2), closed by :meth:`close`;
     ``memory_limit`` per worker (``"4GiB"``; default: the machine's memory over the workers),
-    beyond which a worker spills and then restarts."""
+    beyond which a worker spills and then restarts. ``broadcast_bytes``: the largest join
+    sent whole to every worker (:mod:`.sliced`); larger ones shuffle (0: always)."""
 
     name = "dask"
 
@@ -61,6 +66,7 @@ class DaskEngine(FrameSearch):
         workers: int | None = None,
         blocks: int | None = None,
         memory_limit: str | None = None,
+        broadcast_bytes: int = BROADCAST_BYTES,
     ) -> None:
         try:
             importlib.import_module("dask.dataframe")
@@ -89,6 +95,7 @@ class DaskEngine(FrameSearch):
             self.client = distributed.Client(scheduler)
         self.cores = max(1, sum(self.client.nthreads().values()))  # (sizes the splits)
         self.blocks = blocks
+        self.broadcast_bytes = broadcast_bytes
 
     def read(
         self, splits: list[Split], fields: Fields, params: FingerprintParams, wants: Wants
@@ -108,6 +115,31 @@ class DaskEngine(FrameSearch):
             future.release()
 
     def _join(self, frame: Any, rule: Rule, split: int | None) -> np.ndarray:
+        size = int(frame.memory_usage(index=False).sum())
+        if size <= self.broadcast_bytes:
+            return self._sliced(frame, rule, split)
+        return self._shuffled(frame, rule, split)
+
+    def _sliced(self, frame: Any, rule: Rule, split: int | None) -> np.ndarray:
+        """The frame's arrays scattered to every worker, one task per slice of rows
+        (:mod:`.sliced`), as Spark's broadcast join."""
+        # (one future for the three arrays: a list is scattered element by element; not
+        # hashed: tokenizing a GB of arrays costs more than sending them)
+        (shared,) = self.client.scatter([frame_arrays(frame)], broadcast=True, hash=False)
+        rows = len(frame) if split is None else len(frame) - split
+        ranges = slices(rows, 2 * self.cores)
+        futures = [
+            self.client.submit(slice_pairs, shared, rule, lo, hi, split, pure=False)
+            for lo, hi in ranges
+        ]
+        try:
+            found = self.client.gather(futures)
+        finally:
+            for future in (*futures, shared):
+                future.release()
+        return sort_pairs(found)
+
+    def _shuffled(self, frame: Any, rule: Rule, split: int | None) -> np.ndarray:
         dd: Any = importlib.import_module("dask.dataframe")
         pd: Any = importlib.import_module("pandas")
 

@@ -140,10 +140,15 @@ class FeedReader:
             need_zstandard(self.path)  # (before the file is opened)
         if opened is None:
             self._raw: IO[bytes] = self.path.open("rb")
-            self._file = decompressed(self._raw, compression, self.path)
         else:
             self._raw, self._file = opened
-        self.size = self.path.stat().st_size
+        try:
+            if opened is None:
+                self._file = decompressed(self._raw, compression, self.path)
+            self.size = self.path.stat().st_size
+        except BaseException:  # (a file deleted once opened, a URL's connection dropped)
+            self._raw.close()
+            raise
         self.fields: list[str] = []  # CSV: the header; others: filled as records are read
 
     def position(self) -> int:

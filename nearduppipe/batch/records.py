@@ -28,7 +28,7 @@ an output with a WARC input is JSON lines.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -57,8 +57,9 @@ from .inputs import Input, check_extras, sources_of
 from .keep import KEEP_RULES, keep_groups
 from .near import NearPairs
 from .precomputed import DEFAULT_FIELD
-from .splits import plan_splits
-from .walk import Walk
+from .split_task import SplitResult
+from .splits import Split, plan_splits
+from .walk import Walk, read_splits
 from .write_task import text_clusters, write_pass
 
 __all__ = ["DedupResult", "MissingFieldError", "dedup_records"]
@@ -186,7 +187,11 @@ def dedup_records(
     splits = plan_splits(sources, engine.cores)
     total_size = sum(s.path.stat().st_size for s in sources)
     bar = bar_of(total=total_size, desc="fingerprinting", unit="B", unit_scale=True)
-    for split, result in zip(splits, engine.read(splits, fields, params, walk.wants), strict=True):
+
+    def run(todo: list[Split]) -> Iterator[SplitResult]:
+        return engine.read(todo, fields, params, walk.wants)
+
+    for split, result in read_splits(run, splits, walk):
         walk.add(split, result)
         bar.update(min(walk.read, total_size) - bar.n)
     bar.update(total_size - bar.n)

@@ -119,9 +119,11 @@ def open_split(
         return open_input(source, fields.key, fields.html, payload, limit)
     number = mark("L")
     if split.how == "members":
-        return WarcReader(
+        warc = WarcReader(
             source.path, fields.key, fields.html, payload, limit, split=split, number=number
         )
+        warc.bounds = bounds  # (noted as it reads: also when it stops at an error)
+        return warc
     raw = source.path.open("rb")
     try:
         if split.how == "lines":
@@ -130,11 +132,11 @@ def open_split(
         else:
             chunks = zstd_chunks(raw, split, str(source.path), bounds)
         stream: IO[bytes] = io.BufferedReader(ChunkStream(region(chunks, split.first)), 1 << 16)
-    except BaseException:
+        opened = (raw, stream)
+        reader = FeedReader(source.path, "jsonl", None, limit, opened=opened, number=number)
+    except BaseException:  # (the file's size asked after it was opened: it may fail)
         raw.close()
         raise
-    opened = (raw, stream)
-    reader = FeedReader(source.path, "jsonl", None, limit, opened=opened, number=number)
     reader.at_start = split.start == 0  # (the file's own first line: a BOM there is skipped)
     return reader
 
@@ -156,8 +158,6 @@ def read_split(
             out.ignored.update(getattr(reader, "skipped", {}))
             out.units = getattr(reader, "lines", 0) or getattr(reader, "records", 0)
             out.read = reader.position()
-        if isinstance(reader, WarcReader) and split.how == "members":
-            bounds = reader.bounds
     except (FeedError, MixedFingerprintsError) as e:
         out.error = e
     except OSError as e:  # (the line the driver would give: cli/dedup_cmd.py)

@@ -12,17 +12,21 @@ and the driver reads none (it only asks each input's size).
   preceding newline lies in its frames' decompressed bytes, reading on into the next frames
   only to finish its last line (frames are cut anywhere: a line may straddle frames);
 - **WARC.gz** (``members``): a split owns the records whose gzip member starts in it; its task
-  finds its first member (the gzip magic, decompressing to ``WARC/``);
+  finds its first member (the gzip magic, decompressing to ``WARC/``; empty members before it
+  are its record's, as warcio counts offsets);
 - anything else (``whole``): one task reads the input: a gzip stream (it cannot be entered
   mid-stream), JSON arrays, CSV and XML (a record cannot be told from its bytes), an
   uncompressed WARC, a stream over http(s). A zstd file of one frame, or a ``.warc.gz`` of one
   member, has its one frame (member) read by one split's task.
 
 Each task reports where its first record started and where the next split's first record
-starts (found reading its last record through): the driver checks that they meet, so a
-boundary found by a magic number inside compressed data (for zstd the first block must
-decompress to text too; a ``.warc.gz`` record whose payload is a ``.warc.gz`` passes) stops the
-run rather than read a record twice.
+starts (found reading its last record through): the driver checks that they meet. A boundary
+found by a magic number inside compressed data (for zstd the first block must decompress to
+text too; a ``.warc.gz`` archived in a ``.warc.gz`` passes: deflate stores its members byte for
+byte) does not meet the split before's word, which is taken (that split started at a true
+boundary, the first at the file's start): the driver has the split read again from there
+(:func:`.walk.read_splits`), and stops the run only if they disagree still, rather than read a
+record twice.
 
 Numbers in messages (``line 12``, ``record 3``) are counted within a split; a task marks them
 (:func:`mark`) and the driver renumbers them (:func:`renumber`) once it knows the counts of the
@@ -335,10 +339,20 @@ def member_start(raw: IO[bytes], split: Split) -> int | None:
     if split.start == 0:
         return 0
 
-    def valid(head: bytes) -> bool:
-        try:
-            return zlib.decompressobj(31).decompress(head, 16).startswith(b"WARC/")
-        except zlib.error:
-            return False
+    return find_start(raw, split.start, split.end, _GZIP_MAGIC, _warc_members)
 
-    return find_start(raw, split.start, split.end, _GZIP_MAGIC, valid)
+
+def _warc_members(head: bytes) -> bool:
+    """Whether gzip members start ``head``, the first that is not empty decompressing to a
+    WARC record: an empty member (a writer's flush) belongs to the record after it, as warcio
+    counts record offsets (the split before names its start as the next record's)."""
+    try:
+        while head:
+            member = zlib.decompressobj(31)
+            out = member.decompress(head, 16)
+            if out or not member.eof:
+                return out.startswith(b"WARC/")
+            head = member.unused_data
+    except zlib.error:
+        pass
+    return False

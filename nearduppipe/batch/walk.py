@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
 import numpy as np
 
@@ -13,7 +15,7 @@ from ..fingerprint.rule import Rule
 from .split_task import NAMED, SplitResult, Wants
 from .splits import Split, SplitBoundaryError, renumber
 
-__all__ = ["Walk"]
+__all__ = ["Walk", "read_splits"]
 
 MAX_NAMES = 10_000
 
@@ -84,6 +86,22 @@ class Walk:
         for name in result.oversized[: NAMED - len(self.oversized)]:
             self.oversized.append(renumber(name, lines, records))
 
+    def restart(self, split: Split, result: SplitResult) -> Split | None:
+        """The split to read again, from where the split before said the next record starts,
+        when its task found another first record (a zstd frame's or gzip member's magic number
+        inside another's data: an archived ``.warc.gz`` in a ``.warc.gz``, or no first
+        record there); None when it agrees. The split before was read from a true start (the
+        first from the file's), so its word is taken; the split read again stops the run if it
+        disagrees still (:meth:`add`)."""
+        if split.how not in ("zstd", "members") or split.n != self._input:
+            return None
+        expected = self._next_at
+        if expected is None or expected == split.start or result.first_at == expected:
+            return None
+        if result.first_at is None and not split.start <= expected < split.end:
+            return None  # (no record starts in it: the one before runs past it)
+        return replace(split, start=min(expected, split.end))
+
     def _check_bounds(self, split: Split, result: SplitResult) -> None:
         """Each split starts where the one before said the next record starts (.splits)."""
         if split.how not in ("zstd", "members"):
@@ -112,3 +130,18 @@ def _merged(ids: array[int], names: dict[str, int], table: dict[str, int]) -> ar
     out = array("i")
     out.frombytes(mapped.tobytes())
     return out
+
+
+def read_splits(
+    run: Callable[[list[Split]], Iterable[SplitResult]], splits: list[Split], walk: Walk
+) -> Iterator[tuple[Split, SplitResult]]:
+    """Each split with its result, in order, as :meth:`Walk.add` takes them: ``run`` is the
+    engine's map; a split whose task started at a false first record (:meth:`Walk.restart`)
+    is run again, alone, and replaces its entry in ``splits``: pass 2 reads what pass 1 read.
+    The caller adds each result to ``walk`` before taking the next."""
+    for k, (split, result) in enumerate(zip(splits, run(list(splits)), strict=True)):
+        again = walk.restart(split, result)
+        if again is not None:
+            split = splits[k] = again
+            (result,) = list(run([again]))
+        yield split, result

@@ -100,12 +100,16 @@ class WarcReader:
         self.key_field = key_field
         self.html_field = html_field
         self.payload = payload
-        self._file: IO[bytes] = self.path.open("rb")
-        self.size = self.path.stat().st_size
         self.fields: list[str] = []
         self.skipped: Counter[str] = Counter()
-        if split is None or split.start == 0:
-            self._check_start()
+        self._file: IO[bytes] = self.path.open("rb")
+        try:
+            self.size = self.path.stat().st_size
+            if split is None or split.start == 0:
+                self._check_start()
+        except BaseException:  # (a file deleted once opened, a URL's connection dropped)
+            self.close()
+            raise
 
     def _check_start(self) -> None:
         """A file that does not start as a WARC does (``WARC/1.x``, plain or in a gzip member)

@@ -311,16 +311,24 @@ def test_dask_returns_what_the_local_engine_returns(
 
 
 def _joins(spark: Any, dask: Any) -> Iterator[tuple[Any, str]]:
-    """Each engine's joins: Spark's broadcast one (.sliced: the frame under its limit) and
-    its shuffle (a limit of 0 bytes), Dask's shuffle."""
-    yield spark, "broadcast"
-    limit = spark.broadcast_bytes
-    spark.broadcast_bytes = 0
-    try:
-        yield spark, "shuffle"
-    finally:
-        spark.broadcast_bytes = limit
-    yield dask, "shuffle"
+    """Each engine's joins: its broadcast one (.sliced: the frame under its limit) and its
+    shuffle (a limit of 0 bytes), each checked to be the one that ran."""
+    for engine in (spark, dask):
+        ran: list[str] = []
+        sliced, shuffled = engine._sliced, engine._shuffled
+        engine._sliced = lambda *a, _f=sliced, _r=ran: _r.append("broadcast") or _f(*a)
+        engine._shuffled = lambda *a, _f=shuffled, _r=ran: _r.append("shuffle") or _f(*a)
+        limit = engine.broadcast_bytes
+        try:
+            yield engine, "broadcast"
+            assert ran and set(ran) == {"broadcast"}, (engine.name, ran)
+            ran.clear()
+            engine.broadcast_bytes = 0
+            yield engine, "shuffle"
+            assert ran and set(ran) == {"shuffle"}, (engine.name, ran)
+        finally:
+            engine.broadcast_bytes = limit
+            del engine._sliced, engine._shuffled
 
 
 @pytest.mark.engine
