@@ -12,7 +12,14 @@ alone), ``page``/``items``/``mark`` (the add-on, both verdicts set to the mode).
 CPU is that of the process tree (this process, its worker processes, and any child already
 reaped), read with psutil over a window that starts when the ``WARM_PAGES``-th page has been
 downloaded and ends when the crawl is idle: start-up (imports, worker processes loading their
-dictionaries) and shut-down are outside it, so the figure is the steady per-page cost.
+dictionaries) and shut-down are outside it, so the figure is the steady per-page cost. The
+crawl process's CPU over the window is also split by thread (psutil): ``main`` (the event loop:
+Scrapy, the spider and nearduppipe's middlewares), ``pool`` (the process pool's threads in the
+crawl process: sending pages, receiving results), ``store`` (nearduppipe's thread pool: the
+store checks) and ``other``.
+
+``CRAWL_PACKAGE_ROOT``: import nearduppipe from that checkout instead of this one (crawl.py
+``--compare``: the same harness measures an older checkout).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import psutil
 import scrapy
 from scrapy.crawler import CrawlerProcess
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, os.environ.get("CRAWL_PACKAGE_ROOT") or str(Path(__file__).resolve().parents[1]))
 from nearduppipe import extract_text
 
 
@@ -89,6 +96,39 @@ def tree_cpu() -> float:
         total += t.user + t.system
     t = me.cpu_times()
     return total + t.user + t.system + t.children_user + t.children_system
+
+
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """Each thread of this process: (its group, user + system CPU seconds); see the module
+    docstring for the groups."""
+    import threading
+
+    groups: dict[int | None, str] = {}
+    for t in threading.enumerate():
+        target = getattr(t, "_target", None)
+        where = getattr(target, "__module__", "") or ""
+        if t is threading.main_thread():
+            groups[t.native_id] = "main"
+        elif where.startswith("pebble") or where.endswith("runtime.channel"):
+            groups[t.native_id] = "pool"
+        elif t.name.startswith("nearduppipe_"):
+            groups[t.native_id] = "store"
+    return {
+        t.id: (groups.get(t.id, "other"), t.user_time + t.system_time)
+        for t in psutil.Process().threads()
+    }
+
+
+def threads_between(
+    a: dict[int, tuple[str, float]], b: dict[int, tuple[str, float]]
+) -> dict[str, float]:
+    """CPU seconds by thread group between two :func:`thread_cpu` readings (a thread's group
+    as last seen; threads that ended between them are not counted)."""
+    out: dict[str, float] = {"main": 0.0, "pool": 0.0, "store": 0.0, "other": 0.0}
+    for tid, (group, cpu) in b.items():
+        before = a.get(tid)
+        out[group] += cpu - (before[1] if before is not None else 0.0)
+    return out
 
 
 def settings_for(mode: str, store: str) -> dict[str, Any]:
@@ -152,6 +192,7 @@ def main() -> None:
     crawler = process.create_crawler(BenchSpider)
     marks: dict[str, float] = {}
     downloaded = [0]
+    threads: list[dict[int, tuple[str, float]]] = [{}, {}]
 
     def opened() -> None:
         marks["open"] = time.perf_counter()
@@ -160,6 +201,7 @@ def main() -> None:
         downloaded[0] += 1
         if downloaded[0] == warm + 1:  # the index page, then ``warm`` pages
             marks["t1"], marks["cpu1"], marks["own1"] = time.perf_counter(), tree_cpu(), own_cpu()
+            threads[0] = thread_cpu()
 
     def idle() -> None:  # the last idle before the close is the end of the window
         marks["t2"], marks["cpu2"], marks["own2"], marks["pages2"] = (
@@ -168,6 +210,7 @@ def main() -> None:
             own_cpu(),
             downloaded[0],
         )
+        threads[1] = thread_cpu()
 
     def closed() -> None:
         marks["close"] = time.perf_counter()
@@ -207,6 +250,10 @@ def main() -> None:
                 "own_cpu_ms_per_page": 1000 * (marks["own2"] - marks["own1"]) / window_pages,
                 "store_ms_per_check": 1000 * _store_cpu[0] / max(1, _store_cpu[1]),
                 "store_ms_per_page": 1000 * _store_cpu[0] / max(1, responses),
+                "thread_ms_per_page": {
+                    group: 1000 * cpu / window_pages
+                    for group, cpu in threads_between(threads[0], threads[1]).items()
+                },
                 "dropped": stats.get("neardup/dropped", 0),
                 "timeouts": stats.get("neardup/skipped/timeout", 0),
                 "items": stats.get("item_scraped_count", 0),

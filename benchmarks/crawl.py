@@ -21,7 +21,14 @@ Each crawl runs in its own process; the HTTP server runs in this one, so its CPU
 counted. The modes alternate within each round (rotated, so none always runs first), and the
 figures are medians over the rounds: pages/s, CPU ms per page of the crawl's process tree
 (psutil, steady state after the first ``--warm`` pages), nearduppipe's added CPU per page (the
-mode's minus ``none``'s, per round, then the median) and pages/s against ``none``.
+mode's minus ``none``'s, per round, then the median) and pages/s against ``none``. The crawl
+process's CPU is split by thread (``main``: the event loop; ``pool``: the process pool's threads;
+``store``: the store checks' threads; see _crawl_worker.py).
+
+``--compare CHECKOUT``: each mode but ``none`` also runs with nearduppipe imported from another
+checkout (labelled ``MODE@old``), alternating with this one within each round, and the new/old
+ratios are computed per round, then the median: old and new code measured in one run, under
+the same load. Make the checkout with ``git archive <commit> | tar -x -C CHECKOUT``.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from pages import make_site
 from real_pages import make_real_site
@@ -137,17 +145,28 @@ def main() -> None:
     ap.add_argument("--modes", default="none,default,resiliparse")
     ap.add_argument("--warm", type=int, default=100, help="pages before the CPU window opens")
     ap.add_argument(
+        "--compare",
+        metavar="CHECKOUT",
+        help="also run each mode (but none) with nearduppipe from this checkout, as MODE@old",
+    )
+    ap.add_argument(
         "--no-stages",
         action="store_true",
         help="skip timing extraction + fingerprints on the site's pages before the crawls",
     )
     args = ap.parse_args()
     modes = args.modes.split(",")
+    # (label, mode, the checkout nearduppipe is imported from; None: this one)
+    runs: list[tuple[str, str, str | None]] = []
+    for m in modes:
+        runs.append((m, m, None))
+        if args.compare and m != "none":
+            runs.append((f"{m}@old", m, str(Path(args.compare).resolve())))
     print(f"machine: {machine()}; load averages at start: {load()}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "site"
         root.mkdir()
-        results: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
+        results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in runs}
         with serve_directory(root) as base:
             if args.site == "real-set":
                 distinct = make_real_set_site(root, args.pages, base)
@@ -172,7 +191,10 @@ def main() -> None:
                         flush=True,
                     )
             for r in range(args.rounds):
-                for mode in modes[r % len(modes) :] + modes[: r % len(modes)]:
+                for label, mode, checkout in runs[r % len(runs) :] + runs[: r % len(runs)]:
+                    env = dict(os.environ)
+                    if checkout is not None:
+                        env["CRAWL_PACKAGE_ROOT"] = checkout
                     out = subprocess.run(
                         [
                             sys.executable,
@@ -185,19 +207,24 @@ def main() -> None:
                         capture_output=True,
                         text=True,
                         timeout=1800,
+                        env=env,
                     )
                     if out.returncode:
-                        raise SystemExit(f"{mode} crawl failed:\n{out.stderr[-4000:]}")
+                        raise SystemExit(f"{label} crawl failed:\n{out.stderr[-4000:]}")
                     res = json.loads(out.stdout.strip().splitlines()[-1])
                     res["round"] = r
-                    results[mode].append(res)
+                    results[label].append(res)
+                    threads = ", ".join(
+                        f"{k} {v:.2f}" for k, v in res["thread_ms_per_page"].items()
+                    )
                     print(
-                        f"  round {r + 1} {mode:11s} {res['responses']} pages in "
+                        f"  round {r + 1} {label:11s} {res['responses']} pages in "
                         f"{res['seconds']:.1f} s = {res['pages_per_s']:.0f} pages/s; window "
                         f"{res['window_pages_per_s']:.0f} pages/s, {res['cpu_ms_per_page']:.1f} "
                         f"ms CPU per page ({res['own_cpu_ms_per_page']:.1f} in the crawl process) (reached spider: {res['reached_spider']}, dropped: "
                         f"{res['dropped']}, timed out: {res['timeouts']}, items: {res.get('items', 0)}; store checks "
-                        f"{res['store_ms_per_page']:.2f} ms per page); load {load()}",
+                        f"{res['store_ms_per_page']:.2f} ms per page; crawl process by thread: {threads} ms "
+                        f"per page); load {load()}",
                         flush=True,
                     )
     print(f"load averages at end: {load()}")
@@ -208,6 +235,10 @@ def main() -> None:
             f"  {m:11s} {med(r['window_pages_per_s'] for r in rs):6.0f} pages/s "
             f"{med(r['cpu_ms_per_page'] for r in rs):6.1f} ms CPU per page"
         )
+        threads = {
+            k: med(r["thread_ms_per_page"][k] for r in rs) for k in rs[0]["thread_ms_per_page"]
+        }
+        line += " (crawl process: " + ", ".join(f"{k} {v:.2f}" for k, v in threads.items()) + ")"
         if m != "none" and "none" in results:
             base_rs = {r["round"]: r for r in results["none"]}
             added = med(r["cpu_ms_per_page"] - base_rs[r["round"]]["cpu_ms_per_page"] for r in rs)
@@ -215,14 +246,17 @@ def main() -> None:
                 r["window_pages_per_s"] / base_rs[r["round"]]["window_pages_per_s"] for r in rs
             )
             line += f"; added {added:5.1f} ms per page"
-            if m in TARGETS:
-                ok = "met" if added <= TARGETS[m] else "NOT met"
-                line += f" (target <= {TARGETS[m]:.0f}: {ok})"
+            kind = m.removesuffix("@old")
+            if kind in TARGETS:
+                ok = "met" if added <= TARGETS[kind] else "NOT met"
+                line += f" (target <= {TARGETS[kind]:.0f}: {ok})"
             line += f"; pages/s {ratio:.2f}x none"
-            if m in RATIO_TARGETS:
-                ok = "met" if ratio >= RATIO_TARGETS[m] else "NOT met"
-                line += f" (target >= {RATIO_TARGETS[m]:.2f}: {ok})"
+            if kind in RATIO_TARGETS:
+                ok = "met" if ratio >= RATIO_TARGETS[kind] else "NOT met"
+                line += f" (target >= {RATIO_TARGETS[kind]:.2f}: {ok})"
         print(line)
+    if args.compare:
+        compare(results)
     if not stage or "none" not in results:
         return
     print("added CPU per page by stage (medians of the rounds' differences to none):")
@@ -231,6 +265,13 @@ def main() -> None:
         if m == "none":
             continue
         extract = stage["resiliparse" if m.startswith("resiliparse") else "trafilatura"]
+        threads = {
+            k: med(
+                r["thread_ms_per_page"][k] - base_rs[r["round"]]["thread_ms_per_page"][k]
+                for r in rs
+            )
+            for k in rs[0]["thread_ms_per_page"]
+        }
 
         def added(r: dict[str, float], field: str) -> float:
             return r[field] - base_rs[r["round"]][field]
@@ -240,11 +281,41 @@ def main() -> None:
         workers = med(r["cpu_ms_per_page"] - r["own_cpu_ms_per_page"] for r in rs)
         store = med(r["store_ms_per_page"] for r in rs)
         beyond = med(added(r, "cpu_ms_per_page") - extract - r["store_ms_per_page"] for r in rs)
-        note = "" if m.endswith("-mark") else " (dropped pages skip the spider: less spider work)"
+        note = "" if "-mark" in m else " (dropped pages skip the spider: less spider work)"
         print(
             f"  {m:16s} added {total:5.1f} = extraction+fingerprints {extract:5.1f} + store "
             f"check {store:4.2f} + the rest {beyond:5.2f} ms{note}; in the crawl process "
-            f"{crawl:+5.2f} ms vs none, in the worker processes {workers:5.1f} ms"
+            f"{crawl:+5.2f} ms vs none ("
+            + ", ".join(f"{k} {v:+.2f}" for k, v in threads.items())
+            + f"), in the worker processes {workers:5.1f} ms"
+        )
+
+
+def compare(results: dict[str, list[dict[str, Any]]]) -> None:
+    """New against old (``--compare``), per round, then the median (range)."""
+    med = statistics.median
+
+    def spread(xs: list[float], f: str) -> str:
+        return f"{med(xs):{f}} ({min(xs):{f}}-{max(xs):{f}})"
+
+    print("this checkout against --compare's, per round (median (range) of the rounds):")
+    for label, rs in results.items():
+        old = {r["round"]: r for r in results.get(f"{label}@old", [])}
+        pairs = [(r, old[r["round"]]) for r in rs if r["round"] in old]
+        if not pairs:
+            continue
+        speed = [n["window_pages_per_s"] / o["window_pages_per_s"] for n, o in pairs]
+        cpu = [n["cpu_ms_per_page"] - o["cpu_ms_per_page"] for n, o in pairs]
+        own = [n["own_cpu_ms_per_page"] - o["own_cpu_ms_per_page"] for n, o in pairs]
+        threads = {
+            k: [n["thread_ms_per_page"][k] - o["thread_ms_per_page"][k] for n, o in pairs]
+            for k in pairs[0][0]["thread_ms_per_page"]
+        }
+        print(
+            f"  {label:16s} pages/s new/old {spread(speed, '.2f')}x; CPU per page new-old: "
+            f"tree {spread(cpu, '+.2f')} ms, crawl process {spread(own, '+.2f')} ms ("
+            + ", ".join(f"{k} {spread(v, '+.2f')}" for k, v in threads.items())
+            + ")"
         )
 
 
