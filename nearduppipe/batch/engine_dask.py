@@ -93,6 +93,8 @@ class DaskEngine(FrameSearch):
             self.client: Any = distributed.Client(self.cluster)
         else:
             self.client = distributed.Client(scheduler)
+        # (its own LocalCluster's workers write -o's parts to files the driver reads)
+        self.shares_files = self.cluster is not None
         self.cores = max(1, sum(self.client.nthreads().values()))  # (sizes the splits)
         self.blocks = blocks
         self.broadcast_bytes = broadcast_bytes

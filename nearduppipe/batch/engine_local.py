@@ -77,6 +77,7 @@ def _bounded_map(
 
 class LocalEngine:
     name = "local"
+    shares_files = True  # (its tasks write -o's parts to files the driver reads: .write_task)
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers

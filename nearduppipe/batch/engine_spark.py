@@ -99,6 +99,8 @@ class SparkEngine(FrameSearch):
         self.partitions = partitions  # None: by the join's size (shuffle_partitions)
         self.blocks = blocks
         self.broadcast_bytes = broadcast_bytes  # larger joins shuffle (0: always)
+        # (local[N]: the executors write -o's parts to files the driver reads, .write_task)
+        self.shares_files = str(self.spark.sparkContext.master).startswith("local")
 
     @property
     def cores(self) -> int:

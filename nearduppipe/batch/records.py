@@ -60,7 +60,7 @@ from .precomputed import DEFAULT_FIELD
 from .split_task import SplitResult
 from .splits import Split, plan_splits
 from .walk import Walk, read_splits
-from .write_task import text_clusters, write_pass
+from .write_task import parts_dir, text_clusters, write_pass
 
 __all__ = ["DedupResult", "MissingFieldError", "dedup_records"]
 
@@ -272,7 +272,10 @@ def dedup_records(
         first_format=sources[0].format,
     )  # fmt: skip
     bar = bar_of(total=n, desc="writing" if output else "reading keys", unit="rec")
-    keys, texts, kept = write_pass(engine.write, splits, walk.spans, what, output, bar)
+    with parts_dir(engine, output) as part_dir:  # (the parts on disk, not in memory)
+        keys, texts, kept = write_pass(
+            engine.write, splits, walk.spans, what, output, bar, part_dir
+        )
     bar.close()
     against_result = None
     if against is not None:

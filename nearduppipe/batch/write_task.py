@@ -6,18 +6,25 @@ the parts to ``-o`` in input order, as they are (:meth:`.feed_writer.FeedWriter.
 the format's header and end are its own, nothing is parsed), so ``-o`` is one file streamed
 from the tasks, byte for byte what one pass over every input writes.
 
-A part is held by its task until the driver takes it: the engines keep a few splits in
-flight (the local pool a window of them; Spark and Dask all of them, on the executors), and
-the driver one at a time.
+Where the tasks share the driver's file system (the local pool; Spark ``local[N]``; Dask's own
+LocalCluster: :func:`parts_dir`), a task writes its part to a file of a temporary folder and
+returns its name; the driver copies each file into ``-o`` a chunk at a time and deletes it, so
+no process holds a part in memory: the driver's peak no longer grows with the splits' size
+(the local pool keeps ``2 × cores + 1`` splits in flight: their parts wait on disk). Elsewhere
+(a cluster's executors) a part comes back as text, held by its task until the driver takes it
+(Spark and Dask run every split's task at once, on the executors), the driver one at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import numpy as np
 
@@ -31,9 +38,17 @@ from .split_task import open_split
 from .splits import Bounds, Split, renumber
 from .warc import locator
 
-__all__ = ["TEXT_SAMPLE_CHARS", "WriteResult", "WriteTask", "text_clusters", "write_split"]
+__all__ = [
+    "TEXT_SAMPLE_CHARS",
+    "WriteResult",
+    "WriteTask",
+    "parts_dir",
+    "text_clusters",
+    "write_split",
+]
 
 TEXT_SAMPLE_CHARS = 5000
+PART_CHUNK = 1 << 20  # characters of a part file copied to -o at a time
 PAIRS_WITH_TEXTS = 100  # the HTML report shows at most this many pairs side by side
 
 
@@ -56,11 +71,13 @@ class WriteTask:
     header: list[str]
     payload: bool  # a WARC record's page read (the texts of shown pairs)
     fingerprints: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (WARC: fp, wide, ok)
+    part_dir: str | None = None  # the part written to a file there (:func:`parts_dir`)
 
 
 @dataclass
 class WriteResult:
     part: str = ""
+    part_file: str | None = None  # (the part, written there: the driver copies and deletes it)
     kept: int = 0
     keys: dict[int, str] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
@@ -71,15 +88,19 @@ def write_split(task: WriteTask) -> WriteResult:
     """The split's kept records written as a part; keys and texts of its named records."""
     split, fields = task.split, task.fields
     out = WriteResult()
-    buf = io.StringIO(newline="")
+    buf: TextIO | None = None
     warc = split.source.is_warc
     writer = None
-    if task.out_fmt is not None and not warc:
-        writer = FeedWriter(buf, task.out_fmt, task.header, split.source.format, part=True)
-    # (JSON lines written as read: only the lines whose keys are needed are parsed again)
     lazy = split.source.format == "jsonl" and task.out_fmt in (None, "jsonl", "json")
     texts_of = replace(fields, fingerprint=None)  # (the texts, even of records carrying fps)
     try:
+        if task.part_dir is not None and task.out_fmt is not None:
+            out.part_file = os.path.join(task.part_dir, f"part-{split.n:06d}-{split.part:06d}")
+            buf = cast(TextIO, _PartFile(out.part_file))
+        else:
+            buf = io.StringIO(newline="")
+        if task.out_fmt is not None and not warc:
+            writer = FeedWriter(buf, task.out_fmt, task.header, split.source.format, part=True)
         with open_split(split, fields, Bounds(), task.payload) as reader:
             if isinstance(reader, FeedReader):
                 reader.lazy = lazy
@@ -110,8 +131,74 @@ def write_split(task: WriteTask) -> WriteResult:
         out.error = e
     except OSError as e:  # (the line the driver would give: cli/dedup_cmd.py)
         out.error = FeedError(f"{e.filename or split.source}: cannot read: {e.strerror or e}")
-    out.part = buf.getvalue()
+    finally:
+        if isinstance(buf, io.StringIO):
+            out.part = buf.getvalue()
+        try:
+            if buf is not None:
+                buf.close()
+        except FeedError as e:  # (the part's last bytes: the disk full)
+            out.error = out.error or e
     return out
+
+
+class _PartFile(io.TextIOBase):
+    """A part's file, written by its task: a failure to write it (the temporary folder's disk
+    full) is a :class:`FeedError` naming the folder, not an input that cannot be read."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self._file = self._call(_part_file, name, "w")
+
+    def _call(self, method: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return method(*args)
+        except OSError as e:
+            folder = os.path.dirname(self.name)
+            raise FeedError(
+                f"cannot write a part of the output in {folder} (the temporary folder: set "
+                f"TMPDIR to one with room): {e.strerror or e}"
+            ) from None
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return int(self._call(self._file.write, text))
+
+    def close(self) -> None:
+        if not self.closed and hasattr(self, "_file"):  # (not when it could not be opened)
+            try:
+                self._call(self._file.close)
+            finally:
+                super().close()
+
+
+def _part_file(name: str, mode: str) -> TextIO:
+    """A part file's text: the characters ``-o`` takes (a lone surrogate passes through, to
+    fail in ``-o`` as it did when parts were text)."""
+    return cast(TextIO, open(name, mode, encoding="utf-8", errors="surrogatepass", newline=""))
+
+
+@contextlib.contextmanager
+def parts_dir(engine: object, output: object) -> Iterator[str | None]:
+    """A temporary folder for the parts of ``-o`` when the engine's tasks share this machine's
+    file system (its ``shares_files``), removed with what is left in it; None otherwise, or
+    without ``-o`` (the parts' text then comes back with the results)."""
+    if output is None or not getattr(engine, "shares_files", False):
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="nearduppipe-parts-") as folder:
+        yield folder
+
+
+def _copy_part(writer: FeedWriter, name: str) -> None:
+    """A part file into ``-o``, a chunk at a time, then deleted."""
+    with _part_file(name, "r") as f:
+        while chunk := f.read(PART_CHUNK):
+            writer.write_part(chunk)
+    os.unlink(name)
 
 
 def text_clusters(label: np.ndarray) -> set[int]:
@@ -137,12 +224,14 @@ def write_pass(
     what: dict[str, Any],
     output: TextIO | None,
     bar: Any,
+    part_dir: str | None = None,
 ) -> tuple[dict[int, str], dict[str, str], int]:
     """Pass 2 on the driver: a task per split with something to do (records to write or
     named), ``run`` by the engine; parts written to ``output`` in input order. ``what``:
     ``label, named, dropped, shown, fingerprints (fp, wide, ok), fields, params, out_fmt,
-    header, keep_texts, first_format``. Returns the named records' keys, the shown texts and
-    the number of records kept."""
+    header, keep_texts, first_format``. ``part_dir``: the tasks write their parts there
+    (:func:`parts_dir`). Returns the named records' keys, the shown texts and the number of
+    records kept."""
     label, named, dropped = what["label"], what["named"], what["dropped"]
     n = len(label)
     kept_mask = (label == np.arange(n)) & ~dropped
@@ -161,7 +250,7 @@ def write_pass(
             WriteTask(
                 split, first, end - first, kept_mask[first:end], named[first:end],
                 what["shown"][first:end], what["fields"], what["params"], out_fmt,
-                what["header"], what["keep_texts"], fps,
+                what["header"], what["keep_texts"], fps, part_dir,
             )
         )  # fmt: skip
         at.append((lines, first, end - first))
@@ -174,7 +263,9 @@ def write_pass(
         if result.error is not None:
             e = result.error
             raise type(e)(renumber(str(e), lines, first))
-        if writer is not None:
+        if writer is not None and result.part_file is not None:
+            _copy_part(writer, result.part_file)
+        elif writer is not None:
             writer.write_part(result.part)
         keys.update(result.keys)
         texts.update(result.texts)
