@@ -29,9 +29,9 @@ from scrapy.http import HtmlResponse
 
 from .errors import NearDupError
 from .fingerprint.compact import encode_for
-from .fingerprint.page import fingerprint_html
 from .fingerprint.rule import Fingerprints
 from .runtime import NearDupRuntime
+from .runtime.body import page_call
 from .runtime.canonical import declared_key
 from .runtime.items import PageOfItems, html_digest
 from .runtime.verdict import skipped_verdict, verdict
@@ -146,15 +146,12 @@ class NearDupMiddleware:
             if declared is not None:
                 runtime.stats.inc_value("neardup/canonical/keyed")
                 key = declared
+        # (the body goes to the worker as bytes, decoded there: runtime/body.py)
+        fn, args = page_call(
+            response, url, runtime.params, pickled=runtime.executor.processes is not None
+        )
         try:
-            outcome = await runtime.check(
-                fingerprint_html,
-                response.text,
-                url,
-                runtime.params,
-                key=key,
-                source="pages",
-            )
+            outcome = await runtime.check(fn, *args, key=key, source="pages")
         except Exception as e:
             reason = runtime.error("pages", url, e)
             request.meta["neardup"] = skipped_verdict(key, reason)

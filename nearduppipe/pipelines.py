@@ -90,17 +90,11 @@ class NearDupPipeline:
         return cls(NearDupRuntime.for_crawler(crawler))
 
     async def process_item(self, item: Any, spider: Spider | None = None) -> Any:
-        turn = self.runtime.item_turns.take()  # (first: the order items arrive in)
-        try:
-            return await self._process(item, turn)
-        finally:
-            turn.done()
-
-    async def _process(self, item: Any, turn: Turn) -> Any:
         runtime, config = self.runtime, self.config
         adapter = ItemAdapter(item)
         text = adapter.get(config.text_field)
         html = adapter.get(config.html_field) if text is None else None
+        # an item with nothing to check asks the store nothing: it needs no turn
         if text is None and html is None:
             runtime.skip("items", "no_text")
             return item
@@ -110,6 +104,21 @@ class NearDupPipeline:
         if html is not None and not isinstance(html, (str, bytes)):
             runtime.skip("items", "html_not_string")
             return item
+        turn = runtime.item_turns.take()  # (before any await: the order items arrive in)
+        try:
+            return await self._process(item, adapter, text, html, turn)
+        finally:
+            turn.done()
+
+    async def _process(
+        self,
+        item: Any,
+        adapter: ItemAdapter,
+        text: str | None,
+        html: str | bytes | None,
+        turn: Turn,
+    ) -> Any:
+        runtime, config = self.runtime, self.config
         raw_key = adapter.get(config.key_field)
         content = text if text is not None else html
         assert content is not None

@@ -68,7 +68,7 @@ class FailurePolicy:
                 self._store_unavailable(cause)
                 return "store_error"
             if isinstance(cause, BadKey):
-                if self.log.skip(source, "bad_key") == 1:
+                if self.log.count(source, "skipped/bad_key") == 1:
                     logger.warning(
                         "nearduppipe: the store refused the key %(key)r, keeping it unchecked "
                         "(further ones are counted in neardup/skipped/bad_key): %(exc)s",
@@ -96,7 +96,7 @@ class FailurePolicy:
             if stop:
                 self._stop("neardup_worker_died")
             return "worker_died"
-        first = self.log.skip(source, "error") == 1
+        first = self.log.count(source, "skipped/error") == 1
         logger.error(
             "nearduppipe: could not check %(key)s, keeping it: %(exc)r",
             {"key": key, "exc": exc},

@@ -57,15 +57,20 @@ class StatsLog:
     def key(source: Source, name: str) -> str:
         return f"neardup/{name}" if source == "pages" else f"neardup/items/{name}"
 
-    def inc(self, source: Source, name: str) -> int:
-        """Count ``name`` for ``source``; returns the new count."""
+    def inc(self, source: Source, name: str) -> None:
+        """Count ``name`` for ``source`` (one stats call: a page's outcome counts two or three
+        stats, and each call costs some microseconds of the crawl's loop)."""
+        self.stats.inc_value(self.key(source, name))
+
+    def count(self, source: Source, name: str) -> int:
+        """:meth:`inc`, then read the new count (for a line logged the first time only)."""
         stat = self.key(source, name)
         self.stats.inc_value(stat)
         value: int = self.stats.get_value(stat, 0)
         return value
 
-    def skip(self, source: Source, reason: str) -> int:
-        return self.inc(source, f"skipped/{reason}")
+    def skip(self, source: Source, reason: str) -> None:
+        self.inc(source, f"skipped/{reason}")
 
     def record(self, source: Source, outcome: Outcome, key: str, action: Action | None) -> None:
         """Count one decision, and log it if it drops something (``action``: what it drops,
@@ -123,7 +128,8 @@ class StatsLog:
             logger.debug(msg, args, extra=self._extra)
 
     def workers_restarted(self, reason: str) -> None:
-        """The worker pool broke and was replaced (any thread): the pages it held are retried."""
+        """A worker process died by itself and was replaced (the loop's workers), or the worker
+        pool broke and was replaced (pebble's, any thread): the pages not started are retried."""
         self.stats.inc_value("neardup/workers/restarted")
         logger.warning(
             "nearduppipe: %(reason)s; started new worker processes, retrying the pages that "
@@ -136,7 +142,7 @@ class StatsLog:
         """A renewal of the crawl's lease failed (the store is down: the pages' own checks
         count that). No page waits on it; until a renewal succeeds, another crawl that
         shares the store may take this crawl's pages as unchanged (docs/verdicts.md)."""
-        n = self.inc("pages", "lease/failed")
+        n = self.count("pages", "lease/failed")
         logger.log(
             logging.WARNING if n == 1 else logging.DEBUG,
             "nearduppipe: could not renew the crawl's lease in the store (retried every "
