@@ -23,7 +23,6 @@ from nearduppipe.fingerprint.text import extract_text
 from nearduppipe.middlewares import NearDuplicatePage, NearDupMiddleware
 from nearduppipe.pipelines import NearDuplicateItem, NearDupPipeline, text_key
 from nearduppipe.runtime import NearDupRuntime
-from nearduppipe.runtime.channel import LoopWorkers
 from nearduppipe.runtime.policy import BadKey
 from nearduppipe.settings import DEFAULTS, NearDupConfig, NearDupConfigError
 from nearduppipe.stores import StoreUnavailable, register_store
@@ -397,11 +396,8 @@ def _wait_threads_idle(limit: float = 300.0) -> None:
 
 
 def _busy_worker_pids(mw: NearDupMiddleware) -> list[int]:
-    """The workers running a page now (the loop's workers, or pebble's under another reactor)."""
     pool = mw.runtime._processes
     assert pool is not None
-    if isinstance(pool, LoopWorkers):
-        return pool.pids(running=True)
     tasks = pool._pool_manager.task_manager.tasks.values()
     return [t.worker_id for t in tasks if t.worker_id]
 

@@ -1,12 +1,10 @@
 """Where the work runs: a thread pool for store calls, and worker processes (or the same
 threads) for the CPU half, with a time limit per page.
 
-On an asyncio loop (the asyncio reactor, or no reactor) the worker processes are fed by the loop
-itself (:mod:`.channel`: no thread in the crawl process, one write and one read per page). Under
-another Twisted reactor the process pool is pebble's: ``schedule(..., timeout=)`` kills and
-replaces the one worker that overruns and fails only that page, and a worker that dies fails
-only its own page (``ProcessExpired``), where ``concurrent.futures.ProcessPoolExecutor`` marks
-the whole pool broken and fails every page in flight.
+The process pool is pebble's: ``schedule(..., timeout=)`` kills and replaces the one worker that
+overruns and fails only that page, and a worker that dies fails only its own page
+(``ProcessExpired``), where ``concurrent.futures.ProcessPoolExecutor`` marks the whole pool
+broken and fails every page in flight.
 
 Workers are started with the spawn method (forking a process that runs an event loop and threads
 is unsafe), but from a context that does not re-import the parent's ``__main__``: a crawl script
@@ -37,7 +35,6 @@ from pebble import ProcessExpired, ProcessPool
 
 from ..errors import NearDupError
 from ..fingerprint.page import FingerprintParams, fingerprint_text
-from .channel import LoopWorkers
 from .loop import asyncio_available, await_future
 
 __all__ = ["Executor", "PageTimeout", "WorkerDied"]
@@ -63,7 +60,7 @@ class _NoMainProcess(multiprocessing.context.SpawnProcess):
     ``spawn.get_preparation_data`` reads ``sys.modules["__main__"]`` while the child is being
     launched, and the child re-runs that file or module (as ``__mp_main__``) before anything
     else. For the few milliseconds of the launch a bare module stands in for it, so the child
-    starts clean. The crawl's loop (:mod:`.channel`) or pebble's pool threads launch them.
+    starts clean. Only pebble's pool threads launch these processes.
     """
 
     @staticmethod
@@ -174,23 +171,8 @@ class Executor:
         # pages on the current pool
         self._waiting: set[concurrent.futures.Future[Any] | _LoopWaiter] = set()
         self._closed = threading.Event()
-        self._processes: ProcessPool | None = None
-        self._loop_workers: LoopWorkers | None = None
-        if workers and asyncio_available():
-            self._loop_workers = LoopWorkers(
-                workers=workers,
-                timeout=timeout,
-                context=_NoMainSpawnContext(),
-                initializer=_worker_init,
-                initargs=(params, os.getpid()),
-                timed_out=lambda: PageTimeout(
-                    f"no result within {timeout} s; its worker was replaced"
-                ),
-                died=WorkerDied,
-                on_death=on_restart,
-            )
-        elif workers:
-            self._processes = self._new_pool()
+        self._processes: ProcessPool | None = self._new_pool() if workers else None
+        if workers:
             threading.Thread(target=self._watch, name="neardup-pool-watch", daemon=True).start()
 
     def _new_pool(self) -> ProcessPool:
@@ -202,9 +184,8 @@ class Executor:
         )
 
     @property
-    def processes(self) -> LoopWorkers | ProcessPool | None:
-        """The worker processes (``None``: the work runs on the threads)."""
-        return self._loop_workers if self._loop_workers is not None else self._processes
+    def processes(self) -> ProcessPool | None:
+        return self._processes
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in the thread pool (store calls)."""
@@ -214,9 +195,6 @@ class Executor:
         """``fn(*args)`` in a worker; :class:`PageTimeout` past the time limit (the worker is
         replaced), :class:`WorkerDied` if its worker died, or if the pool broke twice under it
         (once, it is retried on the new pool)."""
-        if self._loop_workers is not None:
-            fn, args = self._by_reference(fn, args)
-            return cast(T, await self._loop_workers.submit(fn, args))
         if self._processes is None:
             try:
                 return await await_future(self.threads.submit(fn, *args), self.timeout)
@@ -269,7 +247,8 @@ class Executor:
     ) -> tuple[concurrent.futures.Future[T], int]:
         """Schedule ``fn(*args)`` on the current pool; ``waiter`` (what the page waits on) is
         failed over if the pool breaks. Returns pebble's future and the pool's generation."""
-        fn, args = self._by_reference(fn, args)
+        if any(a is self.params for a in args):  # the workers have them: send a reference
+            fn, args = _with_params, (fn, tuple(_PARAMS if a is self.params else a for a in args))
         with self._lock:
             if self._processes is None:
                 raise WorkerDied("the worker processes are stopped (the crawl is closing)")
@@ -280,14 +259,6 @@ class Executor:
                 inner = self._processes.schedule(fn, args=args, timeout=self.timeout)
             self._waiting.add(waiter)
             return inner, self._generation
-
-    def _by_reference(
-        self, fn: Callable[..., T], args: tuple[Any, ...]
-    ) -> tuple[Callable[..., T], tuple[Any, ...]]:
-        """The workers have the parameters: a page sends a reference to them."""
-        if any(a is self.params for a in args):
-            return _with_params, (fn, tuple(_PARAMS if a is self.params else a for a in args))
-        return fn, args
 
     def _schedule(
         self, fn: Callable[..., T], args: tuple[Any, ...]
@@ -335,8 +306,6 @@ class Executor:
     def close(self) -> None:
         """Stop the workers (running pages are abandoned) and the idle threads."""
         self._closed.set()
-        if self._loop_workers is not None:
-            self._loop_workers.close()
         with self._lock:
             pool, self._processes = self._processes, None
             orphans, self._waiting = self._waiting, set()

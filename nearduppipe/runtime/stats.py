@@ -128,8 +128,7 @@ class StatsLog:
             logger.debug(msg, args, extra=self._extra)
 
     def workers_restarted(self, reason: str) -> None:
-        """A worker process died by itself and was replaced (the loop's workers), or the worker
-        pool broke and was replaced (pebble's, any thread): the pages not started are retried."""
+        """The worker pool broke and was replaced (any thread): the pages it held are retried."""
         self.stats.inc_value("neardup/workers/restarted")
         logger.warning(
             "nearduppipe: %(reason)s; started new worker processes, retrying the pages that "
