@@ -109,7 +109,7 @@ def thread_cpu() -> dict[int, tuple[str, float]]:
         where = getattr(target, "__module__", "") or ""
         if t is threading.main_thread():
             groups[t.native_id] = "main"
-        elif where.startswith("pebble") or where.endswith("runtime.channel"):
+        elif where.startswith("pebble"):
             groups[t.native_id] = "pool"
         elif t.name.startswith("nearduppipe_"):
             groups[t.native_id] = "store"

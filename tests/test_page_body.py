@@ -70,6 +70,12 @@ def test_the_worker_decodes_what_response_text_is(case: str) -> None:
     expected = fingerprint_html(HtmlResponse(url, **kwargs).text, url, params)
     assert fn(*args) == expected
     assert (expected.skipped == "bad_encoding") == (case == "wrong charset")  # (U+FFFD in it)
+    # decoded already (MetaRefreshMiddleware reads the text first): the bytes all the same,
+    # unless the encoding was inferred
+    decoded = HtmlResponse(url, **kwargs)
+    assert decoded.text == HtmlResponse(url, **kwargs).text
+    fn, args = page_call(decoded, url, params, pickled=True)
+    assert (fn is fingerprint_body) == undecoded and fn(*args) == expected
     # in this process: the text as it is, never the bytes
     fn, args = page_call(HtmlResponse(url, **kwargs), url, params, pickled=False)
     assert fn is fingerprint_html and fn(*args) == expected
