@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pytest
@@ -195,6 +196,18 @@ def test_200000_identical_records_and_1000_distinct_under_1_gb(tmp_path: Path) -
     assert peak < 1 * GB, f"peak {peak / 2**20:.0f} MB"
 
 
+BIG_HEAD = b'{"url": "https://a.example/big", "text": "'
+BIG_CHUNK = b"ab " * (1 << 20)  # 3 MB
+
+
+def write_big_line(f: IO[bytes]) -> None:
+    """A 402 MB JSON line (key ``https://a.example/big``), written 3 MB at a time."""
+    f.write(BIG_HEAD)
+    for _ in range(134):
+        f.write(BIG_CHUNK)
+    f.write(b'"}\n')
+
+
 def test_a_400_mb_line_is_not_read_and_is_kept_under_1_gb(tmp_path: Path) -> None:
     """Before: a 400 MB JSON line was read whole (1.7 GB); now it is counted, named and
     copied to -o a chunk at a time, and the other records are deduplicated as before."""
@@ -208,17 +221,12 @@ def test_a_400_mb_line_is_not_read_and_is_kept_under_1_gb(tmp_path: Path) -> Non
         json.dumps({"url": "https://a.example/4", "text": text[::-1]}) + "\n",
     ]
     feed = tmp_path / "big.jsonl.gz"
-    chunk = b"ab " * (1 << 20)  # 3 MB
-    head = b'{"url": "https://a.example/big", "text": "'
     with gzip.open(feed, "wb", compresslevel=1) as f:
         for line in lines:
             if line is not None:
                 f.write(line.encode())
-                continue
-            f.write(head)
-            for _ in range(134):  # 402 MB
-                f.write(chunk)
-            f.write(b'"}\n')
+            else:
+                write_big_line(f)
     out = tmp_path / "kept.jsonl"
     proc, peak = _peak(["dedup", str(feed), "--quiet", "--workers", "2", "-o", str(out)], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -229,8 +237,8 @@ def test_a_400_mb_line_is_not_read_and_is_kept_under_1_gb(tmp_path: Path) -> Non
     with out.open("rb") as f:
         assert f.readline() == lines[0].encode()  # type: ignore[union-attr]
         big = f.readline()
-        assert big.startswith(head) and big.endswith(b'"}\n')
-        assert len(big) == len(head) + 134 * len(chunk) + 3
+        assert big.startswith(BIG_HEAD) and big.endswith(b'"}\n')
+        assert len(big) == len(BIG_HEAD) + 134 * len(BIG_CHUNK) + 3
         assert f.read() == lines[3].encode()  # type: ignore[union-attr]
 
 

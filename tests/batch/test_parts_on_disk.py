@@ -19,7 +19,7 @@ from nearduppipe.batch.compression import FeedError
 from nearduppipe.batch.engine_local import LocalEngine
 from nearduppipe.batch.records import dedup_records
 
-from .test_batch_memory import GB, _peak
+from .test_batch_memory import GB, _peak, write_big_line
 from .test_dedup_inputs import planted, write_jsonl
 
 
@@ -140,14 +140,10 @@ def test_a_400_mb_line_is_copied_to_the_output_under_600_mb(tmp_path: Path) -> N
     import gzip
 
     feed = tmp_path / "big.jsonl.gz"
-    head = b'{"url": "https://a.example/big", "text": "'
     with gzip.open(feed, "wb", compresslevel=1) as f:
         f.write(json.dumps({"url": "https://a.example/1", "text": "a b c " * 100}).encode())
-        f.write(b"\n" + head)
-        chunk = b"ab " * (1 << 20)
-        for _ in range(134):  # 402 MB
-            f.write(chunk)
-        f.write(b'"}\n')
+        f.write(b"\n")
+        write_big_line(f)
     out = tmp_path / "kept.jsonl"
     proc, peak = _peak(["dedup", str(feed), "--quiet", "--workers", "2", "-o", str(out)], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
