@@ -62,7 +62,7 @@ def main() -> None:
             (i, qkeys[i], Fingerprints(int(qfp[i]), words_to_int(qwide[i])))
             for i in rng.choice(q, args.lookups, replace=False).tolist()
         ]
-        engine = LocalEngine(1)
+        engine = LocalEngine()  # (every core: the CLI's default)
         for _ in range(args.runs):
             with open_store(uri, read_only=True) as store:
                 t0 = time.perf_counter()

@@ -262,9 +262,9 @@ def _match(
 def superseded(keys: list[str], records: np.ndarray) -> dict[int, AgainstMatch]:
     """Records whose key a later record has (a key is one page: the last one is checked and
     stored, so a re-run finds it unchanged instead of replacing it with an earlier one)."""
-    last: dict[str, int] = {}
-    for j, k in enumerate(keys):
-        last[k] = j
+    if len(set(keys)) == len(keys):  # (every key once: the usual export)
+        return {}
+    last = {k: j for j, k in enumerate(keys)}
     out = {}
     for j, k in enumerate(keys):
         if last[k] != j:
@@ -316,16 +316,17 @@ def judge_records(
     query, query_wide, has_wide = queries
     keys_q = [keys[i] for i in index.tolist()]
     by_store = superseded(keys_q, index)
-    live = np.array([int(i) not in by_store for i in index.tolist()], dtype=bool)
+    live = ~np.isin(index, np.fromiter(by_store, dtype=np.int64, count=len(by_store)))
+    keys_live = keys_q if live.all() else [keys_q[j] for j in np.flatnonzero(live).tolist()]
     judged = against.judge(
         engine,
         (query[live], query_wide[live], has_wide[live]),
-        [k for k, left in zip(keys_q, live.tolist(), strict=True) if left],
+        keys_live,
         index[live],
         rule,
     )
     by_store.update(judged)
-    live &= np.array([int(i) not in judged for i in index.tolist()], dtype=bool)
+    live &= ~np.isin(index, np.fromiter(judged, dtype=np.int64, count=len(judged)))
     return by_store, live
 
 

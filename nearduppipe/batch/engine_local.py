@@ -116,8 +116,8 @@ class LocalEngine:
 
     def search_against(self, queries: Side, stored: Side, rule: Rule) -> np.ndarray:
         """Near pairs ``(q, s, d, wide_d)`` of queries and stored records, sorted: no pair of
-        two stored records is computed (:func:`.pairs.near_pairs_against`)."""
-        return near_pairs_against(queries, stored, rule)
+        two stored records is computed (:func:`.pairs.near_pairs_against`, one thread a core)."""
+        return near_pairs_against(queries, stored, rule, self.cores)
 
     def close(self) -> None:
         pass

@@ -102,20 +102,25 @@ def all_pairs(
 
 
 def cross_pairs(
-    queries: np.ndarray, stored: np.ndarray, distance: int = 3, blocks: int | None = None
+    queries: np.ndarray,
+    stored: np.ndarray,
+    distance: int = 3,
+    blocks: int | None = None,
+    workers: int = 1,
 ) -> np.ndarray:
     """Every pair ``(q, s, d)`` of a query and a stored fingerprint within ``distance``,
     sorted by ``(q, s)``: no pair of two stored ones (or of two queries) is looked at. For
     each table (default ``distance + 2`` blocks: keys of 2 blocks, ~25 bits at k = 3, so a
     query meets ``n / 2^25`` stored keys) the stored keys are sorted once and every query's
     run of equal keys found by binary search; beyond radius 4, a :class:`BlockIndex` of the
-    stored set answers every query in one compiled loop (:meth:`BlockIndex.cross`)."""
+    stored set answers every query in one compiled loop (:meth:`BlockIndex.cross`, in
+    ``workers`` threads)."""
     qs, st = np.asarray(queries, dtype=_U64), np.asarray(stored, dtype=_U64)
     found: list[np.ndarray] = []
     if distance > 4:
         index = BlockIndex(Layout(distance=distance))
         index.add_many(st)
-        found.append(index.cross(qs))
+        found.append(index.cross(qs, workers))
     else:
         layout = Layout(distance=distance, blocks=blocks or min(64, distance + 2))
         for parts in layout.tables():
@@ -143,12 +148,13 @@ def near_pairs_against(
     queries: tuple[np.ndarray, np.ndarray, np.ndarray],
     stored: tuple[np.ndarray, np.ndarray, np.ndarray],
     rule: Rule,
+    workers: int = 1,
 ) -> np.ndarray:
     """Every near-duplicate pair ``(q, s, d, wide_d)`` of a query and a stored record under
     ``rule`` (each side: 64-bit fingerprints, 512-bit words, has-wide flags), sorted by
-    ``(q, s)``: :func:`cross_pairs`, then the 512-bit verdict."""
+    ``(q, s)``: :func:`cross_pairs` (in ``workers`` threads), then the 512-bit verdict."""
     (qf, qw, qh), (sf, sw, sh) = queries, stored
-    pairs = cross_pairs(qf, sf, rule.radius)
+    pairs = cross_pairs(qf, sf, rule.radius, workers=workers)
     if not len(pairs):
         return np.zeros((0, 4), dtype=np.int64)
     # the verdict over one array of both sides: queries first, stored from len(qf) on

@@ -40,6 +40,7 @@ When the tail becomes a run and which runs merge: :mod:`.schedule`. The loops ar
 from __future__ import annotations
 
 import bisect
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -293,16 +294,28 @@ class BlockIndex(MergeSchedule):
         result: np.ndarray = out[order]
         return result
 
-    def cross(self, queries: np.ndarray) -> np.ndarray:
+    def cross(self, queries: np.ndarray, workers: int = 1) -> np.ndarray:
         """Every pair ``(q, i, d)`` of a query (``queries[q]``) and a live id within the
         distance, sorted: the join of an export against a stored set, compiled when the index
-        is one run (a bulk load), no pair of two stored ids looked at."""
+        is one run (a bulk load), no pair of two stored ids looked at; in ``workers`` threads,
+        each taking every ``workers``-th bucket (the kernel releases the GIL)."""
         self.wait()
         qs = np.ascontiguousarray(queries, dtype=np.uint64)
         if len(self._runs) == 1 and self._tail == self._n:
-            run = self._runs[0]
-            q, i, d = kernels().cross_join(*run.args, qs, self.distance, self._alive)
-            out = np.stack([q, i, d], axis=1)
+            run = self._runs[0].args
+            groups = kernels().cross_groups(run[0], *run[3:6], qs)
+            args = (*run, qs, self.distance, self._alive, groups)
+            parts = max(1, min(workers, len(qs) // 1024 + 1))
+
+            def join(part: int) -> np.ndarray:
+                q, i, d = kernels().cross_join(*args, part, parts)
+                return np.stack([q, i, d], axis=1)
+
+            if parts == 1:
+                out = join(0)
+            else:
+                with ThreadPoolExecutor(parts, thread_name_prefix="neardup-cross") as pool:
+                    out = np.concatenate(list(pool.map(join, range(parts))))
         else:
             found = [(q, i, d) for q, fp in enumerate(qs.tolist()) for i, d in self.query(fp)]
             out = np.array(found, dtype=np.int64).reshape(-1, 3)

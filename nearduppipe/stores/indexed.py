@@ -381,7 +381,11 @@ class IndexedStore(Store):
     def _keys_of(self, ids: np.ndarray) -> list[str]:
         with self._lock:
             self._check_open()
-            return [self._key_of(int(i)) for i in ids.tolist()]
+            return self._keys_at(ids.tolist())
+
+    def _keys_at(self, ids: list[int]) -> list[str]:
+        """The keys of many ids at once (a backend may read them in fewer round trips)."""
+        return [self._key_of(i) for i in ids]
 
     @property
     def index_nbytes(self) -> int:

@@ -376,8 +376,8 @@ def test_search_binds_the_code_the_dispatcher_picks() -> None:
     assert_bound_as_dispatched(idx)
 
 
-@pytest.mark.parametrize("bulk", [True, False])
-def test_cross_is_the_brute_force_join_of_queries_and_stored(bulk: bool) -> None:
+@pytest.mark.parametrize(("bulk", "workers"), [(True, 1), (True, 3), (False, 1)])
+def test_cross_is_the_brute_force_join_of_queries_and_stored(bulk: bool, workers: int) -> None:
     """``BlockIndex.cross`` (dedup --against): every (query, stored id, d) within the distance,
     sorted, as a full scan finds them: random, clustered and adversarial queries (each block
     of a stored fingerprint flipped, exact copies, a removed id)."""
@@ -408,8 +408,43 @@ def test_cross_is_the_brute_force_join_of_queries_and_stored(bulk: bool) -> None
         for j, d in brute(stored, int(queries[q]), 8)
         if j != 5
     )
-    got = idx.cross(queries).tolist()
+    got = idx.cross(queries, workers).tolist()
     assert got == [list(p) for p in want] and len(want) > 500
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_cross_at_a_bulk_size_is_the_brute_force_join(workers: int) -> None:
+    """The grouped join (queries sharing a bucket probe it once) on a run of 4 tables of
+    16-bit keys (~200 k stored: buckets of ~3 ids, groups of several queries), with skewed
+    fingerprints (long buckets), clusters and queries at distance 8 and 9 of a stored one:
+    exactly the pairs a full scan finds, each once, in both threads' shares."""
+    rng = np.random.default_rng(23)
+    n = 200_000
+    skewed = np.zeros(n // 4, dtype=U64)
+    for b in range(64):  # (bits set with probability 0.15 or 0.85: crowded buckets)
+        on = rng.random(n // 4) < (0.15 if b % 2 else 0.85)
+        skewed |= on.astype(U64) << U64(b)
+    stored = np.concatenate([random_fps(rng, n - n // 4), skewed])
+    picks = rng.choice(n, 1500, replace=False)
+    queries = np.array(
+        [flip(int(stored[i]), int(rng.integers(0, 10)), rng) for i in picks.tolist()]
+        + [flip(int(stored[i]), 8, rng) for i in picks[:300].tolist()]
+        + [flip(int(stored[i]), 9, rng) for i in picks[300:600].tolist()]
+        + random_fps(rng, 1500).tolist(),
+        dtype=U64,
+    )
+    idx = BlockIndex(Layout(distance=8))
+    idx.add_many(stored)
+    idx.remove(int(picks[0]))
+    assert idx._runs[0].args[0].shape[0] == 4  # (the table set of bulk joins)
+    want = [
+        [q, j, d]
+        for q in range(len(queries))
+        for j, d in sorted(brute(stored, int(queries[q]), 8))
+        if j != int(picks[0])
+    ]
+    got = idx.cross(queries, workers).tolist()
+    assert got == want and len(want) > 2000
 
 
 @pytest.mark.parametrize("bulk", [True, False])

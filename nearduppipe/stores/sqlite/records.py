@@ -56,6 +56,7 @@ __all__ = [
     "load_v2",
     "parse_decision",
     "parse_entry",
+    "parse_entry_key",
     "parse_key",
     "read_state",
     "read_v1",
@@ -156,6 +157,18 @@ def _entry(r: Any) -> Entry:
 def parse_entry(value: Any, where: str) -> Entry:
     try:
         return _entry(decode_row(value, where))
+    except (TypeError, ValueError) as e:
+        raise damaged(where, "entry", e) from None
+
+
+def parse_entry_key(value: Any, where: str) -> str:
+    """The page key of an ``i:`` row, the row's shape and the key checked (the fields a key
+    lookup does not use are not parsed: ``dedup --against`` reads many rows' keys)."""
+    r = decode_row(value, where)
+    if isinstance(r, list) and len(r) in (5, 6) and isinstance(r[4], str):
+        return r[4]
+    try:
+        return _entry(r).key  # (the error that names what is wrong)
     except (TypeError, ValueError) as e:
         raise damaged(where, "entry", e) from None
 

@@ -48,6 +48,7 @@ from .records import (
     live_rows,
     parse_decision,
     parse_entry,
+    parse_entry_key,
     parse_key,
 )
 from .snapshot import (
@@ -63,6 +64,9 @@ from .writer import Snapshot, WriteOptions, Writer
 __all__ = ["FORMAT_VERSION", "SqliteStore", "sqlite_path"]
 
 logger = logging.getLogger("nearduppipe")
+
+
+KEYS_PER_READ = 900  # (row keys per ``IN`` list: under SQLite's oldest limit of 999 variables)
 
 
 def _rid(i: int) -> str:
@@ -255,6 +259,39 @@ class SqliteStore(IndexedStore):
 
     def _key_of(self, i: int) -> str:
         return self._entry_at(i).key
+
+    def _keys_at(self, ids: list[int]) -> list[str]:
+        """Many entries' keys in a few reads (``dedup --against``'s matched rows: one ``IN``
+        list per :data:`KEYS_PER_READ` rows instead of a statement per row), each row checked
+        for its key alone."""
+        row_keys = ["i:" + _rid(int(self._rids[i])) for i in ids]
+        values: dict[str, Any] = {}
+        todo = []
+        for row_key in row_keys:
+            held, value = self._writer.lookup(row_key) if self._writer else (False, None)
+            if held:
+                values[row_key] = value
+            else:
+                todo.append(row_key)
+        if self._reader is not None:
+            for at in range(0, len(todo), KEYS_PER_READ):
+                some = sorted(todo[at : at + KEYS_PER_READ])
+                marks = ",".join("?" * len(some))
+                try:
+                    values.update(
+                        self._reader.execute(
+                            f'SELECT key, value FROM "{TABLE}" WHERE key IN ({marks})', some
+                        ).fetchall()
+                    )
+                except sqlite3.DatabaseError as e:  # (a damaged page found by this read)
+                    raise StoreError(f"{self.path}: cannot read rows {some[0]!r}..: {e}") from None
+        keys = []
+        for row_key in row_keys:
+            value = values.get(row_key)
+            if value is None:
+                raise StoreError(f"{self.path}: record {row_key} is missing")
+            keys.append(parse_entry_key(value, f"{self.path}: record {row_key}"))
+        return keys
 
     def _extra_of(self, i: int) -> tuple[str | None, str | None]:
         e = self._entry_at(i)

@@ -86,3 +86,48 @@ def test_hostile_keys_survive_a_reopen(tmp_path: Path) -> None:
             e = s.get(key)
             assert e is not None and (e.key, e.job, e.text) == (key, key, key)
             assert (e.fingerprint, e.wide) == fp
+
+
+def test_keys_of_many_rows_are_read_in_batches(tmp_path: Path) -> None:
+    """``Store.columns().keys`` (``dedup --against``'s matched rows) reads rows in ``IN``
+    lists: the keys of committed and still-buffered rows, asked in any order and more than
+    one list's worth (hostile keys included), are each row's own; a row edited by hand is
+    one error naming it."""
+    import sqlite3
+
+    import numpy as np
+
+    from nearduppipe.stores.base import StoreError
+    from nearduppipe.stores.sqlite.store import KEYS_PER_READ
+
+    path = tmp_path / "s.sqlite"
+    rng = random.Random(5)
+    names = [f"{HOSTILE[i % len(HOSTILE)][:200]}/{i}" for i in range(2 * KEYS_PER_READ + 300)]
+    with open_store(str(path)) as s:
+        for i, key in enumerate(names):
+            s.add(Fingerprints(rng.getrandbits(64), None), key)
+            if i == KEYS_PER_READ + 150:
+                s.flush()  # (the rest stay in the writer's buffer)
+        cols = s.columns()
+        asked = np.array([*rng.sample(range(len(names)), len(names)), 3, 3], dtype=np.int64)
+        want = {e.key: e.fingerprint for e in s.entries()}
+        got = cols.keys(asked)
+        assert [want[k] for k in got] == [int(cols.fp[r]) for r in asked.tolist()]
+        assert sorted(set(got)) == sorted(names)
+    with open_store(str(path), read_only=True) as r:
+        cols = r.columns()
+        every = cols.keys(np.arange(len(cols.fp)))
+        assert sorted(every) == sorted(names)
+        row_of = {k: i for i, k in enumerate(every)}
+    conn = sqlite3.connect(str(path))
+    rid = conn.execute("SELECT value FROM neardup WHERE key = ?", ("k:" + names[10],)).fetchone()[0]
+    conn.execute(
+        "UPDATE neardup SET value = ? WHERE key = ?",
+        ('["0","",1.0,null,7]', f"i:{json.loads(rid)[0]:012x}"),
+    )
+    conn.commit()
+    conn.close()
+    with open_store(str(path), read_only=True) as r:
+        with pytest.raises(StoreError, match="page key is not a string") as e:
+            r.columns().keys(np.array([row_of[names[10]]]))
+        assert "\n" not in str(e.value) and "i:" in str(e.value)
