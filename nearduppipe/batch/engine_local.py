@@ -112,7 +112,7 @@ class LocalEngine:
     def search(
         self, fps: np.ndarray, wides: np.ndarray, has_wide: np.ndarray, rule: Rule
     ) -> np.ndarray:
-        return near_pairs(fps, wides, has_wide, rule)
+        return near_pairs(fps, wides, has_wide, rule, workers=self.cores)
 
     def search_against(self, queries: Side, stored: Side, rule: Rule) -> np.ndarray:
         """Near pairs ``(q, s, d, wide_d)`` of queries and stored records, sorted: no pair of

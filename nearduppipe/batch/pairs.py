@@ -194,11 +194,12 @@ def near_pairs(
     has_wide: np.ndarray,
     rule: Rule,
     progress: Callable[[int], None] | None = None,
+    workers: int = 1,
 ) -> np.ndarray:
     """Every near-duplicate pair ``(i, j, d, wide_d)`` (``i < j``, sorted) under ``rule``: the
     same two stages as a store's check. Candidates within the rule's 64-bit radius come from
     the sorted tables of :func:`all_pairs` up to radius 4, and from a :class:`BlockIndex`
-    self-join beyond (a compiled query per fingerprint: pigeonhole tables for a wide radius
+    self-join beyond (compiled, in ``workers`` threads: pigeonhole tables for a wide radius
     would need hundreds of tables); both are exact for the radius. ``progress(k)`` reports k
     more fingerprints done."""
     fps = np.asarray(fingerprints, dtype=_U64)
@@ -210,7 +211,7 @@ def near_pairs(
     else:
         index = BlockIndex(Layout(distance=rule.radius))
         index.add_many(fps)
-        pairs = index.pairs()
+        pairs = index.pairs(workers)
         if progress is not None:
             progress(n)
     if not len(pairs):

@@ -1,9 +1,10 @@
-"""Batch kernels, compiled by numba: the self-join of one run and connected components.
+"""Batch kernels, compiled by numba: the join of many queries with one run (the self-join
+and ``--against``'s cross join) and connected components.
 
-``nearduppipe dedup`` and the bulk paths (:meth:`nearduppipe.index.BlockIndex.pairs`,
-``batch/``) call them once over a whole index; a crawl never does, so they are not part of
-:func:`nearduppipe.index.compiled.warm` (compiled, or loaded from the disk cache, at their first
-call). They are reached as ``kernels().self_join`` and ``kernels().components``
+``nearduppipe dedup`` and the bulk paths (:meth:`nearduppipe.index.BlockIndex.pairs` and
+``cross``, ``batch/``) call them once over a whole index; a crawl never does, so they are not
+part of :func:`nearduppipe.index.compiled.warm` (compiled, or loaded from the disk cache, at
+their first call). They are reached as ``kernels().cross_join`` and ``kernels().components``
 (:func:`nearduppipe.index.runs.kernels`), like the per-call loops of :mod:`.compiled`.
 """
 
@@ -14,35 +15,11 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from .compiled import _popcount, bucket, query_run
+from .compiled import _popcount, bucket
 
-__all__ = ["components", "cross_groups", "cross_join", "self_join"]
+__all__ = ["components", "cross_groups", "cross_join"]
 
-# one run's arrays, as query_run takes them (offsets, fps, ids, shifts, widths, drops, masks,
-# mask counts, probes)
 _U64 = np.uint64
-_Run = tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any]
-
-
-@njit(cache=True, nogil=True)
-def self_join(
-    offsets: Any,
-    tfps: Any,
-    tids: Any,
-    shifts: Any,
-    widths: Any,
-    drops: Any,
-    masks: Any,
-    n_masks: Any,
-    probes: Any,
-    fps: Any,
-    radius: int,
-    alive: Any,
-) -> tuple[Any, Any, Any]:
-    """Every pair ``(i, j, d)``, ``i < j``, of live ids of one run holding all of ``fps``
-    within ``radius``: :func:`query_run` for each id, in one compiled loop (batch dedup)."""
-    run = (offsets, tfps, tids, shifts, widths, drops, masks, n_masks, probes)
-    return _join(run, fps, radius, alive, True)
 
 
 @njit(cache=True, nogil=True)
@@ -91,12 +68,14 @@ def cross_join(
     groups: tuple[Any, Any, Any],
     part: int = 0,
     parts: int = 1,
+    upper: bool = False,
 ) -> tuple[Any, Any, Any]:
     """Every pair ``(q, j, d)`` of a query (``queries[q]``) and a live id of one run within
     ``radius`` (``dedup --against``: an export against a store, no pair of two stored ids
     looked at), the queries grouped by :func:`cross_groups`; with ``parts > 1``, only the
     buckets ``b`` with ``b % parts == part`` (one thread's share: the parts together give
-    every pair once).
+    every pair once). ``upper``: the queries are the run's own ids (the self-join of batch
+    dedup): only live ones, and pairs ``q < j``, count.
 
     Table by table, the queries are grouped by their bucket (a counting sort): the queries
     of a group probe the same buckets, so those are read once into one candidate list, and
@@ -134,6 +113,8 @@ def cross_join(
                     nc += 1
             for g in range(g0, g1):
                 qi = order[g]
+                if upper and not alive[qi]:
+                    continue
                 qx = queries[qi]
                 low = _U64(64)
                 for c in range(nc):
@@ -151,7 +132,7 @@ def cross_join(
                             seen = True
                             break
                     i = tids[t, where[c]]
-                    if seen or not alive[i]:
+                    if seen or not alive[i] or (upper and i <= qi):
                         continue
                     if m == cap:
                         cap *= 2
@@ -160,38 +141,6 @@ def cross_join(
                     out_q[m], out_j[m], out_d[m] = qi, i, d
                     m += 1
     return out_q[:m], out_j[:m], out_d[:m]
-
-
-@njit(cache=True, nogil=True)
-def _join(run: _Run, queries: Any, radius: int, alive: Any, upper: bool) -> tuple[Any, Any, Any]:
-    """:func:`query_run` for each query; ``upper``: the queries are the run's own ids, and
-    only live ones, and pairs ``i < j``, count."""
-    cap = 1 << 16
-    out_i = np.empty(cap, dtype=np.int64)
-    out_j = np.empty(cap, dtype=np.int64)
-    out_d = np.empty(cap, dtype=np.int64)
-    buf_ids = np.empty(4096, dtype=np.int64)
-    buf_d = np.empty(4096, dtype=np.int64)
-    m = 0
-    for i in range(len(queries)):
-        if upper and not alive[i]:
-            continue
-        args = (*run, queries[i], radius, alive)
-        k = query_run(*args, buf_ids, buf_d, 0)
-        if k > len(buf_ids):
-            buf_ids = np.empty(2 * k, dtype=np.int64)
-            buf_d = np.empty(2 * k, dtype=np.int64)
-            k = query_run(*args, buf_ids, buf_d, 0)
-        for x in range(k):
-            j = buf_ids[x]
-            if upper and j <= i:
-                continue
-            if m == cap:
-                cap *= 2
-                out_i, out_j, out_d = _grown(out_i, cap), _grown(out_j, cap), _grown(out_d, cap)
-            out_i[m], out_j[m], out_d[m] = i, j, buf_d[x]
-            m += 1
-    return out_i[:m], out_j[:m], out_d[:m]
 
 
 @njit(cache=True, nogil=True)

@@ -272,16 +272,13 @@ class BlockIndex(MergeSchedule):
     def hit_distances(self) -> np.ndarray:
         return self._out_d
 
-    def pairs(self) -> np.ndarray:
+    def pairs(self, workers: int = 1) -> np.ndarray:
         """Every pair ``(i, j, d)`` of live ids, ``i < j``, within the distance, sorted: the
-        self-join batch dedup needs, compiled when the index is one run (a bulk load)."""
+        self-join batch dedup needs, compiled when the index is one run (a bulk load; the
+        grouped join of :meth:`cross`, in ``workers`` threads)."""
         self.wait()
         if len(self._runs) == 1 and self._tail == self._n:
-            run = self._runs[0]
-            i, j, d = kernels().self_join(
-                *run.args, self._fps[: self._n], self.distance, self._alive
-            )
-            out = np.stack([i, j, d], axis=1)
+            out = self._join(self._fps[: self._n], workers, upper=True)
         else:
             found = [
                 (i, j, d)
@@ -302,26 +299,30 @@ class BlockIndex(MergeSchedule):
         self.wait()
         qs = np.ascontiguousarray(queries, dtype=np.uint64)
         if len(self._runs) == 1 and self._tail == self._n:
-            run = self._runs[0].args
-            groups = kernels().cross_groups(run[0], *run[3:6], qs)
-            args = (*run, qs, self.distance, self._alive, groups)
-            parts = max(1, min(workers, len(qs) // 1024 + 1))
-
-            def join(part: int) -> np.ndarray:
-                q, i, d = kernels().cross_join(*args, part, parts)
-                return np.stack([q, i, d], axis=1)
-
-            if parts == 1:
-                out = join(0)
-            else:
-                with ThreadPoolExecutor(parts, thread_name_prefix="neardup-cross") as pool:
-                    out = np.concatenate(list(pool.map(join, range(parts))))
+            out = self._join(qs, workers, upper=False)
         else:
             found = [(q, i, d) for q, fp in enumerate(qs.tolist()) for i, d in self.query(fp)]
             out = np.array(found, dtype=np.int64).reshape(-1, 3)
         order = np.lexsort((out[:, 1], out[:, 0]))
         result: np.ndarray = out[order]
         return result
+
+    def _join(self, qs: np.ndarray, workers: int, upper: bool) -> np.ndarray:
+        """:func:`~nearduppipe.index.joins.cross_join` of the one run, its buckets shared out
+        among ``workers`` threads (unsorted ``(q, i, d)`` rows)."""
+        run = self._runs[0].args
+        groups = kernels().cross_groups(run[0], *run[3:6], qs)
+        args = (*run, qs, self.distance, self._alive, groups)
+        parts = max(1, min(workers, len(qs) // 1024 + 1))
+
+        def join(part: int) -> np.ndarray:
+            q, i, d = kernels().cross_join(*args, part, parts, upper)
+            return np.stack([q, i, d], axis=1)
+
+        if parts == 1:
+            return join(0)
+        with ThreadPoolExecutor(parts, thread_name_prefix="neardup-join") as pool:
+            return np.concatenate(list(pool.map(join, range(parts))))
 
     def query(self, fp: int, radius: int | None = None) -> list[tuple[int, int]]:
         """``(id, distance)`` of every live fingerprint within the distance (or a smaller

@@ -447,8 +447,8 @@ def test_cross_at_a_bulk_size_is_the_brute_force_join(workers: int) -> None:
     assert got == want and len(want) > 2000
 
 
-@pytest.mark.parametrize("bulk", [True, False])
-def test_pairs_are_the_brute_force_self_join(bulk: bool) -> None:
+@pytest.mark.parametrize(("bulk", "workers"), [(True, 1), (True, 2), (False, 1)])
+def test_pairs_are_the_brute_force_self_join(bulk: bool, workers: int) -> None:
     rng = np.random.default_rng(21)
     centres = random_fps(rng, 50).tolist()
     stored = np.array(
@@ -469,4 +469,39 @@ def test_pairs_are_the_brute_force_self_join(bulk: bool) -> None:
         for j, d in brute(stored, int(stored[i]), 8)
         if j > i and 3 not in (i, j)
     ]
-    assert idx.pairs().tolist() == [list(p) for p in sorted(want)]
+    assert idx.pairs(workers).tolist() == [list(p) for p in sorted(want)]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_pairs_at_a_bulk_size_are_the_brute_force_self_join(workers: int) -> None:
+    """The grouped self-join on a run of 4 tables of 16-bit keys (~200 k ids): clusters of
+    near copies, exact copies and a removed id, each pair once with ``i < j``: a full scan
+    for the clustered ids, and one query per id (the index's single-query search, itself
+    tested against a full scan above) for all of them."""
+    rng = np.random.default_rng(24)
+    centres = random_fps(rng, 400).tolist()
+    near = [flip(c, int(rng.integers(0, 10)), rng) for c in centres for _ in range(5)]
+    fps = np.array(
+        near + near[:100] + random_fps(rng, 200_000 - len(near) - 100).tolist(), dtype=U64
+    )
+    idx = BlockIndex(Layout(distance=8))
+    idx.add_many(fps)
+    idx.remove(7)
+    assert idx._runs[0].args[0].shape[0] == 4
+    got = idx.pairs(workers).tolist()
+    per_query = [
+        [i, j, d]
+        for i in range(len(fps))
+        if i != 7
+        for j, d in sorted(idx.query(int(fps[i])))
+        if j > i
+    ]
+    assert got == per_query
+    clustered = len(near) + 100
+    scan = sorted(
+        (i, j, d)
+        for i in range(clustered)
+        for j, d in brute(fps, int(fps[i]), 8)
+        if j > i and 7 not in (i, j)
+    )
+    assert [p for p in got if p[0] < clustered] == [list(p) for p in scan] and len(scan) > 2000
