@@ -16,6 +16,7 @@ __all__ = [
     "FeedError",
     "IncompleteError",
     "MissingExtraError",
+    "OutputError",
     "ZstdStream",
     "compression_of",
     "decompressed",
@@ -27,6 +28,11 @@ _CHUNK = 1 << 16
 
 class FeedError(NearDupError, ValueError):
     """The input is not a feed of the expected format; the message names file and record."""
+
+
+class OutputError(FeedError):
+    """The output, or its parts in the temporary folder, could not be written (a full disk):
+    not an input's fault, so the command names no input."""
 
 
 class IncompleteError(FeedError):

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..fingerprint.page import FingerprintParams
 from ..index.words import words_to_int
-from .compression import FeedError
+from .compression import FeedError, OutputError
 from .core import Fields
 from .feed_writer import FeedWriter
 from .feeds import FeedReader
@@ -156,7 +156,7 @@ class _PartFile(io.TextIOBase):
             return method(*args)
         except OSError as e:
             folder = os.path.dirname(self.name)
-            raise FeedError(
+            raise OutputError(
                 f"cannot write a part of the output in {folder} (the temporary folder: set "
                 f"TMPDIR to one with room): {e.strerror or e}"
             ) from None

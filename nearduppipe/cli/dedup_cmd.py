@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..batch.compression import MissingExtraError
+from ..batch.compression import MissingExtraError, OutputError
 from ..batch.feeds import FeedError, feed_format
 from ..batch.fs import full_name
 from ..batch.inputs import Input, InputError, check_extras, expand_inputs
@@ -33,15 +33,27 @@ from ._stores import open_cli_store, rule_from_args
 REPORT_FORMATS = ["text", "json", "csv", "html"]
 
 
-def _progress_bars(enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from tqdm import tqdm
+class _Bars:
+    """tqdm bars on stderr, each closed by :meth:`close` too: a run that fails mid-pass ends
+    its bar's line before the error's line is printed."""
 
-    def bar(**options: Any) -> Any:
-        return tqdm(file=sys.stderr, dynamic_ncols=True, **options)
+    def __init__(self) -> None:
+        self.opened: list[Any] = []
 
-    return bar
+    def __call__(self, **options: Any) -> Any:
+        from tqdm import tqdm
+
+        bar = tqdm(file=sys.stderr, dynamic_ncols=True, **options)
+        self.opened.append(bar)
+        return bar
+
+    def close(self) -> None:
+        for bar in self.opened:
+            bar.close()
+
+
+def _progress_bars(enabled: bool) -> _Bars | None:
+    return _Bars() if enabled else None
 
 
 def _inputs(args: argparse.Namespace) -> list[Input]:
@@ -191,6 +203,9 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             pairs_out = None
             if args.pairs:
                 pairs_out = stack.enter_context(atomic_output(args.pairs, newline=""))
+            bars = _progress_bars(not args.quiet)
+            if bars is not None:
+                stack.callback(bars.close)
             result = dedup_records(
                 inputs,
                 args.text_field,
@@ -200,7 +215,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                 params=params,
                 output=out,
                 workers=args.workers,
-                progress=_progress_bars(not args.quiet),
+                progress=bars,
                 output_format=out_fmt,
                 keep_texts=args.format == "html",
                 keep=args.keep,
@@ -218,6 +233,8 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     except MissingExtraError as e:
         raise CliError(f"INPUT {e}") from None
+    except OutputError as e:  # (not an input's fault: no INPUT before it)
+        raise CliError(str(e)) from None
     except FeedError as e:
         raise CliError(f"INPUT {e}") from None
     except OSError as e:
