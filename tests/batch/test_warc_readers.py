@@ -21,11 +21,12 @@ from typing import Any
 import pytest
 
 from nearduppipe.batch import warc as warc_module
+from nearduppipe.batch.bounded import OVERSIZED
 from nearduppipe.batch.inputs import sources_of
 from nearduppipe.batch.splits import Split
-from nearduppipe.batch.warc import READER_ENV, WarcReader
+from nearduppipe.batch.warc import OFFSET, READER_ENV, WarcReader
 
-from ..support.cli import run_process
+from ..support.cli import run_process, run_python
 from .test_dedup_inputs import as_html, planted, write_warc
 
 pytest.importorskip("warcio", reason="WARC input needs warcio (nearduppipe[warc])")
@@ -435,3 +436,62 @@ def test_an_offset_that_is_no_gzip_member_sends_the_file_to_warcio(
     _off_by_one(monkeypatch)
     slow, fast = _both(monkeypatch, lambda: _read(path, limit))
     assert fast.pop("fast") == 1 and not _differences(slow, fast)  # (the second is held back)
+
+
+def _huge_record(path: Path, size: int) -> None:
+    """A .warc.gz: a page, a ``size``-byte HTML response (blanks: a small member), a page."""
+    pages = _pages(seed=8)[:2]
+    small = write_warc(path.with_name("small.warc.gz"), pages, extras=False).read_bytes()
+    members = _members(small)
+    http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"
+    head = (
+        b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: https://x.example/huge\r\n"
+        b"WARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-000000000001>\r\n"
+        b"Content-Type: application/http; msgtype=response\r\n"
+        b"Content-Length: %d\r\n\r\n" % (len(http) + size)
+    )
+    with path.open("wb") as f:
+        f.write(small[: members[1]])
+        z = zlib.compressobj(1, zlib.DEFLATED, 31)
+        f.write(z.compress(head + http + b"<html><body>"))
+        chunk = b" " * (1 << 20)
+        for _ in range((size - 12) // len(chunk)):
+            f.write(z.compress(chunk))
+        f.write(z.compress(b" " * ((size - 12) % len(chunk))))
+        f.write(z.compress(b"\r\n\r\n") + z.flush())
+        f.write(small[members[1] :])
+
+
+def test_a_400_mb_record_is_not_read_whole_by_fastwarc(tmp_path: Path) -> None:
+    """--max-record-bytes holds with fastwarc: the record over it is named, not read (its
+    content skipped a buffer at a time); peak memory measured in a child process."""
+    path = tmp_path / "huge.warc.gz"
+    _huge_record(path, 400 << 20)
+    code = f"""
+        import json, resource
+        from nearduppipe.batch.warc import OFFSET, OVERSIZED, WarcReader
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with WarcReader({str(path)!r}, "url", "html") as reader:
+            records = [(r["url"], OVERSIZED in r, "html" in r, r[OFFSET]) for _, r in reader]
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(json.dumps([records, reader.fast_records, (after - before) / 1024]))
+    """
+    os.environ.pop(READER_ENV, None)
+    proc = run_python(code, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    records, fast, grown_mb = json.loads(proc.stdout)
+    assert [r[:3] for r in records] == [
+        [records[0][0], False, True],
+        ["https://x.example/huge", True, False],
+        [records[2][0], False, True],
+    ]
+    assert fast == 2  # (the huge record read by fastwarc; the last page by warcio, again)
+    assert grown_mb < 64, grown_mb  # (read whole: 400 MB and more)
+    os.environ[READER_ENV] = "warcio"  # (warcio's answer: the same)
+    try:
+        with WarcReader(path, "url", "html") as reader:
+            slow = [(r["url"], OVERSIZED in r, "html" in r, r[OFFSET]) for _, r in reader]
+            assert reader.fast_records == 0
+    finally:
+        del os.environ[READER_ENV]
+    assert [list(r) for r in slow] == records
