@@ -1,16 +1,20 @@
 """WARC files as a batch input: each ``response`` record with an HTML payload is one page, read
 with warcio (the optional extra ``nearduppipe[warc]``), streaming, one record at a time.
 
-FastWARC (in the same extra; C++, about 3x faster to read a record than warcio) reads the
-records it can vouch for, warcio the rest, so that the answers are warcio's whatever is
-installed: fastwarc reads a seekable file's records one ahead, and hands the input over to
-warcio (seeking back to a record's offset) at the first record that is not plainly a record
-fastwarc reads as warcio does: a response with a ``Content-Encoding`` or
-``Transfer-Encoding`` (warcio decodes them), one without HTTP headers, a non-HTTP(S) URI, an
-empty one, a length past the end of an uncompressed file, content shorter than its length,
-two records in one gzip member, anything fastwarc raises, and its last record (warcio reads
-it again and what follows: the end of the file, empty gzip members, a file cut short).
-``NEARDUP_WARC_READER=warcio`` in the environment reads every WARC with warcio only.
+FastWARC (in the same extra; C++, 2.6-2.9x faster to read a page than warcio:
+docs/batch.md) reads the records it can vouch for, warcio the rest, so that the answers are
+warcio's whatever is installed: fastwarc reads a local file's records one ahead, and hands the
+input over to warcio (seeking back to a record's offset) at the first record that is not
+plainly one fastwarc reads as warcio does: a response with a ``Content-Encoding`` or
+``Transfer-Encoding`` (warcio decodes them), one without HTTP/1.x headers, a URI that is not
+http(s) or that warcio rewrites (``<…>``, a space), an empty one, a length past the end of an
+uncompressed file, content shorter than its length, anything fastwarc raises; and at its last
+record (warcio reads it again and what follows: the end of the file, empty gzip members, which
+stop fastwarc, a file cut short). A ``.warc.gz`` that is not one gzip member per record (an
+offset that starts no member, two records at one) is read again from the start by warcio,
+which tells such a file only some records later; the records fastwarc gave are not given
+twice. URLs are read by warcio only, and so is everything with
+``NEARDUP_WARC_READER=warcio`` in the environment.
 
 A WARC record cannot be written back into a feed, so ``nearduppipe dedup -o`` names each kept
 one instead (:func:`locator`): its URL, the WARC file, the record's offset in it (where
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import io
 import json
 import os
 import zlib
@@ -81,6 +86,26 @@ def fastwarc_iterator() -> Any:
     except ImportError:
         return None
     return ArchiveIterator
+
+
+def _decoded(raw: bytes, encoding: str | None, transfer: str | None, limit: int) -> bytes:
+    """A payload de-chunked and content-decoded as warcio's ``content_stream()`` does it, by
+    warcio's readers (at most ``limit + 1`` bytes)."""
+    from warcio.bufferedreaders import (  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        BufferedReader,
+        ChunkedDataReader,
+    )
+
+    if encoding:
+        encoding = encoding.lower()
+        if encoding not in BufferedReader.get_supported_decompressors():
+            encoding = None
+    stream: Any = io.BytesIO(raw)
+    if transfer == "chunked":
+        stream = ChunkedDataReader(stream, decomp_type=encoding)
+    elif encoding:
+        stream = BufferedReader(stream, decomp_type=encoding)
+    return bytes(stream.read(limit + 1))
 
 
 def _charset(content_type: str) -> str | None:
@@ -327,28 +352,39 @@ class WarcReader:
             return None
         if kind != "response":
             return (pos, kind, None) if self._read_through(record, 0) else None
-        url = headers.get("WARC-Target-URI") or ""
-        if int(length) == 0 or not url.startswith(_HTTP_SCHEMES) or not record.is_http:
+        url = headers.get("WARC-Target-URI")
+        if url is None:
+            return None
+        if url.startswith("<") and url.endswith(">"):  # (as warcio rewrites it)
+            url = url[1:-1]
+        url = url.replace(" ", "%20")
+        if int(length) == 0 or not url.startswith(_HTTP_SCHEMES):  # (warcio: no HTTP headers)
+            return (pos, NOT_HTML, None) if self._read_through(record, 0) else None
+        if not record.is_http:
             return None
         http = record.http_headers
         if not (http.status_line_bytes or b"").startswith(_HTTP_STATUS):
             return None
         content_types = http.get_multiple("Content-Type")
-        if len(content_types) > 1:
+        encodings = [http.get_multiple(name) for name in _ENCODINGS]
+        if len(content_types) > 1 or any(len(values) > 1 for values in encodings):
             return None
         content_type = content_types[0] if content_types else ""
         if content_type.split(";")[0].strip().lower() not in HTML_TYPES:
             return (pos, NOT_HTML, None) if self._read_through(record, 0) else None
-        if any(http.get(name) is not None for name in _ENCODINGS):
-            return None  # (warcio decodes them)
         item: dict[str, Any] = {self.key_field: url}
         got = 0
         if self.payload:
-            if int(length) > self.limit:
-                item[OVERSIZED] = f"{self.path}: record {self.number(n)} ({url})"
-            else:  # (at most the length: within the limit)
+            body = None
+            if int(length) <= self.limit:  # (the raw payload: at most the length)
                 body = record.reader.read(self.limit + 1)
                 got = len(body)
+                if any(encodings):  # (decoded as warcio decodes it: its own readers)
+                    encoding, transfer = (values[0] if values else None for values in encodings)
+                    body = _decoded(body, encoding, transfer, self.limit)
+            if body is None or len(body) > self.limit:
+                item[OVERSIZED] = f"{self.path}: record {self.number(n)} ({url})"
+            else:
                 charset = _charset(content_type)
                 item[self.html_field] = body.decode(charset, "replace") if charset else body
         if not self._read_through(record, got):
