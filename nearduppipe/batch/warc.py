@@ -1,17 +1,18 @@
 """WARC files as a batch input: each ``response`` record with an HTML payload is one page, read
 with warcio (the optional extra ``nearduppipe[warc]``), streaming, one record at a time.
 
-FastWARC (in the same extra; C++, 2.6-2.9x faster to read a page than warcio:
+FastWARC (in the same extra; C++, 2.2-2.9x faster to read a page than warcio:
 docs/batch.md) reads the records it can vouch for, warcio the rest, so that the answers are
-warcio's whatever is installed: fastwarc reads a local file's records one ahead, and hands the
-input over to warcio (seeking back to a record's offset) at the first record that is not
-plainly one fastwarc reads as warcio does: a response with a ``Content-Encoding`` or
-``Transfer-Encoding`` (warcio decodes them), one without HTTP/1.x headers, a URI that is not
-http(s) or that warcio rewrites (``<…>``, a space), an empty one, a length past the end of an
-uncompressed file, content shorter than its length, anything fastwarc raises; and at its last
-record (warcio reads it again and what follows: the end of the file, empty gzip members, which
-stop fastwarc, a file cut short). A ``.warc.gz`` that is not one gzip member per record (an
-offset that starts no member, two records at one) is read again from the start by warcio,
+warcio's whatever is installed. fastwarc reads a local file's records one ahead (a record is
+given once the next one's offset shows where it ended); a payload with a ``Content-Encoding``
+or ``Transfer-Encoding`` is decoded by warcio's own readers, a URI rewritten as warcio rewrites
+it (``<…>``, spaces). The input is handed over to warcio (seeking back to a record's offset)
+at the first record fastwarc cannot vouch for: a response whose HTTP headers fastwarc does not
+parse or that are not HTTP/1.x, with two Content-Types or encodings, a length past the end of
+an uncompressed file, content shorter than its length, anything fastwarc raises; and at its
+last record (warcio reads it again and what follows: the end of the file, empty gzip members,
+which stop fastwarc, a file cut short). A ``.warc.gz`` that is not one gzip member per record
+(an offset that starts no member, two records at one) is read again from the start by warcio,
 which tells such a file only some records later; the records fastwarc gave are not given
 twice. URLs are read by warcio only, and so is everything with
 ``NEARDUP_WARC_READER=warcio`` in the environment.
