@@ -293,7 +293,10 @@ class WarcReader:
         yield from self._read_warcio(n, start, again)
 
     def _local(self) -> bool:
-        """A local file (fastwarc reads local files only: read ahead with os.pread)."""
+        """A local file (fastwarc reads local files only: read ahead with os.pread, which
+        Windows lacks)."""
+        if not hasattr(os, "pread"):
+            return False
         try:
             self._file.fileno()
             return bool(self._file.seekable())
