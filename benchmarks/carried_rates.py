@@ -31,7 +31,7 @@ def main() -> None:
     from nearduppipe.batch.inputs import sources_of
     from nearduppipe.batch.pairs import near_pairs
     from nearduppipe.batch.precomputed import DEFAULT_FIELD
-    from nearduppipe.batch.sliced import slice_pairs, slices
+    from nearduppipe.batch.sliced import slice_pairs
     from nearduppipe.batch.split_task import Wants, read_split
     from nearduppipe.batch.splits import plan_splits
     from nearduppipe.batch.write_task import WriteTask, write_split
@@ -59,7 +59,8 @@ def main() -> None:
         local_s = time.process_time() - t
         t = time.process_time()
         parts = [
-            slice_pairs((fps, wides, has), rule, lo, hi, None) for lo, hi in slices(n, args.slices)
+            slice_pairs((fps, wides, has), rule, part, args.slices, None)
+            for part in range(args.slices)
         ]
         sliced_s = time.process_time() - t
         found = np.concatenate(parts)

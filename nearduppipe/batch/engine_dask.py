@@ -34,7 +34,7 @@ from .engine_frames import (
     pairs_frame,
     shuffle_partitions,
 )
-from .sliced import BROADCAST_BYTES, frame_arrays, slice_pairs, slices
+from .sliced import BROADCAST_BYTES, frame_arrays, slice_pairs
 from .split_task import SplitResult, Wants, read_split
 from .splits import Split
 from .write_task import WriteResult, WriteTask, write_split
@@ -129,10 +129,10 @@ class DaskEngine(FrameSearch):
         # hashed: tokenizing a GB of arrays costs more than sending them)
         (shared,) = self.client.scatter([frame_arrays(frame)], broadcast=True, hash=False)
         rows = len(frame) if split is None else len(frame) - split
-        ranges = slices(rows, 2 * self.cores)
+        parts = max(1, min(rows, 2 * self.cores))
         futures = [
-            self.client.submit(slice_pairs, shared, rule, lo, hi, split, pure=False)
-            for lo, hi in ranges
+            self.client.submit(slice_pairs, shared, rule, part, parts, split, pure=False)
+            for part in range(parts)
         ]
         try:
             found = self.client.gather(futures)

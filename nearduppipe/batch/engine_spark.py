@@ -37,7 +37,7 @@ from .engine_frames import (
     pairs_frame,
     shuffle_partitions,
 )
-from .sliced import BROADCAST_BYTES, frame_arrays, slice_pairs, slices
+from .sliced import BROADCAST_BYTES, frame_arrays, slice_pairs
 from .split_task import SplitResult, Wants, read_split
 from .splits import Split
 from .write_task import WriteResult, WriteTask, write_split
@@ -143,13 +143,13 @@ class SparkEngine(FrameSearch):
         """The frame's arrays broadcast, one task per slice of rows (:mod:`.sliced`)."""
         shared = self.spark.sparkContext.broadcast(frame_arrays(frame))
         rows = len(frame) if split is None else len(frame) - split
-        ranges = slices(rows, 2 * self.parallelism)
+        parts = max(1, min(rows, 2 * self.parallelism))
         try:
 
-            def run(lo_hi: tuple[int, int]) -> list[np.ndarray]:
-                return [slice_pairs(shared.value, rule, lo_hi[0], lo_hi[1], split)]
+            def run(part: int) -> list[np.ndarray]:
+                return [slice_pairs(shared.value, rule, part, parts, split)]
 
-            rdd = self.spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
+            rdd = self.spark.sparkContext.parallelize(range(parts), parts)
             found = rdd.flatMap(run).collect()
         finally:
             shared.destroy()

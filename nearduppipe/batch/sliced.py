@@ -1,10 +1,10 @@
 """The join of a cluster engine when the representatives are few enough to send whole to
-every task (Spark's broadcast): the local engine's own exact search (:mod:`.pairs`), cut by
-rows. Each task indexes every representative and queries its slice of them
-(:func:`.pairs.cross_pairs`), keeping a pair from the row with the smaller id, so the slices'
+every task (Spark's broadcast): the local engine's own exact search, shared out among tasks
+(:func:`slice_pairs`): each task indexes every representative and takes its share of the
+index's buckets for every query (or, up to radius 4, its slice of the queries), so the tasks'
 pairs together are the local engine's, each once; the 512-bit verdict runs in the task. No
-row is exploded or shuffled: the cost of a task is the index of ``n`` fingerprints and
-``n / slices`` queries. Past :data:`BROADCAST_BYTES` the engine shuffles instead
+row is exploded or shuffled: the cost of a task is the index of ``n`` fingerprints and its
+share of the join. Past :data:`BROADCAST_BYTES` the engine shuffles instead
 (:mod:`.engine_frames`)."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..fingerprint.rule import Rule
+from ..index.layout import Layout
+from ..index.search import BlockIndex
 from .engine_frames import WIDE_COLUMNS
 from .pairs import cross_pairs, verdicts
 
@@ -46,18 +48,27 @@ def slices(n: int, count: int) -> list[tuple[int, int]]:
     return [(lo, min(n, lo + step)) for lo in range(0, n, step)]
 
 
-def slice_pairs(shared: Shared, rule: Rule, lo: int, hi: int, split: int | None) -> np.ndarray:
-    """Near pairs ``(i, j, d, dw)``, ``i < j``, whose smaller id lies in ``[lo, hi)``; with
-    ``split``, only pairs of a stored id (``< split``) and a query (from it on), and
-    ``[lo, hi)`` counts the queries."""
+def slice_pairs(shared: Shared, rule: Rule, part: int, parts: int, split: int | None) -> np.ndarray:
+    """Near pairs ``(i, j, d, dw)``, ``i < j``, of the ``part``-th of ``parts`` tasks; with
+    ``split``, only pairs of a stored id (``< split``) and a query (from it on). Beyond radius
+    4 a task indexes the stored ids and takes every query but only its share of the index's
+    buckets (:meth:`BlockIndex.join_share`: a bucket is read once for all the queries that
+    probe it, as in the local engine's join); up to radius 4, its slice of the queries against
+    the sorted tables (:func:`.pairs.cross_pairs`)."""
     fps, wides, has_wide = shared
-    if split is None:
-        p = cross_pairs(fps[lo:hi], fps, rule.radius)
-        p = p[p[:, 1] > p[:, 0] + lo]  # (each pair from its smaller id; not itself)
-        p[:, 0] += lo
+    queries, stored = (fps, fps) if split is None else (fps[split:], fps[:split])
+    if rule.radius > 4:
+        index = BlockIndex(Layout(distance=rule.radius))
+        index.add_many(stored)
+        q = index.join_share(queries, part, parts, upper=split is None)
     else:
-        q = cross_pairs(fps[split + lo : split + hi], fps[:split], rule.radius)
-        p = np.stack([q[:, 1], q[:, 0] + split + lo, q[:, 2]], axis=1)
+        ranges = slices(len(queries), parts)
+        lo, hi = ranges[part] if part < len(ranges) else (0, 0)
+        q = cross_pairs(queries[lo:hi], stored, rule.radius)
+        q[:, 0] += lo
+        if split is None:
+            q = q[q[:, 1] > q[:, 0]]  # (each pair from its smaller id; not itself)
+    p = q if split is None else np.stack([q[:, 1], q[:, 0] + split, q[:, 2]], axis=1)
     near, dw = verdicts(p, wides, has_wide, rule)
     out: np.ndarray = np.concatenate([p, dw[:, None]], axis=1)[near].reshape(-1, 4)
     return out.astype(np.int64)

@@ -307,22 +307,43 @@ class BlockIndex(MergeSchedule):
         result: np.ndarray = out[order]
         return result
 
-    def _join(self, qs: np.ndarray, workers: int, upper: bool) -> np.ndarray:
+    def _join(
+        self, qs: np.ndarray, workers: int, upper: bool, share: tuple[int, int] = (0, 1)
+    ) -> np.ndarray:
         """:func:`~nearduppipe.index.joins.cross_join` of the one run, its buckets shared out
-        among ``workers`` threads (unsorted ``(q, i, d)`` rows)."""
+        among ``workers`` threads (unsorted ``(q, i, d)`` rows); ``share = (k, m)``: only the
+        buckets of the ``k``-th of ``m`` shares (:meth:`join_share`)."""
         run = self._runs[0].args
         groups = kernels().cross_groups(run[0], *run[3:6], qs)
         args = (*run, qs, self.distance, self._alive, groups)
-        parts = max(1, min(workers, len(qs) // 1024 + 1))
+        k, m = share
+        threads = max(1, min(workers, len(qs) // 1024 + 1))
+        parts = m * threads  # (thread t of share k: the buckets b % parts == k + m * t)
 
-        def join(part: int) -> np.ndarray:
-            q, i, d = kernels().cross_join(*args, part, parts, upper)
+        def join(t: int) -> np.ndarray:
+            q, i, d = kernels().cross_join(*args, k + m * t, parts, upper)
             return np.stack([q, i, d], axis=1)
 
-        if parts == 1:
+        if threads == 1:
             return join(0)
-        with ThreadPoolExecutor(parts, thread_name_prefix="neardup-join") as pool:
-            return np.concatenate(list(pool.map(join, range(parts))))
+        with ThreadPoolExecutor(threads, thread_name_prefix="neardup-join") as pool:
+            return np.concatenate(list(pool.map(join, range(threads))))
+
+    def join_share(
+        self, queries: np.ndarray, share: int, shares: int, upper: bool = False
+    ) -> np.ndarray:
+        """The ``share``-th of ``shares`` parts of :meth:`cross` (``upper``: of :meth:`pairs`,
+        the queries being the index's own ids), unsorted: a cluster engine's task, which holds
+        the whole index and takes every query but only its share of the buckets, so that each
+        bucket is read by one task for all the queries that probe it. The shares together are
+        the whole join, each pair in one of them."""
+        self.wait()
+        qs = np.ascontiguousarray(queries, dtype=np.uint64)
+        if len(self._runs) == 1 and self._tail == self._n:
+            return self._join(qs, 1, upper, (share, shares))
+        if share:  # (not one run: the first share answers for all, query by query)
+            return np.zeros((0, 3), dtype=np.int64)
+        return self.pairs() if upper else self.cross(qs)
 
     def query(self, fp: int, radius: int | None = None) -> list[tuple[int, int]]:
         """``(id, distance)`` of every live fingerprint within the distance (or a smaller
