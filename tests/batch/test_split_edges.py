@@ -198,17 +198,23 @@ def test_every_engine_reads_a_split_again(
 # --- empty gzip members ---------------------------------------------------------------------
 
 
-def _with_empty_members(path: Path, out: Path, where: str) -> Path:
-    """``path`` with an empty gzip member before each member (``each``), or before the first
-    or after the last only."""
-    data = path.read_bytes()
-    empty = gzip.compress(b"")
+def member_starts(data: bytes) -> list[int]:
+    """The offsets of the gzip members of ``data``, in order."""
     starts, at = [], 0
     while at < len(data):
         starts.append(at)
         d = zlib.decompressobj(31)
         d.decompress(data[at:])
         at = len(data) - len(d.unused_data)
+    return starts
+
+
+def _with_empty_members(path: Path, out: Path, where: str) -> Path:
+    """``path`` with an empty gzip member before each member (``each``), or before the first
+    or after the last only."""
+    data = path.read_bytes()
+    empty = gzip.compress(b"")
+    starts = member_starts(data)
     if where == "start":
         out.write_bytes(empty + data)
     elif where == "end":

@@ -28,6 +28,7 @@ from nearduppipe.batch.warc import OFFSET, READER_ENV, WarcReader
 
 from ..support.cli import run_process, run_python
 from .test_dedup_inputs import as_html, planted, write_warc
+from .test_split_edges import member_starts
 
 pytest.importorskip("warcio", reason="WARC input needs warcio (nearduppipe[warc])")
 pytest.importorskip("fastwarc", reason="the comparison needs fastwarc (nearduppipe[warc])")
@@ -46,16 +47,6 @@ def _response(w: Any, url: str, body: bytes, headers: list[tuple[str, str]], **k
 
 def _pages(seed: int = 4, groups: int = 3, distinct: int = 2) -> list[dict[str, Any]]:
     return [as_html(r) for r in planted(groups, distinct, seed=seed)]
-
-
-def _members(data: bytes) -> list[int]:
-    starts, at = [], 0
-    while at < len(data):
-        starts.append(at)
-        d = zlib.decompressobj(31)
-        d.decompress(data[at:])
-        at = len(data) - len(d.unused_data)
-    return starts
 
 
 _RNG = random.Random(7)
@@ -202,7 +193,7 @@ def _length(which: int, value: bytes, gz: bool = False) -> Builder:
     def build(tmp: Path) -> Path:
         data = write_warc(tmp / ("ok.warc.gz" if gz else "ok.warc"), _pages(seed=5)).read_bytes()
         if gz:
-            members = _members(data)
+            members = member_starts(data)
             records = [gzip.decompress(data[a:b]) for a, b in pairwise([*members, len(data)])]
             at = records[which].index(b"Content-Length: ")
             end = records[which].index(b"\r\n", at)
@@ -227,7 +218,7 @@ def _empty_members(where: str) -> Builder:
     def build(tmp: Path) -> Path:
         data = _gz(tmp).read_bytes()
         empty = gzip.compress(b"")
-        members = _members(data)
+        members = member_starts(data)
         out = tmp / f"empty-{where}.warc.gz"
         if where == "start":
             out.write_bytes(empty + data)
@@ -248,7 +239,7 @@ def _spliced(what: str) -> Builder:
 
     def build(tmp: Path) -> Path:
         data = _gz(tmp).read_bytes()
-        m = _members(data)
+        m = member_starts(data)
         out = tmp / f"spliced-{what}.warc.gz"
         if what == "junk-member":
             out.write_bytes(data[: m[4]] + gzip.compress(b"junk\r\n\r\n") + data[m[4] :])
@@ -509,7 +500,7 @@ def _huge_record(path: Path, size: int) -> None:
     """A .warc.gz: a page, a ``size``-byte HTML response (blanks: a small member), a page."""
     pages = _pages(seed=8)[:2]
     small = write_warc(path.with_name("small.warc.gz"), pages, extras=False).read_bytes()
-    members = _members(small)
+    members = member_starts(small)
     http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"
     head = (
         b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: https://x.example/huge\r\n"
