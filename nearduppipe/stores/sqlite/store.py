@@ -273,9 +273,10 @@ class SqliteStore(IndexedStore):
                 values[row_key] = value
             else:
                 todo.append(row_key)
+        todo = sorted(set(todo))  # (in key order: neighbouring pages of the table)
         if self._reader is not None:
             for at in range(0, len(todo), KEYS_PER_READ):
-                some = sorted(todo[at : at + KEYS_PER_READ])
+                some = todo[at : at + KEYS_PER_READ]
                 marks = ",".join("?" * len(some))
                 try:
                     values.update(
