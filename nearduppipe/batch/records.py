@@ -57,6 +57,7 @@ from .inputs import Input, check_extras, sources_of
 from .keep import KEEP_RULES, keep_groups
 from .near import NearPairs
 from .precomputed import DEFAULT_FIELD
+from .source import anchored
 from .split_task import SplitResult
 from .splits import Split, plan_splits
 from .walk import Walk, read_splits
@@ -178,6 +179,8 @@ def dedup_records(
     engine = engine or LocalEngine(workers)
     fields = Fields(text_field, html_field, key_field, fingerprint_field, max_record_bytes)
     sources = sources_of(path, input_format)
+    if not getattr(engine, "shares_files", True):  # (its tasks run in other folders: a cluster)
+        sources = [anchored(s) for s in sources]
     check_extras(sources)
     out_fmt = _output_format(sources, output_format) if output is not None else None
     walk = Walk(rule, keep, keys=against is not None)
