@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from pages import _links, article_paragraphs, portal_page  # noqa: E402
 
-from nearduppipe.batch.warc import OFFSET, READER_ENV, WarcReader  # noqa: E402
+from nearduppipe.batch.warc import OFFSET, WarcReader  # noqa: E402
+from nearduppipe.batch.warc_fast import READER_ENV  # noqa: E402
 
 READERS = ("warcio", "fastwarc")
 

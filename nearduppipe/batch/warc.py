@@ -1,21 +1,12 @@
 """WARC files as a batch input: each ``response`` record with an HTML payload is one page, read
 with warcio (the optional extra ``nearduppipe[warc]``), streaming, one record at a time.
 
-FastWARC (in the same extra; C++, 2.2-2.9x faster to read a page than warcio:
-docs/batch.md) reads the records it can vouch for, warcio the rest, so that the answers are
-warcio's whatever is installed. fastwarc reads a local file's records one ahead (a record is
-given once the next one's offset shows where it ended); a payload with a ``Content-Encoding``
-or ``Transfer-Encoding`` is decoded by warcio's own readers, a URI rewritten as warcio rewrites
-it (``<…>``, spaces). The input is handed over to warcio (seeking back to a record's offset)
-at the first record fastwarc cannot vouch for: a response whose HTTP headers fastwarc does not
-parse or that are not HTTP/1.x, with two Content-Types or encodings, a length past the end of
-an uncompressed file, content shorter than its length, anything fastwarc raises; and at its
-last record (warcio reads it again and what follows: the end of the file, empty gzip members,
-which stop fastwarc, a file cut short). A ``.warc.gz`` that is not one gzip member per record
-(an offset that starts no member, two records at one) is read again from the start by warcio,
-which tells such a file only some records later; the records fastwarc gave are not given
-twice. URLs are read by warcio only, and so is everything with
-``NEARDUP_WARC_READER=warcio`` in the environment.
+warcio's reading, here, is the reference. FastWARC (in the same extra) reads first the records
+of a local file it can vouch for (:mod:`.warc_fast`: which, and where it hands the input over);
+warcio reads the rest from the record fastwarc stopped at, so that the answers are warcio's
+whatever is installed. URLs are read by warcio only, and so is everything with
+``NEARDUP_WARC_READER=warcio`` in the environment. What the two readers must agree on (which
+responses are pages, the offset's key, the charset) is :mod:`.warc_pages`'s.
 
 A WARC record cannot be written back into a feed, so ``nearduppipe dedup -o`` names each kept
 one instead (:func:`locator`): its URL, the WARC file, the record's offset in it (where
@@ -26,21 +17,20 @@ and counted by kind.
 
 from __future__ import annotations
 
-import codecs
 import gzip
-import io
 import json
-import os
 import zlib
 from collections import Counter
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from . import warc_fast
 from .bounded import DEFAULT_MAX_RECORD_BYTES, OVERSIZED
 from .compression import FeedError, IncompleteError, MissingExtraError
 from .fs import AnyPath, as_path
 from .splits import Bounds, Split, member_start
+from .warc_pages import HTML_TYPES, NOT_HTML, OFFSET, declared_charset
 
 __all__ = [
     "HTML_TYPES",
@@ -53,14 +43,6 @@ __all__ = [
 ]
 
 WARC_SUFFIXES = (".warc", ".warc.gz")
-HTML_TYPES = ("text/html", "application/xhtml+xml")
-OFFSET = "\0warc-offset"  # the record dict's key for the record's offset (no feed has it)
-NOT_HTML = "response not HTML"
-READER_ENV = "NEARDUP_WARC_READER"  # "warcio": every WARC read by warcio only
-_HTTP_SCHEMES = ("http:", "https:")  # (warcio parses HTTP headers for these URIs only)
-_HTTP_STATUS = (b"HTTP/1.0 ", b"HTTP/1.1 ")
-_ENCODINGS = ("Content-Encoding", "Transfer-Encoding")
-_GZIP_MAGIC = b"\x1f\x8b\x08"
 
 
 def is_warc(path: str | Path) -> bool:
@@ -76,50 +58,6 @@ def need_warcio(path: object) -> Any:
             f"{path}: reading WARC files needs the warcio package: pip install 'nearduppipe[warc]'"
         ) from None
     return ArchiveIterator
-
-
-def fastwarc_iterator() -> Any:
-    """FastWARC's ArchiveIterator, or None: not installed, or ``NEARDUP_WARC_READER=warcio``."""
-    if os.environ.get(READER_ENV, "").strip().lower() == "warcio":
-        return None
-    try:
-        from fastwarc.warc import ArchiveIterator  # type: ignore[import-untyped,import-not-found,unused-ignore]
-    except ImportError:
-        return None
-    return ArchiveIterator
-
-
-def _decoded(raw: bytes, encoding: str | None, transfer: str | None, limit: int) -> bytes:
-    """A payload de-chunked and content-decoded as warcio's ``content_stream()`` does it, by
-    warcio's readers (at most ``limit + 1`` bytes)."""
-    from warcio.bufferedreaders import (  # type: ignore[import-untyped,import-not-found,unused-ignore]
-        BufferedReader,
-        ChunkedDataReader,
-    )
-
-    if encoding:
-        encoding = encoding.lower()
-        if encoding not in BufferedReader.get_supported_decompressors():
-            encoding = None
-    stream: Any = io.BytesIO(raw)
-    if transfer == "chunked":
-        stream = ChunkedDataReader(stream, decomp_type=encoding)
-    elif encoding:
-        stream = BufferedReader(stream, decomp_type=encoding)
-    return bytes(stream.read(limit + 1))
-
-
-def _charset(content_type: str) -> str | None:
-    """The ``charset=`` of a Content-Type, if Python knows that codec."""
-    for part in content_type.split(";")[1:]:
-        name, _, value = part.strip().partition("=")
-        if name.strip().lower() == "charset":
-            value = value.strip().strip("\"'")
-            try:
-                return codecs.lookup(value).name
-            except LookupError:
-                return None
-    return None
 
 
 class WarcReader:
@@ -151,7 +89,8 @@ class WarcReader:
         self.limit = limit  # the largest payload read (decoded); larger ones: OVERSIZED
         self.gzip = False
         self._iterator_class = need_warcio(self.path)
-        self._fast_class = fastwarc_iterator()
+        # (None: warcio reads it all; called through its module, where a test swaps it)
+        self._fast_class = warc_fast.fastwarc_iterator()
         self.fast_records = 0  # (records read by fastwarc; the rest, if any, by warcio)
         self.key_field = key_field
         self.html_field = html_field
@@ -268,7 +207,7 @@ class WarcReader:
         body = record.content_stream().read(self.limit + 1)  # de-chunked, content-decoded
         if len(body) > self.limit:
             return None
-        charset = _charset(content_type)
+        charset = declared_charset(content_type)
         # bytes without a declared charset: the extractor detects the encoding
         return body.decode(charset, "replace") if charset else body
 
@@ -282,8 +221,8 @@ class WarcReader:
             self._file.seek(first)
             self.gzip = True
         n, start, again = 0, 0, 0
-        if self._fast_class is not None and self._local():
-            handover = yield from self._read_fast(first)
+        if self._fast_class is not None and warc_fast.is_local(self._file):
+            handover = yield from warc_fast.read_fast(self, self._fast_class, self._file, first)
             if handover is None:
                 return  # (the split's records all read)
             at, n, start = handover
@@ -291,115 +230,6 @@ class WarcReader:
                 at, again, n, start = first, n, 0, 0
             self._file.seek(at)
         yield from self._read_warcio(n, start, again)
-
-    def _local(self) -> bool:
-        """A local file (fastwarc reads local files only: read ahead with os.pread, which
-        Windows lacks)."""
-        if not hasattr(os, "pread"):
-            return False
-        try:
-            self._file.fileno()
-            return bool(self._file.seekable())
-        except (OSError, ValueError, AttributeError):
-            return False
-
-    def _read_fast(
-        self, first: int
-    ) -> Generator[tuple[None, dict[str, Any]], None, tuple[int, int, int] | None]:
-        """The records fastwarc reads as warcio would (module doc), each yielded once the one
-        after it is read (its start: the record before has ended there); then where warcio
-        reads on from, the records read and the last one's offset (None: the split is read).
-        An offset of -1: a gzip file that is not one member per record (warcio reads it from
-        the start again: it tells such a file only some records later)."""
-        records = iter(self._fast_class(self._file, parse_http=True))
-        fd = self._file.fileno()
-        held: tuple[int, str | None, dict[str, Any] | None] | None = None
-        n, start = 0, 0
-        while True:
-            try:
-                record = next(records)
-                pos = record.stream_pos
-            except Exception:  # (StopIteration too: warcio reads the last record again)
-                return (first if held is None else held[0]), n, start
-            if self.gzip and os.pread(fd, 3, pos) != _GZIP_MAGIC:
-                return -1, n, start  # (a record inside a member: not one member per record)
-            if held is not None:
-                if pos <= held[0]:  # (two records in one gzip member)
-                    return -1, n, start
-                n += 1
-                self.records = self.fast_records = n
-                start, kind, item = held
-                if item is None:
-                    self.skipped[str(kind)] += 1
-                else:
-                    yield None, item
-                held = None
-            if self.split is not None and pos >= self.split.end:  # (the next split's)
-                self.bounds.next_at = pos
-                return None
-            try:
-                held = self._fast_record(record, pos, n + 1)
-            except Exception:
-                held = None
-            if held is None:
-                return pos, n, start
-
-    def _fast_record(
-        self, record: Any, pos: int, n: int
-    ) -> tuple[int, str | None, dict[str, Any] | None] | None:
-        """Record ``n``, read through by fastwarc: its offset and the kind it is skipped as, or
-        the item it yields; None when warcio must read it (module doc)."""
-        headers = record.headers
-        length = headers.get("Content-Length") or ""
-        kind = headers.get("WARC-Type")
-        if not length.isdigit() or not kind or (not self.gzip and pos + int(length) > self.size):
-            return None
-        if kind != "response":
-            return (pos, kind, None) if self._read_through(record, 0) else None
-        url = headers.get("WARC-Target-URI")
-        if url is None:
-            return None
-        if url.startswith("<") and url.endswith(">"):  # (as warcio rewrites it)
-            url = url[1:-1]
-        url = url.replace(" ", "%20")
-        if int(length) == 0 or not url.startswith(_HTTP_SCHEMES):  # (warcio: no HTTP headers)
-            return (pos, NOT_HTML, None) if self._read_through(record, 0) else None
-        if not record.is_http:
-            return None
-        http = record.http_headers
-        if not (http.status_line_bytes or b"").startswith(_HTTP_STATUS):
-            return None
-        content_types = http.get_multiple("Content-Type")
-        encodings = [http.get_multiple(name) for name in _ENCODINGS]
-        if len(content_types) > 1 or any(len(values) > 1 for values in encodings):
-            return None
-        content_type = content_types[0] if content_types else ""
-        if content_type.split(";")[0].strip().lower() not in HTML_TYPES:
-            return (pos, NOT_HTML, None) if self._read_through(record, 0) else None
-        item: dict[str, Any] = {self.key_field: url}
-        got = 0
-        if self.payload:
-            body = None
-            if int(length) <= self.limit:  # (the raw payload: at most the length)
-                body = record.reader.read(self.limit + 1)
-                got = len(body)
-                if any(encodings):  # (decoded as warcio decodes it: its own readers)
-                    encoding, transfer = (values[0] if values else None for values in encodings)
-                    body = _decoded(body, encoding, transfer, self.limit)
-            if body is None or len(body) > self.limit:
-                item[OVERSIZED] = f"{self.path}: record {self.number(n)} ({url})"
-            else:
-                charset = _charset(content_type)
-                item[self.html_field] = body.decode(charset, "replace") if charset else body
-        if not self._read_through(record, got):
-            return None
-        item[OFFSET] = pos
-        return pos, None, item
-
-    @staticmethod
-    def _read_through(record: Any, got: int) -> bool:
-        """The rest of the record's content skipped: whether it was all there."""
-        return bool(got + record.reader.consume() == record.content_length)
 
     def _read_warcio(
         self, n: int, start: int, again: int = 0

@@ -1,9 +1,10 @@
 """The two WARC readers give the same answers (issue 44, item 2): every WARC the tests write,
 and hostile ones, read with fastwarc (where it vouches for a record, warcio for the rest:
-``batch/warc.py``) and with warcio only (``NEARDUP_WARC_READER=warcio``): the records yielded
-(URL, page, offset, oversized names), the records skipped by kind, the split bounds, the error
-and its message; and ``nearduppipe dedup`` end to end (report, ``-o``, standard error, exit
-status). A fastwarc that gives one offset wrong is caught (the last test)."""
+``batch/warc_fast.py``, ``batch/warc.py``) and with warcio only (``NEARDUP_WARC_READER=warcio``):
+the records yielded (URL, page, offset, oversized names), the records skipped by kind, the split
+bounds, the error and its message; and ``nearduppipe dedup`` end to end (report, ``-o``,
+standard error, exit status). A fastwarc that gives one offset wrong is caught (the last
+test)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ from typing import Any
 
 import pytest
 
-from nearduppipe.batch import warc as warc_module
+from nearduppipe.batch import warc_fast
 from nearduppipe.batch.bounded import OVERSIZED
 from nearduppipe.batch.inputs import sources_of
 from nearduppipe.batch.splits import Split
-from nearduppipe.batch.warc import OFFSET, READER_ENV, WarcReader
+from nearduppipe.batch.warc import OFFSET, WarcReader
+from nearduppipe.batch.warc_fast import READER_ENV
 
 from ..support.cli import run_process, run_python
 from .test_dedup_inputs import as_html, planted, write_warc
@@ -453,7 +455,7 @@ def test_dedup_gives_the_same_output_with_either_reader(
 
 def _off_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """fastwarc, its third record's offset one byte off."""
-    real = warc_module.fastwarc_iterator()
+    real = warc_fast.fastwarc_iterator()
 
     class Record:
         def __init__(self, record: Any, shift: int) -> None:
@@ -466,8 +468,9 @@ def _off_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
         for k, record in enumerate(real(stream, **kw)):
             yield Record(record, 1 if k == 2 else 0)
 
+    # (where WarcReader looks it up, each time a reader is made)
     monkeypatch.setattr(
-        warc_module, "fastwarc_iterator", lambda: None if os.environ.get(READER_ENV) else wrong
+        warc_fast, "fastwarc_iterator", lambda: None if os.environ.get(READER_ENV) else wrong
     )
 
 
