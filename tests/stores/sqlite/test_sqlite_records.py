@@ -131,3 +131,49 @@ def test_keys_of_many_rows_are_read_in_batches(tmp_path: Path) -> None:
         with pytest.raises(StoreError, match="page key is not a string") as e:
             r.columns().keys(np.array([row_of[names[10]]]))
         assert "\n" not in str(e.value) and "i:" in str(e.value)
+
+
+def test_keys_at_the_edges_of_an_in_list(tmp_path: Path) -> None:
+    """``_keys_at`` (``dedup --against``'s matched rows) at 0, 1 and exactly one, two
+    ``IN`` lists' worth of rows and one past each, asked in random and reverse order and
+    with repeats, rows in the writer's buffer and committed (keys that look like SQL, a
+    quote, a long one): each asked row's own key, in the order asked. A row removed after
+    the columns were taken is one error naming it, as a single key lookup is."""
+    import numpy as np
+
+    from nearduppipe.stores.base import StoreError
+    from nearduppipe.stores.sqlite.store import KEYS_PER_READ
+
+    assert KEYS_PER_READ == 900
+    rng = random.Random(9)
+    names = [f"page/{i}" for i in range(2 * KEYS_PER_READ + 2)]
+    names[5] = "q'uo\"te 例 😀 " + "x" * 1500
+    names[KEYS_PER_READ] = "'); DROP TABLE neardup; --"
+    names[KEYS_PER_READ + 1] = "a,b)?"
+    with open_store(str(tmp_path / "s.sqlite")) as s:
+        for i, key in enumerate(names):
+            s.add(Fingerprints(rng.getrandbits(64), None), key)
+            if i == KEYS_PER_READ - 1:
+                s.flush()  # (the first list's worth committed, the rest buffered)
+        cols = s.columns()
+        fp_of = {e.key: e.fingerprint for e in s.entries()}
+        n = len(cols.fp)
+        assert n == len(names)
+        asks = [rng.sample(range(n), m) for m in (0, 1, 899, 900, 901, 1800, 1801, n)]
+        asks += [list(range(n))[::-1] + [0] * 950]
+        for rows in asks:
+            got = cols.keys(np.array(rows, dtype=np.int64))
+            assert [fp_of[k] for k in got] == [int(cols.fp[r]) for r in rows]
+        assert sorted(cols.keys(np.arange(n))) == sorted(names)
+        victim = cols.keys(np.array([7]))[0]
+        s.remove(victim)
+        with pytest.raises(StoreError, match="is missing"):
+            cols.keys(np.array([8, 7]))
+    with open_store(str(tmp_path / "s.sqlite"), read_only=True) as r:
+        cols = r.columns()  # (every row committed, read by a store without a writer)
+        fp_of = {e.key: e.fingerprint for e in r.entries()}
+        assert sorted(fp_of) == sorted(k for k in names if k != victim)
+        for m in (900, 901, len(cols.fp)):
+            got = cols.keys(np.arange(m)[::-1])
+            assert len(set(got)) == m
+            assert [fp_of[k] for k in got] == [int(f) for f in cols.fp[:m][::-1]]
