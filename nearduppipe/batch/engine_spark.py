@@ -59,11 +59,19 @@ def _schema(columns: list[str], types: dict[str, str]) -> str:
     return ", ".join(f"{c} {types.get(c, 'long')}" for c in columns)
 
 
+# A local[N] JVM this engine starts only hands tasks and their results to and fro: its JIT's
+# second tier (C2) took 3-5 s of CPU of the 2 cores the tasks need at 1 M carried records, for
+# no gain measured (docs/batch.md). A conf naming spark.driver.extraJavaOptions replaces it.
+LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
 class SparkEngine(FrameSearch):
     """``master``: a Spark master URL (``local[2]``, ``spark://host:7077``, ``yarn``), or None
     to take the session ``spark-submit`` made. ``partitions``: of the shuffle (default: twice
     the default parallelism, more for large joins: :func:`.engine_frames.shuffle_partitions`).
-    ``conf``: more Spark settings (``spark.driver.memory`` for a large ``local`` join)."""
+    ``conf``: more Spark settings (``spark.driver.memory`` for a large ``local`` join; a
+    ``local`` JVM the engine starts gets :data:`LOCAL_JVM_OPTIONS` unless it names
+    ``spark.driver.extraJavaOptions``)."""
 
     name = "spark"
 
@@ -91,7 +99,10 @@ class SparkEngine(FrameSearch):
         builder = builder.config("spark.sql.execution.arrow.pyspark.enabled", "true")
         builder = builder.config("spark.ui.enabled", "false")
         builder = builder.config("spark.ui.showConsoleProgress", "false")
-        for name, value in (conf or {}).items():  # (spark.driver.memory: before the JVM)
+        conf = dict(conf or {})
+        if self.own_jvm and master is not None and master.startswith("local"):
+            conf.setdefault("spark.driver.extraJavaOptions", LOCAL_JVM_OPTIONS)
+        for name, value in conf.items():  # (spark.driver.memory: before the JVM)
             builder = builder.config(name, value)
         self.spark = builder.getOrCreate()
         self.spark.sparkContext.setLogLevel("ERROR")

@@ -291,6 +291,18 @@ def test_local_engine_finds_the_planted_groups(
 
 
 @pytest.mark.engine
+def test_a_local_jvm_the_engine_starts_runs_without_the_jits_second_tier(spark: Any) -> None:
+    """LOCAL_JVM_OPTIONS reach the JVM itself (its own arguments), not only the conf."""
+    from nearduppipe.batch.engine_spark import LOCAL_JVM_OPTIONS
+
+    if not spark.own_jvm:
+        pytest.skip("the JVM was started before this engine: its options are not the engine's")
+    jvm = spark.spark.sparkContext._jvm
+    args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert LOCAL_JVM_OPTIONS in args
+
+
+@pytest.mark.engine
 @pytest.mark.parametrize("keep", ["first", "shortest-url"])
 def test_spark_returns_what_the_local_engine_returns(
     spark: Any, planted_split: dict[str, Any], local_results: dict[str, DedupResult], keep: str
