@@ -179,7 +179,7 @@ def dedup_records(
     engine = engine or LocalEngine(workers)
     fields = Fields(text_field, html_field, key_field, fingerprint_field, max_record_bytes)
     sources = sources_of(path, input_format)
-    if not getattr(engine, "shares_files", True):  # (its tasks run in other folders: a cluster)
+    if not getattr(engine, "shares_files", False):  # (its tasks may run in other folders)
         sources = [anchored(s) for s in sources]
     check_extras(sources)
     out_fmt = _output_format(sources, output_format) if output is not None else None
