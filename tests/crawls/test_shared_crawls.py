@@ -187,8 +187,9 @@ def _on_redis(
     _check_rounds(tmp, site, server.url, n, clear, setup, rounds)
 
 
-@pytest.mark.fault  # (a three-master cluster and several crawlers: slow, run once in CI)
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.fault  # (a three-master cluster and several crawlers: slow, run once in CI; two
+# crawlers on one cluster add nothing four do not: 52 s of CI's critical path, dropped)
+@pytest.mark.parametrize("n", [4])
 def test_crawlers_together_on_redis_cluster_export_each_page_once(
     site: tuple[str, list[list[str]]], tmp_path_factory: pytest.TempPathFactory, n: int
 ) -> None:
