@@ -419,6 +419,10 @@ def evaluate(extracted: list[tuple[Page, str | None]], tune: bool) -> dict[str, 
     rule = config.rule
     result = score(extracted, run_ours(default, rule)(extracted))
     report(f"nearduppipe defaults ({rule.describe()})", result)
+    report(  # (the step of issue 43: the candidate radius 8 -> 10)
+        "radius 8 (the defaults up to 0.1)",
+        score(extracted, run_ours(default, replace(rule, radius=8))(extracted)),
+    )
     report(
         "the paper's rule (64-bit, k=3)",
         score(extracted, run_ours(default, Rule.paper(3))(extracted)),
@@ -530,6 +534,7 @@ def real_pages(
         }
         rules = [(f"nearduppipe defaults ({config.rule.describe()})", config.rule)]
         if n == 0:
+            rules.append(("radius 8 (the defaults up to 0.1)", replace(config.rule, radius=8)))
             rules.append(("the paper's rule (64-bit, k=3)", Rule.paper(3)))
         for name, rule in rules:
             runs = []

@@ -29,6 +29,7 @@ import random
 import re
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import quality
@@ -162,24 +163,28 @@ def main() -> None:
     for p, t in items:
         r = fingerprint_text(t, params)
         fps[p.url] = r.fingerprints if r is not None else None
-    runs, peer_runs = [], []
+    rules = [config.rule, replace(config.rule, radius=8)]  # (8: the default up to 0.1)
+    runs: list[list[dict[str, float]]] = [[] for _ in rules]
+    peer_runs = []
     anywhere = args.order == "random"
     peer = None if args.no_peer else quality.MinHashPeer(items, config.min_text_length)
     for o in range(args.orders):
         order = quality.crawl_order(items, args.seed * 1000 + o, any_order=anywhere)
-        decisions: dict[str, str | None] = {}
-        with open_store("memory:", rule=config.rule) as store:
-            for p, _ in order:
-                fp = fps[p.url]
-                match = store.check_and_add(fp, p.url) if fp is not None else None
-                decisions[p.url] = match.key if match else None
-        runs.append(quality.score(order, decisions, POSITIVE, NEGATIVE, langs, anywhere))
+        for rule, rule_runs in zip(rules, runs, strict=True):
+            decisions: dict[str, str | None] = {}
+            with open_store("memory:", rule=rule) as store:
+                for p, _ in order:
+                    fp = fps[p.url]
+                    match = store.check_and_add(fp, p.url) if fp is not None else None
+                    decisions[p.url] = match.key if match else None
+            rule_runs.append(quality.score(order, decisions, POSITIVE, NEGATIVE, langs, anywhere))
         if peer is not None:
             peer_runs.append(
                 quality.score(order, peer.decide(order), POSITIVE, NEGATIVE, langs, anywhere)
             )
     kinds = (POSITIVE, NEGATIVE)
-    quality.report_real(f"nearduppipe defaults ({config.rule.describe()})", runs, langs, *kinds)
+    quality.report_real(f"nearduppipe defaults ({config.rule.describe()})", runs[0], langs, *kinds)
+    quality.report_real("radius 8 (the defaults up to 0.1)", runs[1], langs, *kinds)
     if peer is not None:
         quality.report_real("MinHash peer (datasketch, 5-shingles)", peer_runs, langs, *kinds)
 

@@ -45,7 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_ENABLED": True,
     "NEARDUP_STORE": None,  # None: .scrapy/neardup/<spider>.sqlite; "redis": scrapy-redis's
     "NEARDUP_SIMILARITY": 0.93,  # cosine; None: the paper's 64-bit rule (docs/quality.md)
-    "NEARDUP_DISTANCE": None,  # 64-bit radius; None: 8 with a similarity, 3 (the paper's k) without
+    "NEARDUP_DISTANCE": None,  # 64-bit radius; None: 10 with a similarity, 3 (paper's k) without
     "NEARDUP_SCOPE": "global",  # compare a page with every page, or its "domain"'s or "host"'s
     "NEARDUP_EXTRACTOR": "trafilatura",  # or "resiliparse": pip install 'nearduppipe[resiliparse]'
     # what a near-copy of another page, and an unchanged revisit of a page's own entry, drop:
@@ -244,8 +244,9 @@ class NearDupConfig:
         distance = _int(
             "NEARDUP_DISTANCE", get("NEARDUP_DISTANCE"), 0, 12 if similarity else 8, optional=True
         )
+        distance_given = distance is not None
         if distance is None:
-            distance = 8 if similarity is not None else 3
+            distance = Rule().radius if similarity is not None else 3
         scope = get("NEARDUP_SCOPE")
         if scope not in ("global", "domain", "host"):
             raise NearDupConfigError(
@@ -260,7 +261,13 @@ class NearDupConfig:
             require_extractor(extractor)
         except ExtractorUnavailable as e:
             raise NearDupConfigError(str(e)) from None
-        rule = Rule(similarity=similarity, radius=distance, scope=scope, extractor=extractor)
+        rule = Rule(
+            similarity=similarity,
+            radius=distance,
+            scope=scope,
+            extractor=extractor,
+            radius_given=distance_given,
+        )
         blocks = _int("NEARDUP_BLOCKS", get("NEARDUP_BLOCKS"), 1, 64, optional=True)
         if blocks is not None:
             from .index.layout import Layout

@@ -151,7 +151,7 @@ def test_disabled_and_bad_settings(make_crawler: Any, caplog: pytest.LogCaptureF
         ("NEARDUP_COMMIT_INTERVAL", 0, "must be greater than 0"),
         ("NEARDUP_THREADS", 0, "must be between 1 and 64"),
         ("NEARDUP_STORE", "  ", "must be a store URI"),
-        ("NEARDUP_BLOCKS", 1, "= 1: 1 blocks at distance 8 would probe"),  # (a Layout's check)
+        ("NEARDUP_BLOCKS", 1, "= 1: 1 blocks at distance 10 would probe"),  # (a Layout's check)
         ("NEARDUP_BLOCKS", "40", "= 40: "),
         ("NEARDUP_REDIS_PARAMS", "{socket_timeout: 5}", r"must be a dict .*\(from the command"),
     ],
@@ -655,3 +655,35 @@ def test_a_progress_line_every_logstats_interval(
     n = len(lines)
     run(asyncio.sleep(0.5))  # none after the close
     assert len([r for r in caplog.records if "pages/min" in r.getMessage()]) == n
+
+
+def test_a_store_made_at_radius_8_keeps_it_and_says_so(
+    make_crawler: Any, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """The default radius became 10 (fingerprint/rule.py): a crawl that leaves
+    NEARDUP_DISTANCE unset on a store made at 8 keeps 8 and says once how to widen it; a new
+    store gets 10 without a word."""
+    from nearduppipe import Rule, open_store
+
+    old = tmp_path / "old.sqlite"
+    with open_store(str(old), rule=Rule(radius=8)):
+        pass
+    caplog.set_level(logging.INFO, logger="nearduppipe")
+    for store, radius in ((old, 8), (tmp_path / "new.sqlite", 10)):
+        caplog.clear()
+        mw = middleware(make_crawler, NEARDUP_STORE=str(store), NEARDUP_EXECUTOR="thread")
+        assert mw.runtime.store.rule.radius == radius
+        said = [r.getMessage() for r in caplog.records if "candidate radius" in r.getMessage()]
+        assert said == (
+            [
+                "nearduppipe: the store keeps its own candidate radius 8 (new stores: 10); "
+                "NEARDUP_DISTANCE = 10 widens it (a Redis store: `nearduppipe copy` to a new "
+                "prefix)"
+            ]
+            if radius == 8
+            else []
+        )
+        mw.runtime.spider_closed()
+    mw = middleware(make_crawler, NEARDUP_STORE=str(old), NEARDUP_DISTANCE=10)
+    assert mw.runtime.store.rule.radius == 10  # asked: a sqlite store takes it
+    mw.runtime.spider_closed()

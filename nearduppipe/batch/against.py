@@ -107,6 +107,8 @@ def against_rule(
     if rule is not None:
         for name, flag in _RULE_FLAGS:
             have, asked = getattr(stored, name), getattr(rule, name)
+            if name == "radius" and not rule.radius_given:
+                continue  # (no --distance: the store's)
             if have != asked:
                 raise StoreError(
                     f"{where}: the store decides with {stored.describe()}, and this run asks "

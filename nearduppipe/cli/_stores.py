@@ -99,7 +99,8 @@ def rule_from_args(args: argparse.Namespace) -> Rule | None:
             raise ValueError(f"--similarity must be between 0.5 and 1, not {similarity}")
         return Rule(
             similarity=0.93 if similarity is None else similarity,
-            radius=8 if distance is None else distance,
+            radius=Rule().radius if distance is None else distance,
+            radius_given=distance is not None,
         )
     except ValueError as e:
         raise CliError(str(e)) from None

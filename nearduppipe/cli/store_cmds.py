@@ -214,6 +214,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
                 extraction=src.rule.extraction,
             )
         )
+        if not rule.radius_given and rule.verifies and src.rule.verifies:
+            rule = dataclasses.replace(rule, radius=src.rule.radius)  # (no --distance)
         entries, decisions = tally.entries(src.entries()), tally.decisions(src.decisions())
         if dst_file:
             n = _copy_to_sqlite_file(args, dst_file, rule, entries, decisions)

@@ -177,6 +177,8 @@ class NearDupRuntime:
         self.log.opened(
             self.store.uri, self.lifecycle.size_at_open, self.store.rule.describe(), config.reset
         )
+        if not config.rule.radius_given and self.store.rule.verifies:
+            self.log.kept_radius(self.store.rule.radius, config.rule.radius)
         self.lifecycle.start_flushing(self.executor.run, self._flush_failed)
         self._progress: Any = None
         if config.progress_interval > 0:

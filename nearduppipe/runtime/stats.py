@@ -203,6 +203,20 @@ class StatsLog:
             extra=self._extra,
         )
 
+    def kept_radius(self, kept: int, default: int) -> None:
+        """A store made before the default radius became 10 keeps its own (stores/scope.py):
+        say so once, with the setting that widens it."""
+        if kept != default:
+            logger.info(
+                "nearduppipe: the store keeps its own candidate radius %d (new stores: %d); "
+                "NEARDUP_DISTANCE = %d widens it (a Redis store: `nearduppipe copy` to a new "
+                "prefix)",
+                kept,
+                default,
+                default,
+                extra=self._extra,
+            )
+
     def summary(
         self, uri: str, size_at_open: int, size: int | None, store_failure: str | None = None
     ) -> None:

@@ -146,7 +146,8 @@ def settle_rule(where: str, stored: Rule | None, asked: Rule | None) -> Rule | N
     Refuses another scope or extractor than the store was built with: its fingerprints are
     masked by their scope and made from one extractor's text, so they cannot answer another.
     The extraction version is the store's, whatever the release's newest (fingerprint.versions):
-    a crawl on an old store extracts as the store's pages were extracted."""
+    a crawl on an old store extracts as the store's pages were extracted. A radius not asked
+    for (:attr:`Rule.radius_given`) is the store's, when both rules have a verdict."""
     if stored is None or asked is None:
         return asked or stored
     for what, setting, a, b in (
@@ -159,4 +160,6 @@ def settle_rule(where: str, stored: Rule | None, asked: Rule | None) -> Rule | N
                 f"({setting}): its fingerprints cannot answer another {what}. Set {setting} to "
                 f"{a!r}, use another store, or start it again with --reset (NEARDUP_RESET)"
             )
+    if not asked.radius_given and asked.verifies and stored.verifies:
+        asked = replace(asked, radius=stored.radius, radius_given=True)
     return replace(asked, extraction=stored.extraction)

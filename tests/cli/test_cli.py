@@ -162,7 +162,7 @@ def test_a_crawls_redis_store_reads_with_no_layout_flag(
     info = run("info", uri, "--format", "json")
     assert info.returncode == 0, info.stderr
     data = json.loads(info.stdout)
-    assert (data["entries"], data["decisions"], data["rule"]["radius"]) == (2, 1, 8)
+    assert (data["entries"], data["decisions"], data["rule"]["radius"]) == (2, 1, Rule().radius)
     for fmt in ("text", "json", "csv", "html"):
         proc = run("report", uri, "--format", fmt)
         assert proc.returncode == 0, proc.stderr
@@ -310,7 +310,7 @@ def test_explain_says_which_stage_keeps_a_pair_apart() -> None:
     from nearduppipe import Rule
     from nearduppipe.explain import _why_distinct
 
-    rule = Rule()  # cosine 0.93: 512-bit distance <= 61 among candidates within 8
+    rule = Rule(radius=8)  # cosine 0.93: 512-bit distance <= 61 among candidates within 8
     assert _why_distinct(rule, 9, 40) == (
         "not a candidate: 64-bit distance 9 is over the radius 8, so the 512-bit distance 40 "
         "(within 61) was never compared; NEARDUP_DISTANCE widens the radius"

@@ -78,3 +78,30 @@ def test_the_extraction_version_is_the_store_s(store_uri: str) -> None:
         assert store.rule.extraction == 2
     with pytest.raises(ValueError, match="extraction version"):
         Rule(extraction=2)  # (trafilatura has no version 2)
+
+
+def test_a_radius_not_asked_for_is_the_store_s(store_uri: str) -> None:
+    """The default radius became 10: a store made at 8 stays at 8 for a crawl that leaves
+    NEARDUP_DISTANCE unset (a Redis store's tables are built for its radius and would refuse
+    another), while a new store or a reset gets 10 and an asked radius is the one asked."""
+    from nearduppipe.settings import NearDupConfig
+
+    with open_store(store_uri, rule=Rule(radius=8)) as store:
+        assert store.rule.radius == 8
+    unset = NearDupConfig.from_settings({}).rule  # what a crawl with the defaults asks
+    assert (unset.radius, unset.radius_given) == (10, False)
+    assert NearDupConfig.from_settings({"NEARDUP_DISTANCE": 10}).rule.radius_given
+    with open_store(store_uri, rule=unset) as store:
+        assert store.rule.radius == 8
+    with open_store(store_uri, rule=Rule(similarity=0.95)) as store:  # (the library's default)
+        assert (store.rule.radius, store.rule.similarity) == (8, 0.95)
+    with open_store(store_uri, read_only=True) as store:
+        assert store.rule.radius == 8
+    if store_uri.startswith("redis"):  # (a paper rule's k is its own: Redis's tables are not)
+        with pytest.raises(StoreError, match=r"built for radius 8 .* asks for radius 3"):
+            open_store(store_uri, rule=Rule.paper(3)).close()
+    else:
+        with open_store(store_uri, rule=Rule.paper(3)) as store:
+            assert store.rule.radius == 3
+    with open_store(store_uri, rule=unset, reset=True) as store:
+        assert store.rule.radius == 10

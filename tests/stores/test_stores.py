@@ -245,11 +245,12 @@ def test_rule_is_the_stores_and_verdict_uses_wide(backend: object) -> None:
     # 64-bit within the radius but wide beyond the threshold: not a near-duplicate
     assert store.check(Fingerprints(A ^ 0b11, W ^ ((1 << (t + 1)) - 1)), "far").status == "new"
     assert store.remove("far")
-    # 64-bit 8 bits away and wide at the threshold: a near-duplicate
-    v = store.check(Fingerprints(A ^ 0xFF, W ^ ((1 << t) - 1)), "near")
-    assert v.status == "duplicate" and v.match == Match("orig", A, 8, t)
+    # 64-bit at the radius (10) and wide at the threshold: a near-duplicate
+    r = store.rule.radius
+    v = store.check(Fingerprints(A ^ ((1 << r) - 1), W ^ ((1 << t) - 1)), "near")
+    assert v.status == "duplicate" and v.match == Match("orig", A, r, t)
     # beyond the 64-bit radius: never a candidate
-    assert store.check(Fingerprints(A ^ 0x1FF, W), "beyond").status == "new"
+    assert store.check(Fingerprints(A ^ ((1 << (r + 1)) - 1), W), "beyond").status == "new"
     # no wide fingerprint on one side: the 64-bit rule at legacy_distance (3)
     assert store.check(Fingerprints(A ^ 0x1F0000, None), "old1").status == "new"
     assert store.check(Fingerprints(A ^ 0x7, None), "old2").match == Match("orig", A, 3, None)

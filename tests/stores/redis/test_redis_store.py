@@ -150,7 +150,7 @@ def test_rule_and_layout_are_read_from_the_store(redis_server: RedisServer) -> N
     with RedisStore(url, Rule(similarity=0.9), prefix=prefix):
         pass  # a threshold, not layout: the store's new default
     with RedisStore(url, prefix=prefix) as s:
-        assert s.rule == Rule(similarity=0.9)
+        assert s.rule == Rule(similarity=0.9, radius=8)  # (the store's radius: none was asked)
     client.close()
 
 
