@@ -31,6 +31,16 @@ of 10 of 725 originals to resiliparse's main-content rules; version 2 catches 0.
 The region is found with selectolax (the lexbor parser, also the extra's): resiliparse's own DOM
 costs ~0.5 ms per node visited from Python, selectolax's microseconds.
 
+Extraction version 3 (new stores) finds the region where version 2 took another block of the
+page: a ``div`` whose own text (not its children's) is the article, and any element holding
+lines split by ``<br>``, score as paragraphs (as readability turns such a ``div`` into a ``p``;
+version 2 took the "about the author" box beside such an article, or nothing); an article cut
+into sections of one tag and class (each section a candidate) is all its sections that score
+:data:`REGION_PART_SHARE` of the best one; and a candidate near the page's headline (the
+``h1``/``h2`` that is the ``og:title`` or ``<title>``) weighs :data:`REGION_HEADLINE_FACTOR`
+times more. On the real set it drops fewer hard negatives and chrome swaps into the donor's
+template (docs/quality.md, issue 43 item 4).
+
 Only this module imports resiliparse and selectolax, and only when the extractor is used: without
 the extra, :func:`require` raises :class:`ExtractorUnavailable` naming the install command.
 """
@@ -137,6 +147,17 @@ _REGION_DROP = (
 )
 _COOKIE_RE = re.compile(r"cookie|consent|gdpr", re.I)
 _COMMAS = (",", "，", "、", "。")
+_PARAGRAPH_TAGS = frozenset(t.strip() for t in REGION_PARAGRAPHS.split(","))
+
+# Version 3's additions (module doc).
+REGION_HOLDERS = "div"  # scored by their own text (not their children's), as parents of <br>
+REGION_PART_SHARE = 0.2  # a part of the region scores this share of the best's score at least
+REGION_PART_MIN = 5.0  # and this much
+REGION_HEADLINE_FACTOR = 2.0  # the weight of a candidate near the headline is multiplied by this
+REGION_HEADLINE_LEVELS = 3  # "near": within the headline's ancestor this many levels up
+REGION_HEADLINES = "h1, h2"
+REGION_HEADLINE_SCAN = 20  # headings compared with the title, at most
+REGION_HEADLINE_MIN = 8  # characters a heading must have to count as the headline
 
 
 def require() -> tuple[Callable[..., str], Callable[..., Any], Callable[..., Any], Any, Any]:
@@ -299,7 +320,7 @@ def _paragraph_score(text: str) -> int:
     return 1 + sum(text.count(c) for c in _COMMAS) + min(n // 100, 3)
 
 
-def region_html(doc: Any, budget: int) -> str | None:
+def region_html(doc: Any, budget: int, version: int = 2) -> str | None:
     """The HTML of the article's region of a parsed page (a selectolax ``LexborHTMLParser``,
     changed: its chrome is removed), or ``None`` when no paragraph scores (module doc) or the
     paragraphs' texts add up to more than ``budget`` characters: paragraphs nested in each
@@ -308,29 +329,111 @@ def region_html(doc: Any, budget: int) -> str | None:
     for node in doc.css(_REGION_DROP):
         node.decompose()
     scores: dict[int, tuple[float, Any]] = {}
+
+    def add(p: Any, own: str) -> None:
+        score = _paragraph_score(own)
+        parent = p.parent
+        if not score or parent is None:
+            return
+        scores[parent.mem_id] = (scores.get(parent.mem_id, (0.0, parent))[0] + score, parent)
+        grand = parent.parent
+        if grand is not None and grand.tag not in ("html", "-undef"):
+            scores[grand.mem_id] = (scores.get(grand.mem_id, (0.0, grand))[0] + score / 2, grand)
+
     for p in doc.css(REGION_PARAGRAPHS):
         own = p.text(deep=True)
         budget -= len(own)
         if budget < 0:
             return None
-        score = _paragraph_score(own)
-        parent = p.parent
-        if not score or parent is None:
-            continue
-        scores[parent.mem_id] = (scores.get(parent.mem_id, (0.0, parent))[0] + score, parent)
-        grand = parent.parent
-        if grand is not None and grand.tag not in ("html", "-undef"):
-            scores[grand.mem_id] = (scores.get(grand.mem_id, (0.0, grand))[0] + score / 2, grand)
+        add(p, own)
+    if version >= 3:  # text held by a div itself or split by <br>, not in paragraphs
+        seen: set[int] = set()
+        for holder in [br.parent for br in doc.css("br")] + doc.css(REGION_HOLDERS):
+            if holder is None or holder.mem_id in seen or holder.tag in _PARAGRAPH_TAGS:
+                continue
+            seen.add(holder.mem_id)
+            own = holder.text(deep=False)
+            budget -= len(own)
+            if budget < 0:
+                return None
+            add(holder, own)
     best: str | None = None
+    best_node: Any = None
     best_score = 0.0
     top = sorted(scores.values(), key=lambda e: -e[0])[:REGION_CANDIDATES]
+    near = _near_headline(doc) if version >= 3 else set()
     for scored, node in top:
         html: str = node.html
         text: str = node.text(deep=True)
         weighed = scored * (1 - _link_chars(html) / max(1, len(text)))
+        if near and _inside(node, near):
+            weighed *= REGION_HEADLINE_FACTOR
         if weighed > best_score:
-            best, best_score = html, weighed
+            best, best_node, best_score = html, node, weighed
+    if version >= 3 and best_node is not None:
+        best = _with_parts(best_node, scores) or best
     return best
+
+
+def _with_parts(node: Any, scores: dict[int, tuple[float, Any]]) -> str | None:
+    """The HTML of ``node`` and of the other scored elements of its tag and class (an article
+    cut into sections: each section is a candidate, the article is all of them), in page order;
+    ``None`` when there are none."""
+    cls = node.attributes.get("class")
+    if not cls:
+        return None
+    floor = max(REGION_PART_MIN, REGION_PART_SHARE * scores[node.mem_id][0])
+    parts = [
+        n
+        for sc, n in scores.values()
+        if n.tag == node.tag and sc >= floor and n.attributes.get("class") == cls
+    ]
+    if len(parts) < 2:
+        return None
+    ids = {n.mem_id for n in parts}
+    parts = [n for n in parts if not _inside(n.parent, ids)]
+    return "".join(n.html for n in parts) if len(parts) > 1 else None
+
+
+def _key(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _near_headline(doc: Any) -> set[int]:
+    """The elements close above the page's headline: the ``h1``/``h2`` whose text is the
+    page's title (``og:title`` or ``<title>``, or a part of it), and its ancestors up to
+    :data:`REGION_HEADLINE_LEVELS` (empty: no such heading)."""
+    titles = []
+    for sel, attr in (('meta[property="og:title"]', "content"), ("title", None)):
+        node = doc.css_first(sel)
+        if node is None:
+            continue
+        t = node.attributes.get(attr) if attr else node.text(deep=True)
+        if t and (k := _key(t)):
+            titles.append(k)
+    if not titles:
+        return set()
+    for h in islice(doc.css(REGION_HEADLINES), REGION_HEADLINE_SCAN):
+        k = _key(h.text(deep=True))
+        if len(k) >= REGION_HEADLINE_MIN and any(k in t or t in k for t in titles):
+            near = {h.mem_id}
+            node = h
+            for _ in range(REGION_HEADLINE_LEVELS):
+                node = node.parent
+                if node is None or node.tag in ("html", "body", "-undef"):
+                    break
+                near.add(node.mem_id)
+            return near
+    return set()
+
+
+def _inside(node: Any, near: set[int]) -> bool:
+    """Whether ``node`` is one of ``near`` or within one (or holds the headline)."""
+    while node is not None:
+        if node.mem_id in near:
+            return True
+        node = node.parent
+    return False
 
 
 def _cleaned(
@@ -350,7 +453,7 @@ def _cleaned(
     return clean(reduced, title)
 
 
-def main_text(html: str | bytes, max_blocks: int, version: int = 2) -> str | None:
+def main_text(html: str | bytes, max_blocks: int, version: int = 3) -> str | None:
     """The cleaned main text of ``html`` (white space not yet normalised), or ``None`` when
     there is none or it has more than ``max_blocks`` blocks (as trafilatura refuses output
     trees larger than its ``MAX_TREE_SIZE``); ``version``: the extraction version
@@ -365,7 +468,7 @@ def main_text(html: str | bytes, max_blocks: int, version: int = 2) -> str | Non
     blocks: list[str] = []
     if version >= 2:
         # (real pages nest paragraph elements a few levels deep at most: layout tables)
-        region = region_html(lexbor(html), REGION_TEXT_BUDGET * len(html))
+        region = region_html(lexbor(html), REGION_TEXT_BUDGET * len(html), version)
         if region is not None:
             sub = html_tree.parse(f"<html><body>{region}</body></html>")
             blocks = _cleaned(sub, extract_plain_text, tree.title, main_content=False)

@@ -12,7 +12,9 @@ on it. A store that records no version was made before versions: version 1.
   1. resiliparse's reduced HTML cleaned block by block (releases up to 0.2, and every
      resiliparse store that records no version);
   2. the article's region found first (:func:`.fast_text.region_html`), then cleaned as
-     version 1; version 1's text where no region keeps 200 characters.
+     version 1; version 1's text where no region keeps 200 characters;
+  3. as 2, the region found also where the article is a ``div``'s own text or lines split by
+     ``<br>``, cut into sections of one class, or under the page's headline.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from __future__ import annotations
 __all__ = ["EXTRACTIONS", "extraction_versions", "latest_extraction", "settled_extraction"]
 
 # every version any extractor has (what a recorded rule may name)
-EXTRACTIONS = frozenset({1, 2})
+EXTRACTIONS = frozenset({1, 2, 3})
 _VERSIONS: dict[str, tuple[int, ...]] = {
     "trafilatura": (1,),
     "trafilatura-fast": (1,),
-    "resiliparse": (1, 2),
+    "resiliparse": (1, 2, 3),
 }
 
 

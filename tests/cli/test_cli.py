@@ -358,4 +358,4 @@ def test_dedup_against_a_new_store_records_the_extractor_s_newest_version(
     args = ["dedup", str(feed), "--html-field", "html", "--key-field", "url"]
     assert main([*args, "--extractor", "resiliparse", "--against", str(store), "--add"]) == 0
     with open_store(str(store)) as made:
-        assert (made.rule.extractor, made.rule.extraction) == ("resiliparse", 2)
+        assert (made.rule.extractor, made.rule.extraction) == ("resiliparse", 3)

@@ -2,7 +2,7 @@
 crawls against a loopback site, sqlite and Redis: a resiliparse store made before version 2
 (its rule records no version) is crawled with version 1, so its pages come back ``unchanged``
 although version 2 extracts them to other texts; a new store is made and crawled with
-version 2."""
+the newest version (3)."""
 
 from __future__ import annotations
 
@@ -114,10 +114,10 @@ def test_a_new_store_is_made_and_crawled_with_the_newest_version(
     with serve_directory(root) as base:
         urls = [base + f"a{n}.html" for n in range(PAGES)]
         crawl(tmp_path, urls, store_uri, "first", NEARDUP_EXTRACTOR="resiliparse")
-        v2 = fingerprints(root, base, 2)
+        v3 = fingerprints(root, base, 3)
         with open_store(store_uri, read_only=True) as store:
-            assert store.rule.extraction == 2
-            assert {u: store.get(u).fingerprints for u in urls} == v2  # type: ignore[union-attr]
+            assert store.rule.extraction == 3
+            assert {u: store.get(u).fingerprints for u in urls} == v3  # type: ignore[union-attr]
         second = crawl(tmp_path, urls, store_uri, "second", NEARDUP_EXTRACTOR="resiliparse")
         assert second["stats"].get("neardup/revisit/unchanged") == PAGES  # type: ignore[union-attr]
-    assert recorded_rule(store_uri)["extraction"] == 2
+    assert recorded_rule(store_uri)["extraction"] == 3

@@ -339,3 +339,4 @@ def test_nested_paragraphs_are_read_within_a_budget_and_get_version_1_text() -> 
     flat = "<html><body>" + "<p>Some words of a paragraph, with commas, long enough.</p>" * 400
     assert region_html(lexbor(flat), REGION_TEXT_BUDGET * len(flat)) is not None
     assert main_text(nested, 10_000, version=2) == main_text(nested, 10_000, version=1)
+    assert main_text(nested, 10_000, version=3) == main_text(nested, 10_000, version=1)
