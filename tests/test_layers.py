@@ -50,7 +50,7 @@ ALLOWED = {
 CORE_FORBIDDEN = {"scrapy", "twisted"}  # at any depth of a core module, even TYPE_CHECKING
 # third-party libraries the fingerprint layer may use (besides the standard library); numba
 # compiles the SimHash reduction (fingerprint/compiled.py), as it does the index's loops;
-# selectolax finds the article's region of resiliparse's extraction version 2 (fast_text.py)
+# selectolax finds the article's region of resiliparse's extraction versions 2-3 (fast_text.py)
 FINGERPRINT_LIBS = {
     "trafilatura", "jieba", "rjieba", "xxhash", "numpy", "lxml", "resiliparse", "selectolax",
     "numba",

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nearduppipe import TextLimits, open_store
-from nearduppipe.fingerprint.fast_text import INSTALL_HINT, clean
+from nearduppipe.fingerprint.fast_clean import clean
+from nearduppipe.fingerprint.fast_text import INSTALL_HINT
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_html
 from nearduppipe.fingerprint.text import (
     EXTRACTORS,
@@ -284,12 +285,12 @@ def test_unknown_extractor_is_refused() -> None:
 
 
 def test_boilerplate_patterns_match_what_the_single_pattern_matched() -> None:
-    # fast_text splits its boilerplate pattern in three for speed (anchored branches, digit-led
+    # fast_clean splits its boilerplate pattern in three for speed (anchored branches, digit-led
     # branches, the rest); the test they make together is the one pattern they came from, on
     # fragments of every branch mixed with case variants (ſ, K, İ, ı), digits and punctuation.
     import re
 
-    from nearduppipe.fingerprint import fast_text
+    from nearduppipe.fingerprint import fast_clean
 
     original = re.compile(
         r"©|\(c\)\s*\d{4}|copyright|all rights reserved|版权所有|版權所有|icp备|icp證|"
@@ -313,8 +314,8 @@ def test_boilerplate_patterns_match_what_the_single_pattern_matched() -> None:
     matched = 0
     for text in texts:
         expected = original.search(text) is not None
-        has_digit = fast_text._DIGIT_RE.search(text) is not None
-        assert fast_text._boilerplate(text, has_digit) == expected, text
+        has_digit = fast_clean._DIGIT_RE.search(text) is not None
+        assert fast_clean._boilerplate(text, has_digit) == expected, text
         matched += expected
     assert 0.1 * len(texts) < matched < 0.9 * len(texts)  # both outcomes well represented
 
