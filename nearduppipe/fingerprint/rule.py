@@ -92,7 +92,8 @@ class Rule:
     extraction: int = 0
     # False: the radius is the default, not asked for, and a store that records a rule with a
     # verdict keeps its own radius (stores made before the default became 10 stay at 8; a Redis
-    # store's tables are built for its radius). Not recorded, not compared.
+    # store's tables are built for its radius). Not recorded, not compared; ``replace(rule,
+    # radius=r)`` keeps it as it was (pass ``radius_given=True`` too to insist on ``r``).
     radius_given: bool = field(default=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
