@@ -38,6 +38,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import real_set
 from quality_set import NEGATIVE, POSITIVE, Page, build, extract_cached
@@ -483,6 +484,20 @@ def evaluate(extracted: list[tuple[Page, str | None]], tune: bool) -> dict[str, 
     return result
 
 
+def replay(
+    order: list[tuple[Page, str | None]], fingerprints: dict[str, Any], rule: Rule
+) -> dict[str, str | None]:
+    """Each page's decision in a new store of ``rule``, crawled in ``order``: the key of the
+    page it was dropped for, or ``None`` (kept, or no fingerprint)."""
+    decisions: dict[str, str | None] = {}
+    with open_store("memory:", rule=rule) as store:
+        for page, _ in order:
+            fp = fingerprints[page.url]
+            match = store.check_and_add(fp, page.url) if fp is not None else None
+            decisions[page.url] = match.key if match else None
+    return decisions
+
+
 def crawl_order(
     extracted: list[tuple[Page, str | None]], seed: int, any_order: bool = False
 ) -> list[tuple[Page, str | None]]:
@@ -540,12 +555,7 @@ def real_pages(
             runs = []
             for o in range(orders):
                 order = crawl_order(extracted, seed * 1000 + o, any_order)
-                decisions: dict[str, str | None] = {}
-                with open_store("memory:", rule=rule) as store:
-                    for page, _ in order:
-                        fp = fingerprints[page.url]
-                        match = store.check_and_add(fp, page.url) if fp is not None else None
-                        decisions[page.url] = match.key if match else None
+                decisions = replay(order, fingerprints, rule)
                 runs.append(
                     score(order, decisions, real_set.POSITIVE, real_set.NEGATIVE, langs, any_order)
                 )

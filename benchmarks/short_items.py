@@ -37,7 +37,6 @@ import real_set
 from quality_set import Page
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nearduppipe import open_store
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
 from nearduppipe.fingerprint.tokenize import get_segmenter
 from nearduppipe.settings import NearDupConfig
@@ -171,12 +170,7 @@ def main() -> None:
     for o in range(args.orders):
         order = quality.crawl_order(items, args.seed * 1000 + o, any_order=anywhere)
         for rule, rule_runs in zip(rules, runs, strict=True):
-            decisions: dict[str, str | None] = {}
-            with open_store("memory:", rule=rule) as store:
-                for p, _ in order:
-                    fp = fps[p.url]
-                    match = store.check_and_add(fp, p.url) if fp is not None else None
-                    decisions[p.url] = match.key if match else None
+            decisions = quality.replay(order, fps, rule)
             rule_runs.append(quality.score(order, decisions, POSITIVE, NEGATIVE, langs, anywhere))
         if peer is not None:
             peer_runs.append(
