@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from .versions import latest_extraction, settled_extraction
 
-__all__ = ["PAPER_RULE", "Fingerprints", "Rule", "distances", "wide_threshold"]
+__all__ = ["DEFAULT_RADIUS", "PAPER_RULE", "Fingerprints", "Rule", "distances", "wide_threshold"]
 
 WIDE_BITS = 512
 # The 64-bit candidate radius of the default rule: 10, not 8 (releases up to 0.1). Near-duplicates

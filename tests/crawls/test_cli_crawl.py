@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from nearduppipe.fingerprint.rule import DEFAULT_RADIUS
 from sample_spider.site_builder import DISTINCT, GROUPS, build_site
 
 from ..crawls.test_redis_crawl import MIDDLEWARE, finish, start_crawl
@@ -42,7 +43,7 @@ def test_default_crawl_store_round_trip_through_sqlite(
     client = redis.Redis.from_url(redis_server.url)
     for key in client.scan_iter(match="{neardup:probe}:*"):
         client.delete(key)
-    # what a default crawl of spider "probe" writes: prefix neardup:probe, distance 4
+    # what a default crawl of spider "probe" writes: prefix neardup:probe, the default radius
     settings = {**MIDDLEWARE, "NEARDUP_STORE": redis_server.url, "NEARDUP_EXECUTOR": "thread"}
     urls = [site + p for p in ARTICLES]
     first = finish(*start_crawl(tmp_path, "first", urls, settings))
@@ -53,7 +54,11 @@ def test_default_crawl_store_round_trip_through_sqlite(
     info = run_process("info", uri, "--format", "json")
     assert info.returncode == 0, info.stderr
     data = json.loads(info.stdout)
-    assert (data["entries"], data["decisions"], data["rule"]["radius"]) == (unique, dropped, 8)
+    assert (data["entries"], data["decisions"], data["rule"]["radius"]) == (
+        unique,
+        dropped,
+        DEFAULT_RADIUS,
+    )
     # (info above ran as a shell runs it; the reports and copies run the CLI's main in this
     # process, as tests/cli does: the same exit status and streams, without a Python start-up
     # and a store's compiled kernels loaded per command, in a file CI runs on every leg)
