@@ -15,6 +15,7 @@ from typing import Any
 from ..fingerprint.rule import Rule
 from ..report.render import tally_text
 from ..stores import Decision, Entry, Store, StoreError
+from ..stores.scope import settle_rule
 from ._io import (
     CliError,
     emit,
@@ -204,18 +205,18 @@ def cmd_copy(args: argparse.Namespace) -> int:
         open_cli_store(args.src, read_only=True) as src,  # streamed, never held whole
     ):
         given = rule_from_args(args)  # (a new threshold; the texts stay the source's)
+        # settled as a store settles an opener's rule: its extraction version, and its radius
+        # unless --distance asks for another
         rule = (
-            src.rule
-            if given is None
-            else dataclasses.replace(
-                given,
-                scope=src.rule.scope,
-                extractor=src.rule.extractor,
-                extraction=src.rule.extraction,
+            settle_rule(
+                args.src,
+                src.rule,
+                None
+                if given is None
+                else dataclasses.replace(given, scope=src.rule.scope, extractor=src.rule.extractor),
             )
+            or src.rule
         )
-        if not rule.radius_given and rule.verifies and src.rule.verifies:
-            rule = dataclasses.replace(rule, radius=src.rule.radius)  # (no --distance)
         entries, decisions = tally.entries(src.entries()), tally.decisions(src.decisions())
         if dst_file:
             n = _copy_to_sqlite_file(args, dst_file, rule, entries, decisions)
