@@ -180,6 +180,7 @@ class NearDupMiddleware:
             outcome.wide,
             outcome.text_length,
             outcome.status,
+            marked=action == "mark",
         )
         return response
 
@@ -211,6 +212,7 @@ class NearDupMiddleware:
         wide: int | None,
         text_length: int,
         status: str,
+        marked: bool = False,
     ) -> None:
         """The page, for the items made of it (the spider middleware, the pipeline: an item
         keyed by its URL is the page itself, or one of its items: runtime/items.py)."""
@@ -222,6 +224,7 @@ class NearDupMiddleware:
             id(request),
             status,
             key,
+            marked,
         )
 
     def __repr__(self) -> str:

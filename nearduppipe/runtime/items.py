@@ -73,11 +73,10 @@ class PageOfItems:
     texts: Counter[str] = field(default_factory=Counter)
     own_passed: bool = False  # the page's own item has passed with it
     key: str | None = None  # the page's store key, when not its URL (NEARDUP_CANONICAL)
-
-    @property
-    def marked(self) -> bool:
-        """The page was judged a copy but only marked: its items carry its verdict."""
-        return self.status in MARKED
+    # judged a copy but only marked (NEARDUP_ON_* = "mark"): its items carry its verdict. Not
+    # the status alone: an unchanged page whose items were dropped ("items") and fetched again
+    # in this job (``again``) has items that are checked, and dropped as repeats
+    marked: bool = False
 
     def own_item_passes(self) -> bool:
         """Whether the page's own item, checked ``again`` (the page's check stored its key),
@@ -118,9 +117,11 @@ class PageNotes:
         visit: int = 0,
         status: str = "new",
         key: str | None = None,
+        marked: bool = False,
     ) -> PageOfItems:
         """Note page ``url``, judged with these fingerprints and verdict (``visit``: its
-        request's id, so that a later visit is noted anew; ``key``: its store key)."""
+        request's id, so that a later visit is noted anew; ``key``: its store key; ``marked``:
+        a copy only marked, whose items carry the verdict)."""
         pages = self._pages
         page = pages.get(url)
         if page is not None and status == "again" and page.visit != visit:
@@ -131,6 +132,7 @@ class PageNotes:
             page.text_length = text_length
         elif page is None or page.visit != visit or page.fingerprint != fingerprint:
             page = pages[url] = PageOfItems(fingerprint, wide, text_length, visit, status)
+            page.marked = marked and status in MARKED
         page.key = key if key != url else None
         pages.move_to_end(url)
         while len(pages) > MAX_PAGES:

@@ -163,3 +163,30 @@ def test_mark_mode_items_carry_their_pages_verdict_and_marked_copies_are_not_sto
         stored = [e.key for e in s.entries()]
     assert not [k for k in stored if any(k.startswith(url) for url in marked)], stored
     assert len(stored) >= len(GROUPS) + len(DISTINCT)
+
+
+def test_a_page_fetched_twice_by_a_recrawl_exports_nothing(tmp_path: Path) -> None:
+    """A recrawl that requests an unchanged page twice (start URLs are not filtered; a shared
+    scrapy-redis queue holds every crawler's): the first response is ``unchanged`` and its item
+    is dropped, the second is ``again`` and its item is a repeat, dropped too. Before, the
+    second one's item was taken for a marked copy's and exported unchecked (three crawlers
+    on one scrapy-redis queue exported an article twice)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    text = " ".join(f"harbour{i} council{i * 7} budget{i * 13}" for i in range(60))
+    (site / "a.html").write_text(
+        f"<html><body><article><p>{text}</p></article></body></html>", encoding="utf-8"
+    )
+    settings = {
+        "NEARDUP_STORE": str(tmp_path / "store.sqlite"),
+        "NEARDUP_EXECUTOR": "thread",
+        "CONCURRENT_REQUESTS": 1,  # (the first response judged before the second)
+    }
+    with serve_directory(site) as base:
+        first = crawl(tmp_path, "first", base + "a.html", settings)
+        again = crawl(tmp_path, "again", [base + "a.html"] * 2, settings)
+    assert [i["url"] for i in first["items"]] == [base + "a.html"]
+    stats = again["stats"]
+    assert stats["neardup/revisit/unchanged"] == 1 and stats["neardup/again"] == 1, stats
+    assert again["items"] == [], again["items"]
+    assert stats["neardup/items/again/dropped"] == 1, stats

@@ -117,6 +117,26 @@ def exported_per_group(
     return [sum(kept.count(p) for p in g) for g in groups]
 
 
+def miscounted(results: list[dict[str, Any]], base: str, groups: list[list[str]]) -> str:
+    """For an assertion's message: each group not exported once, and what each crawler did
+    with its pages (its items, its log lines naming them, its neardup stats)."""
+    counts = exported_per_group(results, base, groups)
+    lines = []
+    for group, count in zip(groups, counts, strict=True):
+        if count == 1:
+            continue
+        lines.append(f"group {group}: exported {count} times")
+        for k, r in enumerate(results):
+            urls = [base + p for p in group]
+            items = [i["url"] for i in r["items"] if i["url"] in urls]
+            said = [line for line in r["log"].splitlines() if any(u in line for u in urls)]
+            lines.append(f"  crawler {k}: items {items}; log: {said[:12]}")
+    for k, r in enumerate(results):
+        stats = {n: v for n, v in r["stats"].items() if n.startswith("neardup/")}
+        lines.append(f"  crawler {k} stats: {stats}")
+    return "\n".join(lines)
+
+
 def flush_prefix(url: str, pattern: str) -> None:
     client = redis.Redis.from_url(url)
     for key in client.scan_iter(match=pattern):
@@ -141,7 +161,7 @@ def _check_rounds(
         counts = exported_per_group(results, base, groups)
         lost = [g for g, c in zip(groups, counts, strict=True) if c == 0]
         twice = [g for g, c in zip(groups, counts, strict=True) if c > 1]
-        assert not lost and not twice, (rnd, lost, twice)
+        assert not lost and not twice, (rnd, miscounted(results, base, groups))
         for r in results:
             assert "log_count/ERROR" not in r["stats"], r["log"][-3000:]
         claimed += sum(
@@ -202,7 +222,8 @@ def test_crawlers_together_on_redis_cluster_export_each_page_once(
         for rnd in range(3):  # a store of its own each round
             store = f"{cluster.url}?prefix=shared{n}r{rnd}"
             results = crawl_together(tmp / f"round{rnd}", base, groups, store, n, rnd, 0.0)
-            assert exported_per_group(results, base, groups) == [1] * len(groups), rnd
+            counts = exported_per_group(results, base, groups)
+            assert counts == [1] * len(groups), (rnd, miscounted(results, base, groups))
             claimed += sum(r["stats"].get("neardup/claimed", 0) for r in results)
         assert claimed > 0  # the crawls did overlap on the same keys
     finally:
@@ -272,4 +293,5 @@ def test_crawlers_sharing_scrapy_redis_scheduler_export_each_page_once(
                 )
             )
         results = [finish(*p) for p in started]
-        assert exported_per_group(results, base, groups) == [1] * len(groups), rnd
+        counts = exported_per_group(results, base, groups)
+        assert counts == [1] * len(groups), (rnd, miscounted(results, base, groups))
