@@ -10,6 +10,7 @@ import html
 import importlib.util
 import random
 import sys
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -341,3 +342,46 @@ def test_nested_paragraphs_are_read_within_a_budget_and_get_version_1_text() -> 
     assert region_html(lexbor(flat), REGION_TEXT_BUDGET * len(flat)) is not None
     assert main_text(nested, 10_000, version=2) == main_text(nested, 10_000, version=1)
     assert main_text(nested, 10_000, version=3) == main_text(nested, 10_000, version=1)
+
+
+@needs_resiliparse
+def test_a_page_nested_past_max_depth_skips_the_quadratic_passes(monkeypatch: Any) -> None:
+    """Version 3: a page nesting elements more than MAX_DEPTH deep gets all its text without the
+    region search (selectolax's parse) and resiliparse's main-content pass, both quadratic in
+    depth: 12,000 nested divs took ~37 s, and the size limits let a page nest 200,000 deep
+    (benchmarks/deep_pages.py). A page at MAX_DEPTH is read as before; older versions are
+    unchanged (their stores' fingerprints)."""
+    from nearduppipe.fingerprint import fast_text
+    from nearduppipe.fingerprint.fast_text import MAX_DEPTH, main_text, require, too_deep
+
+    article = "<p>A paragraph of the article, with commas, long enough to be one.</p>"
+
+    def nested(depth: int) -> str:  # its p at that depth (html 1, body 2, the divs, section)
+        inner = "<div>" * (depth - 4) + f"<section>{article}</section>" + "</div>" * (depth - 4)
+        return f"<html><body>{inner}</body></html>"
+
+    parse = require()[3].parse
+    assert not too_deep(parse(nested(MAX_DEPTH)))
+    assert too_deep(parse(nested(MAX_DEPTH + 1)))
+    read = main_text(nested(MAX_DEPTH), 10_000, version=3)
+    calls: list[bool] = []
+    original = fast_text._cleaned
+
+    def spy(tree: Any, extract: Any, title: Any, main_content: bool) -> list[str]:
+        calls.append(main_content)
+        return original(tree, extract, title, main_content)
+
+    def no_region(*args: Any) -> None:
+        raise AssertionError("the region search ran on a page too deep for it")
+
+    monkeypatch.setattr(fast_text, "_cleaned", spy)
+    monkeypatch.setattr(fast_text, "region_html", no_region)
+    hostile = "<html><body>" + "<div>" * 20_000 + article * 5 + "</body></html>"
+    assert main_text(hostile, 10_000, version=3) == read  # (the article's text, once)
+    assert calls == [False]  # one plain pass, no main-content pass
+    calls.clear()
+    monkeypatch.undo()
+    monkeypatch.setattr(fast_text, "_cleaned", spy)
+    # version 2, as before: the region's text (too short here), then the main-content pass
+    assert main_text(nested(MAX_DEPTH + 1), 10_000, version=2) == read
+    assert calls == [False, True]
