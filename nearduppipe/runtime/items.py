@@ -131,8 +131,10 @@ class PageNotes:
             page.fingerprint, page.wide, page.visit = fingerprint, wide, visit
             page.text_length = text_length
         elif page is None or page.visit != visit or page.fingerprint != fingerprint:
-            page = pages[url] = PageOfItems(fingerprint, wide, text_length, visit, status)
-            page.marked = marked and status in MARKED
+            marked = marked and status in MARKED
+            page = pages[url] = PageOfItems(
+                fingerprint, wide, text_length, visit, status, marked=marked
+            )
         page.key = key if key != url else None
         pages.move_to_end(url)
         while len(pages) > MAX_PAGES:
