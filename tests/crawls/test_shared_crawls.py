@@ -126,8 +126,8 @@ def miscounted(results: list[dict[str, Any]], base: str, groups: list[list[str]]
         if count == 1:
             continue
         lines.append(f"group {group}: exported {count} times")
+        urls = [base + p for p in group]
         for k, r in enumerate(results):
-            urls = [base + p for p in group]
             items = [i["url"] for i in r["items"] if i["url"] in urls]
             said = [line for line in r["log"].splitlines() if any(u in line for u in urls)]
             lines.append(f"  crawler {k}: items {items}; log: {said[:12]}")
