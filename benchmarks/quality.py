@@ -530,7 +530,8 @@ def real_pages(
         lang for lang, _ in Counter(p.lang for p in pages if p.kind == "base").most_common()
     )
     print(
-        f"\n== real pages (benchmarks/real_set.py), draw {seed}: {len(pages)} pages, "
+        f"\n== real pages (benchmarks/real_set.py, revision {real_set.REVISION}), draw {seed}: "
+        f"{len(pages)} pages, "
         f"{Counter(p.kind for p in pages)}\n   originals per language: "
         f"{dict(Counter(p.lang for p in pages if p.kind == 'base').most_common())}"
     )
