@@ -354,11 +354,12 @@ def check_against_store(prep: Prepared, order: list[int]) -> None:
     from nearduppipe import open_store
     from nearduppipe.fingerprint.rule import Rule
 
-    decision, _, _ = crawl(prep, order, Variant("today", 8, ("wide", 0.93)))
+    rule = Rule()  # the package's defaults (radius 10 since 0.2)
+    decision, _, _ = crawl(prep, order, Variant("today", rule.radius, ("wide", 0.93)))
     urls = [r[0] for r in prep.rows]
     at = {u: i for i, u in enumerate(urls)}
     differ = 0
-    with open_store("memory:", rule=Rule()) as store:
+    with open_store("memory:", rule=rule) as store:
         for q in order:
             if not prep.has[q]:
                 continue
