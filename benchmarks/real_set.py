@@ -608,9 +608,7 @@ def _parsed(p: Original) -> _Parsed:
 def _node_holds_text(root: etree._Element, node: etree._Element, url: str, text: str) -> bool:
     """Whether emptying the node takes the article out of the extracted text (less than a fifth
     of its lines left), so that what is done to the node is done to the text."""
-    path = root.getroottree().getpath(node)
-    emptied = copy.deepcopy(root)
-    target = emptied.getroottree().xpath(path)[0]
+    emptied, target = _copy_tree(root, node)
     for child in list(target):
         target.remove(child)
     target.text = ""
@@ -632,9 +630,7 @@ def _node_edits_text(
     expected). Set revision 2: two originals fail it (0% and 1.7% of their words changed; the
     next page 23.6%, the median 32.7%, of 815); their 35% rewrites and other articles placed in
     their chrome had extracted as copies of them."""
-    path = root.getroottree().getpath(node)
-    edited = copy.deepcopy(root)
-    target = edited.getroottree().xpath(path)[0]
+    edited, target = _copy_tree(root, node)
 
     def third(strings: list[str]) -> list[str]:
         out = []
@@ -654,12 +650,17 @@ def _node_edits_text(
     return 1 - sum((before & after).values()) / total >= 0.1
 
 
+def _copy_tree(root: etree._Element, node: etree._Element) -> tuple[etree._Element, etree._Element]:
+    """A copy of the tree and the copy's ``node``."""
+    path = root.getroottree().getpath(node)
+    copied = copy.deepcopy(root)
+    return copied, copied.getroottree().xpath(path)[0]
+
+
 def _copy(pp: _Parsed) -> tuple[etree._Element, etree._Element]:
     """A copy of the page's tree and the copy's article node."""
     assert pp.node is not None
-    path = pp.root.getroottree().getpath(pp.node)
-    root = copy.deepcopy(pp.root)
-    return root, root.getroottree().xpath(path)[0]
+    return _copy_tree(pp.root, pp.node)
 
 
 def _slots(node: etree._Element) -> list[tuple[etree._Element, str]]:
@@ -811,7 +812,9 @@ def build(seed: int = 7, pages: list[Original] | None = None) -> list[Page]:
         lang: _vocabulary(
             [
                 pp.text
-                for pp in (group if len(group) > 1 else [o for o in originals if o not in group])
+                for pp in (
+                    group if len(group) > 1 else [o for o in originals if o.page.lang != lang]
+                )
             ],
             lang,
         )
