@@ -785,13 +785,7 @@ def _quote(host: _Parsed, paragraph: str, rng: random.Random) -> str:
 
 
 def _vocabulary(texts: list[str], lang: str) -> list[str]:
-    cut = get_segmenter("rjieba")
-    return [
-        t
-        for text in texts
-        for t in (cut(text) if lang in CJK else text.split())
-        if t.strip() and not t.isspace()
-    ]
+    return [t for text in texts for t in _tokens(text, lang)]
 
 
 def build(seed: int = 7, pages: list[Original] | None = None) -> list[Page]:
