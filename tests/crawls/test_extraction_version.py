@@ -6,8 +6,11 @@ the newest version (3)."""
 
 from __future__ import annotations
 
+import json
 import random
+import sqlite3
 from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import pytest
 
@@ -15,7 +18,6 @@ from nearduppipe import open_store
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_html
 from nearduppipe.fingerprint.rule import Rule
 
-from ..support.recorded import recorded_rule
 from ..support.server import serve_directory
 from .test_changed_page_crawl import crawl
 
@@ -66,6 +68,22 @@ def fingerprints(root: Path, base: str, extraction: int) -> dict[str, object]:
         base + p.name: fingerprint_html(p.read_bytes(), base + p.name, params).fingerprints
         for p in sorted(root.glob("*.html"))
     }
+
+
+def recorded_rule(store: str) -> dict[str, object]:
+    if store.startswith("redis"):
+        import redis
+
+        parts = urlsplit(store)
+        query = parse_qs(parts.query)
+        prefix = query.pop("prefix")[0]
+        url = urlunsplit(parts._replace(query=urlencode(query, doseq=True)))
+        raw = redis.Redis.from_url(url).hget("{" + prefix + "}:meta", "rule")
+        assert raw is not None
+        return dict(json.loads(raw))
+    with sqlite3.connect(store) as db:
+        [(value,)] = db.execute("SELECT value FROM neardup WHERE key = 'm:rule'").fetchall()
+    return dict(json.loads(value))
 
 
 def test_an_old_store_is_crawled_with_its_own_version(tmp_path: Path, store_uri: str) -> None:

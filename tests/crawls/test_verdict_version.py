@@ -6,14 +6,16 @@ back ``unchanged`` and are judged as before; a new store is made and crawled wit
 
 from __future__ import annotations
 
+import json
 import random
+import sqlite3
 from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from nearduppipe import open_store
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_html
 from nearduppipe.fingerprint.rule import Fingerprints, Rule
 
-from ..support.recorded import recorded_rule
 from ..support.server import serve_directory
 from .test_changed_page_crawl import crawl
 
@@ -49,6 +51,22 @@ def made(root: Path, base: str, verdict: int) -> dict[str, Fingerprints | None]:
         base + p.name: fingerprint_html(p.read_bytes(), base + p.name, params).fingerprints
         for p in sorted(root.glob("*.html"))
     }
+
+
+def recorded_rule(store: str) -> dict[str, object]:
+    if store.startswith("redis"):
+        import redis
+
+        parts = urlsplit(store)
+        query = parse_qs(parts.query)
+        prefix = query.pop("prefix")[0]
+        url = urlunsplit(parts._replace(query=urlencode(query, doseq=True)))
+        raw = redis.Redis.from_url(url).hget("{" + prefix + "}:meta", "rule")
+        assert raw is not None
+        return dict(json.loads(raw))
+    with sqlite3.connect(store) as db:
+        [(value,)] = db.execute("SELECT value FROM neardup WHERE key = 'm:rule'").fetchall()
+    return dict(json.loads(value))
 
 
 def stored(store_uri: str, urls: list[str]) -> tuple[int, dict[str, Fingerprints | None]]:
