@@ -218,7 +218,7 @@ def rounds_of(
 def cold(text: str) -> Any:
     S._row_cache.clear()
     S._row_cache_old.clear()
-    return S.fingerprints(text, verdict=1)
+    return S.fingerprints(text)
 
 
 def measure(label: str, texts: list[str], rounds: int) -> None:
@@ -227,7 +227,7 @@ def measure(label: str, texts: list[str], rounds: int) -> None:
     new_c = [F.term_counts(t, F.DEFAULT_FEATURES) for t in texts]
     feats = [F.weigh(c, F.DEFAULT_FEATURES) for c in new_c]
     for t, f in zip(texts, feats, strict=True):  # identity first: the same features, same bits
-        new = S.fingerprints(t, verdict=1)  # (issue 33's pipeline: verdict version 1's)
+        new = S.fingerprints(t)
         assert (new.fp, new.wide) == legacy_fingerprints(t), t[:80]
         assert list(f.items()) == list(legacy_weigh(legacy_counts(legacy_normalise(t))).items())
     legacy_hw = [(legacy_hashes(f), list(f.values())) for f in feats]
@@ -246,14 +246,14 @@ def measure(label: str, texts: list[str], rounds: int) -> None:
         "before: sums": lambda hw: legacy_sums(*hw),
         "after: sums": lambda rw: S._sign_bits(rw[0], rw[1], 576),
         "before: total": legacy_fingerprints,
-        "after: total": lambda t: S.fingerprints(t, verdict=1),
+        "after: total": S.fingerprints,
     }
     by_input: dict[str, list[Any]] = {"before: weights": legacy_c, "after: weights": new_c}
     by_input |= {"before: hashing": feats, "after: hashing": new_c}
     by_input |= {"before: sums": legacy_hw, "after: sums": rows}
     inputs = {k: by_input.get(k, texts) for k in stages}
     for t in texts:  # warm: dictionaries loaded, feature hashes cached
-        S.fingerprints(t, verdict=1)
+        S.fingerprints(t)
     S.warm(wait=True)  # the compiled reduction loaded (a worker has it ~1 s after its start)
     # the benchmark's own data (every text, count and matrix above) is no business of the
     # collector: frozen, so a collection during a stage costs what it would in a lean process

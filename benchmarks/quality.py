@@ -420,13 +420,6 @@ def evaluate(extracted: list[tuple[Page, str | None]], tune: bool) -> dict[str, 
     rule = config.rule
     result = score(extracted, run_ours(default, rule)(extracted))
     report(f"nearduppipe defaults ({rule.describe()})", result)
-    report(  # (a step of issue 43: the wide fingerprint of word pairs)
-        "verdict version 1 (the defaults up to 0.2)",
-        score(
-            extracted,
-            run_ours(replace(default, verdict=1), replace(rule, verdict=1))(extracted),
-        ),
-    )
     report(  # (the step of issue 43: the candidate radius 8 -> 10)
         "radius 8 (the defaults up to 0.1)",
         score(extracted, run_ours(default, replace(rule, radius=8))(extracted)),
@@ -551,27 +544,19 @@ def real_pages(
             f"\n== extractor {extractor}: no text: {sum(1 for _, t in extracted if not t)} "
             f"pages; {orders} crawl orders"
         )
-        made = {
-            verdict: {
-                p.url: (
-                    r.fingerprints if (r := fingerprint_text(t, with_v) if t else None) else None
-                )
-                for p, t in extracted
-            }
-            for verdict, with_v in ((v, replace(params, verdict=v)) for v in (1, 2))
+        fingerprints = {
+            p.url: (r.fingerprints if (r := fingerprint_text(t, params) if t else None) else None)
+            for p, t in extracted
         }
         rules = [(f"nearduppipe defaults ({config.rule.describe()})", config.rule)]
         if n == 0:
-            rules.append(
-                ("verdict version 1 (the defaults up to 0.2)", replace(config.rule, verdict=1))
-            )
             rules.append(("radius 8 (the defaults up to 0.1)", replace(config.rule, radius=8)))
             rules.append(("the paper's rule (64-bit, k=3)", Rule.paper(3)))
         for name, rule in rules:
             runs = []
             for o in range(orders):
                 order = crawl_order(extracted, seed * 1000 + o, any_order)
-                decisions = replay(order, made[rule.verdict], rule)
+                decisions = replay(order, fingerprints, rule)
                 runs.append(
                     score(order, decisions, real_set.POSITIVE, real_set.NEGATIVE, langs, any_order)
                 )

@@ -158,13 +158,11 @@ def main() -> None:
     )
     config = NearDupConfig.from_settings({})
     params = FingerprintParams(config.features, config.limits, config.min_text_length)
-    made: dict[int, dict[str, object]] = {1: {}, 2: {}}  # by verdict version
-    for verdict, fps in made.items():
-        for p, t in items:
-            r = fingerprint_text(t, replace(params, verdict=verdict))
-            fps[p.url] = r.fingerprints if r is not None else None
-    # (verdict 1: the defaults up to 0.2; radius 8: up to 0.1)
-    rules = [config.rule, replace(config.rule, verdict=1), replace(config.rule, radius=8)]
+    fps = {}
+    for p, t in items:
+        r = fingerprint_text(t, params)
+        fps[p.url] = r.fingerprints if r is not None else None
+    rules = [config.rule, replace(config.rule, radius=8)]  # (8: the default up to 0.1)
     runs: list[list[dict[str, float]]] = [[] for _ in rules]
     peer_runs = []
     anywhere = args.order == "random"
@@ -172,7 +170,7 @@ def main() -> None:
     for o in range(args.orders):
         order = quality.crawl_order(items, args.seed * 1000 + o, any_order=anywhere)
         for rule, rule_runs in zip(rules, runs, strict=True):
-            decisions = quality.replay(order, made[rule.verdict], rule)
+            decisions = quality.replay(order, fps, rule)
             rule_runs.append(quality.score(order, decisions, POSITIVE, NEGATIVE, langs, anywhere))
         if peer is not None:
             peer_runs.append(
@@ -180,8 +178,7 @@ def main() -> None:
             )
     kinds = (POSITIVE, NEGATIVE)
     quality.report_real(f"nearduppipe defaults ({config.rule.describe()})", runs[0], langs, *kinds)
-    quality.report_real("verdict version 1 (the defaults up to 0.2)", runs[1], langs, *kinds)
-    quality.report_real("radius 8 (the defaults up to 0.1)", runs[2], langs, *kinds)
+    quality.report_real("radius 8 (the defaults up to 0.1)", runs[1], langs, *kinds)
     if peer is not None:
         quality.report_real("MinHash peer (datasketch, 5-shingles)", peer_runs, langs, *kinds)
 

@@ -93,8 +93,7 @@ class Prepared:
         from nearduppipe.fingerprint.text import DEFAULT_LIMITS, normalise_whitespace
         from nearduppipe.index.words import wide_words
 
-        # verdict 1: the wide fingerprint of the same features (a row with shingles is one)
-        params = FingerprintParams(features=config, verdict=1)  # type: ignore[arg-type]
+        params = FingerprintParams(features=config)  # type: ignore[arg-type]
         self.rows = rows
         n = len(rows)
         self.has = np.zeros(n, dtype=bool)
@@ -355,9 +354,7 @@ def check_against_store(prep: Prepared, order: list[int]) -> None:
     from nearduppipe import open_store
     from nearduppipe.fingerprint.rule import Rule
 
-    # the package's defaults (radius 10 since 0.2) with verdict version 1, whose wide
-    # fingerprints (of the features themselves) are what the study simulates
-    rule = Rule(verdict=1)
+    rule = Rule()  # the package's defaults (radius 10 since 0.2)
     decision, _, _ = crawl(prep, order, Variant("today", rule.radius, ("wide", 0.93)))
     urls = [r[0] for r in prep.rows]
     at = {u: i for i, u in enumerate(urls)}

@@ -196,7 +196,6 @@ class NearDupCommand(ScrapyCommand):
             f"  rule:                               {info.rule.describe()}",
             f"  text extracted by:                  {info.rule.extractor}, extraction version "
             f"{info.rule.extraction}",
-            f"  verdict version:                    {info.rule.verdict}",
         ]
         if last is not None:
             when = datetime.datetime.fromtimestamp(last).isoformat(timespec="seconds")

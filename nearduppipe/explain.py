@@ -11,10 +11,10 @@ usually the words one text has and the other lacks.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from .fingerprint.features import DEFAULT_FEATURES, FeatureConfig, features, pair_features
-from .fingerprint.rule import WIDE_BITS, Rule, implied_similarity, settled_verdict
+from .fingerprint.features import DEFAULT_FEATURES, FeatureConfig, features
+from .fingerprint.rule import WIDE_BITS, Rule, implied_similarity
 from .fingerprint.simhash import _fixed_point, simhash_pair, xxh3_64
 
 __all__ = ["BitReport", "Explanation", "explain"]
@@ -43,10 +43,6 @@ class Explanation:
     bits: list[BitReport] = field(default_factory=list)
     wide_a: int = 0
     wide_b: int = 0
-    # the verdict version the wide fingerprints were made for, and the exact cosine of the
-    # features they are made of (version 2: word pairs; version 1: ``cosine``)
-    verdict: int = 1
-    wide_cosine: float = 0.0
 
     @property
     def wide_distance(self) -> int:
@@ -61,9 +57,6 @@ class Explanation:
         """Text for people; ``rule`` (or a 64-bit k, the paper's rule) adds the verdict."""
         if isinstance(rule, int):
             rule = Rule.paper(rule)
-        if rule is not None and rule.verdict != self.verdict:
-            # (the wide fingerprints here were made for this verdict version: judged by its rule)
-            rule = replace(rule, verdict=self.verdict)
         d, dw = self.distance, self.wide_distance
         verdict = ""
         empty = [name for name, n in (("A", self.features_a), ("B", self.features_b)) if not n]
@@ -91,14 +84,6 @@ class Explanation:
             f"cosine of the feature vectors: {self.cosine:.4f} "
             f"(random hyperplanes expect a 64-bit distance of {self.expected_distance:.1f} at "
             "that angle)",
-            *(
-                [
-                    f"cosine of the word-pair vectors: {self.wide_cosine:.4f} (what the "
-                    f"{WIDE_BITS}-bit distance estimates: verdict version 2)"
-                ]
-                if self.verdict == 2
-                else []
-            ),
             f"shared features: {self.shared}; weighted Jaccard {self.weighted_jaccard:.3f}",
             "only in A: " + (", ".join(f"{f} ({w:.2f})" for f, w in self.only_a) or "-"),
             "only in B: " + (", ".join(f"{f} ({w:.2f})" for f, w in self.only_b) or "-"),
@@ -126,10 +111,9 @@ def _why_distinct(rule: Rule, d: int, dw: int) -> str:
                 "never compared; NEARDUP_DISTANCE widens the radius"
             )
         return why
-    of = "" if rule.verdict == 1 else "word pairs' "
     return (
         f"a candidate, compared: {WIDE_BITS}-bit distance {dw} is over {rule.wide_threshold}, "
-        f"{of}cosine {implied_similarity(dw, WIDE_BITS):.3f} below {rule.wide_similarity:.3g}"
+        f"cosine {implied_similarity(dw, WIDE_BITS):.3f} below {rule.similarity:g}"
     )
 
 
@@ -146,25 +130,14 @@ def _exact(feats: dict[str, float]) -> dict[str, int]:
 
 
 def explain(
-    text_a: str,
-    text_b: str,
-    config: FeatureConfig = DEFAULT_FEATURES,
-    top: int = 5,
-    verdict: int = 0,
+    text_a: str, text_b: str, config: FeatureConfig = DEFAULT_FEATURES, top: int = 5
 ) -> Explanation:
-    """Why ``text_a`` and ``text_b`` are (not) near-duplicates, with the wide fingerprints of
-    verdict version ``verdict`` (0: the newest; a store's own is ``store.rule.verdict``)."""
-    verdict = settled_verdict(verdict)
     fa, fb = features(text_a, config), features(text_b, config)
     fp_a, wide_a = simhash_pair(fa) if fa else (0, 0)
     fp_b, wide_b = simhash_pair(fb) if fb else (0, 0)
-    wide_cosine = _cosine(fa, fb)
-    if verdict == 2:
-        pa, pb = pair_features(text_a, config), pair_features(text_b, config)
-        wide_a = simhash_pair(pa).wide if pa and fa else 0
-        wide_b = simhash_pair(pb).wide if pb and fb else 0
-        wide_cosine = _cosine(pa, pb)
     keys = set(fa) | set(fb)
+    dot = sum(fa.get(f, 0.0) * fb.get(f, 0.0) for f in keys)
+    norm = math.sqrt(sum(w * w for w in fa.values())) * math.sqrt(sum(w * w for w in fb.values()))
     low = sum(min(fa.get(f, 0.0), fb.get(f, 0.0)) for f in keys)
     high = sum(max(fa.get(f, 0.0), fb.get(f, 0.0)) for f in keys)
     hashes = {f: xxh3_64(f) for f in keys}
@@ -192,21 +165,11 @@ def explain(
         len(fa),
         len(fb),
         len(set(fa) & set(fb)),
-        _cosine(fa, fb),
+        dot / norm if norm else 0.0,
         low / high if high else 0.0,
         sorted(((f, w) for f, w in fa.items() if f not in fb), key=lambda kv: -kv[1])[:10],
         sorted(((f, w) for f, w in fb.items() if f not in fa), key=lambda kv: -kv[1])[:10],
         bits,
         wide_a or 0,
         wide_b or 0,
-        verdict,
-        wide_cosine,
     )
-
-
-def _cosine(fa: dict[str, float], fb: dict[str, float]) -> float:
-    if len(fa) > len(fb):
-        fa, fb = fb, fa
-    dot = sum(w * fb.get(f, 0.0) for f, w in fa.items())
-    norm = math.sqrt(sum(w * w for w in fa.values())) * math.sqrt(sum(w * w for w in fb.values()))
-    return dot / norm if norm else 0.0

@@ -161,7 +161,7 @@ class NearDupMiddleware:
         match = outcome.match
         if runtime.config.canonical:
             match, action = self._canonical(outcome, key, url, match, action)
-        request.meta["neardup"] = verdict(outcome, key, action, match, runtime.store.rule)
+        request.meta["neardup"] = verdict(outcome, key, action, match)
         if action == "page":
             assert match is not None
             runtime.dropped("pages", url, match, request=request, response=response)

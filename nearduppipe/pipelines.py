@@ -203,10 +203,7 @@ class NearDupPipeline:
             outcome.status == "again" and adapter.get(config.verdict_field) is not None
         ):
             runtime.set_field(
-                adapter,
-                config.verdict_field,
-                verdict(outcome, key, action, rule=runtime.store.rule),
-                "verdict",
+                adapter, config.verdict_field, verdict(outcome, key, action), "verdict"
             )
         return item
 

@@ -81,25 +81,17 @@ _RULE_FLAGS = (
     ("similarity", "--similarity/--paper"),
     ("radius", "--distance"),
     ("legacy_distance", "the legacy distance"),
-    ("verdict", "--verdict"),
 )
 
 
 def against_rule(
-    store: Store,
-    *,
-    scope: str,
-    extractor: str,
-    rule: Rule | None = None,
-    where: str = "",
-    verdict_given: bool = False,
+    store: Store, *, scope: str, extractor: str, rule: Rule | None = None, where: str = ""
 ) -> Rule:
     """The rule a run against ``store`` uses: the store's own. A ``scope`` or ``extractor``
     other than the store's is refused (its fingerprints are masked by their scope and made from
     one extractor's text, so they cannot answer another), and so is a ``rule`` the user stated
     that differs from the store's (the batch's own pairs and the store's answers would follow
-    two rules; its verdict version counts only when ``verdict_given``, as its radius only when
-    given); ``rule=None`` takes the store's. Raises :class:`StoreError` naming both."""
+    two rules); ``rule=None`` takes the store's. Raises :class:`StoreError` naming both."""
     stored = store.rule
     where = where or f"--against {store.uri}"
     for what, flag, have, asked in (
@@ -117,8 +109,6 @@ def against_rule(
             have, asked = getattr(stored, name), getattr(rule, name)
             if name == "radius" and not rule.radius_given:
                 continue  # (no --distance: the store's)
-            if name == "verdict" and not verdict_given:
-                continue  # (no --verdict: the store's)
             if have != asked:
                 raise StoreError(
                     f"{where}: the store decides with {stored.describe()}, and this run asks "

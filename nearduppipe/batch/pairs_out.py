@@ -4,8 +4,7 @@ optional extra ``nearduppipe[parquet]``).
 
 One row per pair ``a < b`` in input order (sorted by ``a``, then ``b``): both records' keys and
 1-based record numbers over all inputs in order, the 64-bit distance, the 512-bit distance and
-the similarity that distance implies (:meth:`nearduppipe.fingerprint.rule.Rule.similarity_of`:
-the cosine, or under verdict version 2 the stated similarity of the word pairs' cosine).
+the cosine that distance implies (:func:`nearduppipe.fingerprint.rule.implied_similarity`).
 Pairs are the rule's verdicts before groups are formed: a group joined through a chain holds
 records that are not a pair.
 """
@@ -22,7 +21,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..fingerprint.rule import WIDE_BITS, stated_similarity
+from ..fingerprint.rule import WIDE_BITS
 from .compression import MissingExtraError
 
 __all__ = ["PAIR_COLUMNS", "check_pyarrow", "need_pyarrow", "pairs_format", "write_pairs"]
@@ -58,14 +57,12 @@ def need_pyarrow() -> Any:
     return pyarrow
 
 
-def _similarity(wide_distance: np.ndarray, verdict: int) -> np.ndarray:
+def _similarity(wide_distance: np.ndarray) -> np.ndarray:
     sim = np.cos(math.pi * wide_distance.astype(np.float64) / WIDE_BITS)
-    if verdict == 2:  # (as Rule.similarity_of: the similarity the word pairs' cosine stands for)
-        sim = np.vectorize(stated_similarity, otypes=[np.float64])(sim) if len(sim) else sim
     return np.where(wide_distance < 0, np.nan, sim)  # (no wide fingerprint on a side)
 
 
-def _parquet_table(pa: Any, pairs: np.ndarray, keys: dict[int, str], verdict: int) -> Any:
+def _parquet_table(pa: Any, pairs: np.ndarray, keys: dict[int, str]) -> Any:
     return pa.table(
         {
             "a": pa.array([keys[i] for i in pairs[:, 0].tolist()], pa.string()),
@@ -74,15 +71,13 @@ def _parquet_table(pa: Any, pairs: np.ndarray, keys: dict[int, str], verdict: in
             "b_record": pa.array(pairs[:, 1] + 1, pa.int64()),
             "distance": pa.array(pairs[:, 2], pa.int16()),
             "wide_distance": pa.array(pairs[:, 3], pa.int16()),
-            "similarity": pa.array(
-                _similarity(pairs[:, 3], verdict), pa.float64(), from_pandas=True
-            ),
+            "similarity": pa.array(_similarity(pairs[:, 3]), pa.float64(), from_pandas=True),
         }
     )
 
 
-def _jsonl_lines(pairs: np.ndarray, keys: dict[int, str], verdict: int) -> Iterator[str]:
-    sim = _similarity(pairs[:, 3], verdict).tolist()
+def _jsonl_lines(pairs: np.ndarray, keys: dict[int, str]) -> Iterator[str]:
+    sim = _similarity(pairs[:, 3]).tolist()
     for (i, j, d, dw), s in zip(pairs.tolist(), sim, strict=True):
         line = {
             "a": keys[i],
@@ -97,34 +92,29 @@ def _jsonl_lines(pairs: np.ndarray, keys: dict[int, str], verdict: int) -> Itera
 
 
 def write_pairs(
-    out: IO[bytes],
-    pairs: np.ndarray | Iterable[np.ndarray],
-    keys: dict[int, str],
-    fmt: str,
-    verdict: int = 1,
+    out: IO[bytes], pairs: np.ndarray | Iterable[np.ndarray], keys: dict[int, str], fmt: str
 ) -> int:
     """Write ``pairs`` (rows ``(i, j, d, wide_d)``, record indices from 0: one array, or
     chunks of them such as :meth:`.near.NearPairs.chunks` gives, written as they come: memory
-    is a chunk) to ``out``, naming records by ``keys[i]``; returns the number of rows.
-    ``verdict``: the rule's verdict version, which says what the similarity column shows."""
+    is a chunk) to ``out``, naming records by ``keys[i]``; returns the number of rows."""
     chunks = [pairs] if isinstance(pairs, np.ndarray) else pairs
     n = 0
     if fmt == "parquet":
         pa = need_pyarrow()
-        schema = _parquet_table(pa, np.zeros((0, 4), dtype=np.int64), keys, verdict).schema
+        schema = _parquet_table(pa, np.zeros((0, 4), dtype=np.int64), keys).schema
         # (written as it goes: ParquetWriter only appends, so out need not seek)
         with pa.parquet.ParquetWriter(out, schema) as writer:
             for chunk in chunks:
                 chunk = np.asarray(chunk, dtype=np.int64).reshape(-1, 4)
                 if len(chunk):
-                    writer.write_table(_parquet_table(pa, chunk, keys, verdict))
+                    writer.write_table(_parquet_table(pa, chunk, keys))
                     n += len(chunk)
         return n
     text = io.TextIOWrapper(out, encoding="utf-8", newline="\n", write_through=True)
     try:
         for chunk in chunks:
             chunk = np.asarray(chunk, dtype=np.int64).reshape(-1, 4)
-            text.write("".join(_jsonl_lines(chunk, keys, verdict)))
+            text.write("".join(_jsonl_lines(chunk, keys)))
             n += len(chunk)
         text.flush()
     finally:

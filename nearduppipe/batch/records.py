@@ -175,10 +175,7 @@ def dedup_records(
         # and its extraction version: its pages' texts were extracted so (fingerprint.versions;
         # after against_rule, which refuses another extractor, whose versions are others)
         params = replace(params, extraction=against.store.rule.extraction)
-    # the wide fingerprints made of what the rule's verdict judges (against: the store's; no
-    # rule: the defaults at the parameters' own version)
-    rule = rule or Rule(verdict=params.verdict)
-    params = replace(params, verdict=rule.verdict)
+    rule = rule or Rule()
     engine = engine or LocalEngine(workers)
     fields = Fields(text_field, html_field, key_field, fingerprint_field, max_record_bytes)
     sources = sources_of(path, input_format)

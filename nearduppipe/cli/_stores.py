@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
-from ..fingerprint.rule import VERDICTS, Rule
+from ..fingerprint.rule import Rule
 from ..stores import Store, StoreError, StoreListing, find_backend, open_store
 from ._io import CliError, bounded_int, redact
 
@@ -81,15 +81,6 @@ def add_rule_args(p: argparse.ArgumentParser, purpose: str) -> None:
         metavar="K",
         help="64-bit radius: candidates (or, with --paper, the decision)",
     )
-    g.add_argument(
-        "--verdict",
-        type=int,
-        choices=VERDICTS,
-        default=None,
-        metavar="V",
-        help="verdict version: 2, the 512-bit SimHash of word pairs (new stores), or 1, of "
-        "words (stores made before 0.2); default a store's own, else 2",
-    )
 
 
 def rule_from_args(args: argparse.Namespace) -> Rule | None:
@@ -97,23 +88,19 @@ def rule_from_args(args: argparse.Namespace) -> Rule | None:
     similarity = getattr(args, "similarity", None)
     paper = getattr(args, "paper", False)
     distance = getattr(args, "distance", None)
-    verdict = getattr(args, "verdict", None) or 0  # (0: the newest; alone it states no rule)
     if similarity is None and not paper and distance is None:
         return None
     if paper and similarity is not None:
         raise CliError("--paper and --similarity contradict each other")
     try:
         if paper:
-            return Rule(
-                similarity=None, radius=3 if distance is None else distance, verdict=verdict
-            )
+            return Rule.paper(3 if distance is None else distance)
         if similarity is not None and not 0.5 <= similarity <= 1:
             raise ValueError(f"--similarity must be between 0.5 and 1, not {similarity}")
         return Rule(
             similarity=0.93 if similarity is None else similarity,
             radius=Rule().radius if distance is None else distance,
             radius_given=distance is not None,
-            verdict=verdict,
         )
     except ValueError as e:
         raise CliError(str(e)) from None

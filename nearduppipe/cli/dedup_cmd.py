@@ -146,7 +146,6 @@ def _open_against(args: argparse.Namespace) -> Store | None:
         scope=args.scope or "global",
         extractor=args.extractor or "trafilatura",
         extraction=0,  # (the extractor's newest, as a crawl's new store: Rule() is trafilatura's)
-        verdict=args.verdict or 0,  # (the newest unless asked)
     )
     return open_cli_store(args.against, read_only=False, rule=rule)
 
@@ -178,7 +177,6 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                         extractor=args.extractor,
                         rule=rule_from_args(args),
                         where=f"--against {redact(args.against)}",
-                        verdict_given=args.verdict is not None,
                     )
                 except StoreError as e:
                     raise CliError(str(e)) from None
@@ -189,13 +187,10 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                     scope=args.scope or "global",
                     extractor=args.extractor or "trafilatura",
                     extraction=0,  # (the extractor's newest)
-                    verdict=args.verdict or 0,  # (the newest unless asked)
                 )
             try:  # (the extra missing: one line naming it, before any input is read)
                 params = FingerprintParams(
-                    extractor=require_extractor(rule.extractor),
-                    extraction=rule.extraction,
-                    verdict=rule.verdict,
+                    extractor=require_extractor(rule.extractor), extraction=rule.extraction
                 )
             except ExtractorUnavailable as e:
                 raise CliError(str(e)) from None
@@ -232,11 +227,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             if pairs_out is not None:
                 pairs_out.flush()
                 rows = write_pairs(
-                    pairs_out.buffer,
-                    result.near.chunks(),
-                    result.keys,
-                    pairs_format(args.pairs),
-                    rule.verdict,
+                    pairs_out.buffer, result.near.chunks(), result.keys, pairs_format(args.pairs)
                 )
     except (MissingFieldError, MixedFingerprintsError) as e:
         raise CliError(str(e)) from None

@@ -75,7 +75,6 @@ def _summary(store: Store) -> dict[str, Any]:
         "duplicate_rate": round(dropped / judged, 6) if judged else None,
         "extractor": info.rule.extractor,  # (fingerprints of two extractors do not compare)
         "extraction": info.rule.extraction,  # (nor of two extraction versions)
-        "verdict": info.rule.verdict,  # (nor wide fingerprints of two verdict versions)
         "rule": info.rule.as_dict(),
         "rule_text": info.rule.describe(),
         "ttl": info.ttl,
@@ -206,11 +205,6 @@ def cmd_copy(args: argparse.Namespace) -> int:
         open_cli_store(args.src, read_only=True) as src,  # streamed, never held whole
     ):
         given = rule_from_args(args)  # (a new threshold; the texts stay the source's)
-        if args.verdict is not None and args.verdict != src.rule.verdict:
-            raise CliError(
-                f"--verdict {args.verdict}: the source's wide fingerprints are of verdict version "
-                f"{src.rule.verdict}, which its copy keeps"
-            )
         # settled as a store settles an opener's rule: its extraction version, and its radius
         # unless --distance asks for another
         rule = (
@@ -236,13 +230,6 @@ def cmd_copy(args: argparse.Namespace) -> int:
                     raise CliError(
                         f"DST {redact(dst.uri)} already holds {len(dst)} fingerprints; "
                         "pass --reset to replace them"
-                    )
-                mine = (dst.rule.extraction, dst.rule.verdict)
-                if mine != (rule.extraction, rule.verdict):  # (an empty store kept its own)
-                    raise CliError(
-                        f"DST {redact(dst.uri)} was made for extraction version {mine[0]} and "
-                        f"verdict version {mine[1]}, and the source's fingerprints are of "
-                        f"{rule.extraction} and {rule.verdict}; pass --reset to make it anew"
                     )
                 try:
                     n = dst.import_records(entries, decisions)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -153,15 +152,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
         a = _text_of("A", args.a, store, args.text)
         b = _text_of("B", args.b, store, args.text)
         rule = rule_from_args(args) or (store.rule if store is not None else Rule())
-        if store is not None:  # (its wide fingerprints are of its own verdict version)
-            if args.verdict is not None and args.verdict != store.rule.verdict:
-                raise CliError(
-                    f"--verdict {args.verdict}: the store's wide fingerprints are of verdict "
-                    f"version {store.rule.verdict}"
-                )
-            rule = dataclasses.replace(rule, verdict=store.rule.verdict)
-        elif args.verdict is not None:
-            rule = dataclasses.replace(rule, verdict=args.verdict)
     finally:
         if store is not None:
             store.close()
@@ -189,7 +179,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             )
         emit("\n".join(lines) + "\n")
         return 0
-    emit(clean(explain(a, b, verdict=rule.verdict).render(rule)) + "\n")
+    emit(clean(explain(a, b).render(rule)) + "\n")
     return 0
 
 

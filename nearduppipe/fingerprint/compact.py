@@ -13,8 +13,7 @@ Format 1, ``nd1:<source>:<settings>:<fp>:<wide>``, five fields separated by ``:`
   ``trafilatura-fast``, ``resiliparse``) for a page's HTML, or ``text`` for a text field (no
   extractor ran, so the value compares with any run's fingerprints of the same text).
 * ``settings``: 8 hex digits, xxh3 of every setting a fingerprint's value depends on besides
-  the extractor: the extraction version for a page's HTML (from version 2 on), the verdict
-  version (from version 2 on: what the wide fingerprint is made of), the feature
+  the extractor: the extraction version for a page's HTML (from version 2 on), the feature
   settings (all of :class:`~.features.FeatureConfig`: weighting,
   sublinear tf, shingle, top k, stop words and their list, minimum token length, segmenter) and
   ``max_text_chars`` (the text is cut there). Settings that only decide *whether* a page is
@@ -36,7 +35,6 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import replace
 from typing import NamedTuple
 
 import xxhash
@@ -44,7 +42,7 @@ import xxhash
 from ..errors import NearDupError
 from .features import FeatureConfig
 from .page import FingerprintParams
-from .rule import VERDICTS, Fingerprints
+from .rule import Fingerprints
 
 __all__ = [
     "FORMAT",
@@ -93,9 +91,7 @@ class Compact(NamedTuple):
 
 
 @functools.lru_cache(maxsize=64)
-def _digest(
-    features: FeatureConfig, max_text_chars: int, extraction: int = 1, verdict: int = 1
-) -> str:
+def _digest(features: FeatureConfig, max_text_chars: int, extraction: int = 1) -> str:
     words = xxhash.xxh3_64_hexdigest("\n".join(sorted(features.stop_words)).encode("utf-8"))
     described = ";".join(
         (
@@ -112,23 +108,18 @@ def _digest(
     )
     if extraction != 1:  # (version 1's digests are those of releases before versions)
         described += f";extraction={extraction}"
-    if verdict != 1:  # (likewise)
-        described += f";verdict={verdict}"
     return xxhash.xxh3_64_hexdigest(described.encode("utf-8"))[:8]
 
 
 def _what_digests(source: str | None) -> str:
-    if source == TEXT_SOURCE:
-        return "feature settings or verdict version"
-    return "feature settings, extraction or verdict version"
+    return "feature settings" if source == TEXT_SOURCE else "feature settings or extraction version"
 
 
 def settings_digest(params: FingerprintParams, *, from_text: bool = False) -> str:
     """The 8 hex digits naming the settings a fingerprint's value depends on (module doc); the
-    extraction version counts for a page's HTML only (no extraction touched a text field), the
-    verdict version for both (it says what the wide fingerprint is made of)."""
+    extraction version counts for a page's HTML only (no extraction touched a text field)."""
     extraction = 1 if from_text else params.extraction
-    return _digest(params.features, params.limits.max_text_chars, extraction, params.verdict)
+    return _digest(params.features, params.limits.max_text_chars, extraction)
 
 
 def encode(fps: Fingerprints, source: str, settings: str) -> str:
@@ -212,23 +203,9 @@ def check_comparable(found: Compact, params: FingerprintParams) -> None:
     if source_ok and found.settings == want:
         return
     made = f"extractor {found.source!r}" if found.source != TEXT_SOURCE else "a text field"
-    other = [  # (the one difference a crawl on an older store makes: say which version)
-        v
-        for v in VERDICTS
-        if v != params.verdict
-        and settings_digest(replace(params, verdict=v), from_text=found.source == TEXT_SOURCE)
-        == found.settings
-    ]
     raise IncomparableFingerprint(
         f"made from {made} with feature settings {found.settings}, but this run uses extractor "
         f"{params.extractor!r} with feature settings {want}"
         + ("" if source_ok else " (the extractor differs)")
-        + (
-            ""
-            if found.settings == want
-            else f" (made for verdict version {other[0]}, this run's is {params.verdict}: "
-            f"--verdict {other[0]})"
-            if other
-            else f" (the {_what_digests(found.source)} differ)"
-        )
+        + ("" if found.settings == want else f" (the {_what_digests(found.source)} differ)")
     )

@@ -15,23 +15,13 @@ import functools
 import importlib.resources
 import math
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from .stopwords import STOP_WORDS
-from .tokenize import Segmenter, normalise, token_counts, token_list, tokenize
+from .tokenize import Segmenter, normalise, token_counts, tokenize
 
-__all__ = [
-    "FeatureConfig",
-    "features",
-    "idf_table",
-    "pair_counts",
-    "pair_features",
-    "pair_weighting",
-    "selected_tokens",
-    "term_counts",
-    "weigh",
-]
+__all__ = ["FeatureConfig", "features", "idf_table", "term_counts", "weigh"]
 
 Weighting = Literal["tfidf", "tf"]
 
@@ -95,8 +85,7 @@ def _select_tokens(tokens: list[str], config: FeatureConfig) -> list[str]:
 def _shingles(tokens: list[str], n: int) -> list[str]:
     if n == 1 or len(tokens) < n:
         return tokens if n == 1 else [" ".join(tokens)] if tokens else []
-    # n shifted copies zipped (the shorter ones end it): no Python step per shingle
-    return list(map(" ".join, zip(*(tokens[i:] for i in range(n)), strict=False)))
+    return [" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
 
 # 1 + log(tf) for the term frequencies of almost every feature, computed by the same expression
@@ -118,28 +107,6 @@ def term_counts(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> Counter[
         return counts
     tokens = tokenize(normalise(text), config.segmenter, normalised=True)
     return Counter(_shingles(_select_tokens(tokens, config), config.shingle))
-
-
-def selected_tokens(text: str, config: FeatureConfig) -> list[str]:
-    """The text's tokens in order, stop words (and short tokens) dropped: what shingles join."""
-    return _select_tokens(token_list(normalise(text), config.segmenter, normalised=True), config)
-
-
-def pair_counts(tokens: list[str], config: FeatureConfig) -> Counter[str]:
-    """Term frequencies of verdict version 2's wide features: shingles one word longer than
-    ``config``'s (word pairs by default), of :func:`selected_tokens`."""
-    return Counter(_shingles(tokens, config.shingle + 1))
-
-
-def pair_weighting(config: FeatureConfig) -> FeatureConfig:
-    """The settings :func:`weigh` weighs :func:`pair_counts` with (a shingle's IDF is its rarest
-    word's, whatever its length)."""
-    return config if config.shingle > 1 else replace(config, shingle=2)
-
-
-def pair_features(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> dict[str, float]:
-    """Weighted features of verdict version 2's wide SimHash (see :func:`pair_counts`)."""
-    return weigh(pair_counts(selected_tokens(text, config), config), pair_weighting(config))
 
 
 def features(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> dict[str, float]:

@@ -19,8 +19,8 @@ from typing import NamedTuple
 import xxhash
 
 from .features import DEFAULT_FEATURES, FeatureConfig, features
-from .rule import Fingerprints, settled_verdict
-from .simhash import EmptyFeaturesError, pair_fingerprints, simhash_pair
+from .rule import Fingerprints
+from .simhash import simhash_pair
 from .text import (
     DEFAULT_EXTRACTOR,
     DEFAULT_LIMITS,
@@ -54,15 +54,11 @@ class FingerprintParams:
     # the extraction version (.versions; 0: the extractor's newest, set when made): a store's
     # own, so its pages compare like with like
     extraction: int = 0
-    # the verdict version (.rule.VERDICTS; 0: the newest, set when made): a store's own, so its
-    # pages' wide fingerprints are made of the same features
-    verdict: int = 0
 
     def __post_init__(self) -> None:
         # an unknown name or a missing extra fails here, when a crawl builds its parameters
         require_extractor(self.extractor)
         object.__setattr__(self, "extraction", settled_extraction(self.extractor, self.extraction))
-        object.__setattr__(self, "verdict", settled_verdict(self.verdict))
 
 
 class Fingerprinted(NamedTuple):
@@ -94,18 +90,11 @@ def _fingerprint_normalised(text: str, params: FingerprintParams) -> Fingerprint
         # More than 2% replacement characters: bytes decoded with the wrong charset. Such text
         # says nothing about the page's content, so it is neither stored nor compared.
         return Fingerprinted(None, "bad_encoding", len(text))
-    if params.verdict == 1:
-        feats = features(text, params.features)
-        fps = simhash_pair(feats) if feats else None
-    else:
-        try:
-            fps = pair_fingerprints(text, params.features)
-        except EmptyFeaturesError:
-            fps = None
-    if fps is None:
+    feats = features(text, params.features)
+    if not feats:
         return Fingerprinted(None, "no_features", len(text))
     sample = text[: params.keep_text] if params.keep_text else None
-    return Fingerprinted(fps, None, len(text), sample)
+    return Fingerprinted(simhash_pair(feats), None, len(text), sample)
 
 
 def fingerprint_html(
@@ -125,13 +114,12 @@ def exact_fingerprinted(key: str | None, text: str) -> Fingerprinted:
     """A short text's identity: digests of its key and the text (white space normalised), 64
     and 512 bits. Its own entry matches it exactly (a revisit: ``again`` in the same crawl,
     ``unchanged`` in the next). Another entry matches it by chance only: a verifying rule
-    needs the 64-bit digest within its radius (10^-8 a pair at 10) and the wide one within its
-    threshold (7x10^-44 at verdict version 2's 104 bits; 10^-14 at its floor, 170; 8x10^-75 at
-    version 1's 61), the paper's rule the 64-bit one within its distance (about 2.4x10^-15 a
-    pair at distance 3; 3x10^-10 at 8, which is why a crawl checks short items only under a
-    verifying rule or a distance of at most 3). ``key=None``: an item whose only identity is
-    its text (a listing item keyed ``<page>#item-<digest>``): the same text under another such
-    key is the same item, found again (moved to another page)."""
+    needs the wide digest within its threshold of the other's (odds below 10^-100), the
+    paper's rule the 64-bit one within its distance (about 4.5x10^-15 a pair at distance 3;
+    3x10^-10 at 8, which is why a crawl checks short items only under a verifying rule or a
+    distance of at most 3). ``key=None``: an item whose only identity is its text (a listing
+    item keyed ``<page>#item-<digest>``): the same text under another such key is the same
+    item, found again (moved to another page)."""
     normal = normalise_whitespace(text)
     data = (
         (key or "").encode("utf-8", "surrogatepass")

@@ -14,13 +14,6 @@ The user states the verdict as a cosine ``similarity``; the threshold in bits is
 ``floor(bits * acos(similarity) / pi)``. ``similarity=None`` is the paper's rule (Manku et al.
 2007): 64-bit distance ``<= radius`` (k = 3) and no second stage.
 
-The verdict has versions (``Rule.verdict``, recorded by each store; :data:`VERDICTS`): what the
-wide SimHash is made of, and the cosine of those features that ``similarity`` stands for.
-Version 2's wide SimHash is of word pairs, which a changed word moves further than the words
-themselves while text placed around the article moves them less; its threshold is the word-pair
-cosine of :func:`pair_similarity`. The 64-bit SimHash, and so the candidates, are the same in
-both.
-
 Entries written by format-1 stores have no wide fingerprint. They are judged by the 64-bit rule
 at ``min(radius, legacy_distance)`` (3 by default): never looser than the paper's rule, so a
 migrated store can miss a near-duplicate but never drop a page format 1 would have kept.
@@ -34,18 +27,7 @@ from typing import NamedTuple
 
 from .versions import latest_extraction, settled_extraction
 
-__all__ = [
-    "DEFAULT_RADIUS",
-    "PAPER_RULE",
-    "VERDICTS",
-    "Fingerprints",
-    "Rule",
-    "distances",
-    "pair_similarity",
-    "settled_verdict",
-    "stated_similarity",
-    "wide_threshold",
-]
+__all__ = ["DEFAULT_RADIUS", "PAPER_RULE", "Fingerprints", "Rule", "distances", "wide_threshold"]
 
 WIDE_BITS = 512
 # The 64-bit candidate radius of the default rule: 10, not 8 (releases up to 0.1). Near-duplicates
@@ -54,18 +36,6 @@ WIDE_BITS = 512
 # query at 10 M entries costs ~4x radius 8's on the same tables (docs/quality.md, "The
 # candidate radius"). A store made at another radius keeps its own (Rule.radius_given).
 DEFAULT_RADIUS = 10
-
-# The verdict versions: 1, the wide SimHash of the 64-bit one's features at cosine
-# ``similarity`` (releases up to 0.2, and every store that records no version); 2, the wide
-# SimHash of word pairs at cosine ``pair_similarity(similarity)``. New rules get the newest.
-VERDICTS = (1, 2)
-# Version 2's word-pair cosine for a stated similarity s: 2s - 1 (a changed word changes two
-# pairs, so a light edit's distance from 1 doubles): 0.86 at the default 0.93. It dropped no
-# hard negative on any draw of either set, where 0.80 (more recall) dropped quote pages of the
-# synthetic set (docs/quality.md, "Verdict version 2"); never below 0.5 (170 of 512 bits:
-# unrelated texts are at 256 ± 11), which s <= 0.75 asks for.
-_PAIR_SCALE = 2.0
-_PAIR_FLOOR = 0.5
 
 
 class Fingerprints(NamedTuple):
@@ -80,17 +50,6 @@ class Fingerprints(NamedTuple):
 def wide_threshold(similarity: float, bits: int = WIDE_BITS) -> int:
     """Largest wide distance whose implied cosine is still >= ``similarity``."""
     return math.floor(bits * math.acos(similarity) / math.pi + 1e-9)
-
-
-def pair_similarity(similarity: float) -> float:
-    """The word-pair cosine version 2 judges by for the stated ``similarity`` (at least 0.5)."""
-    return max(_PAIR_FLOOR, 1.0 - (1.0 - similarity) * _PAIR_SCALE)
-
-
-def stated_similarity(pair_cosine: float) -> float:
-    """The similarity a word-pair cosine stands for (:func:`pair_similarity` undone): what
-    reports show for a version-2 pair, on the scale of ``NEARDUP_SIMILARITY``."""
-    return max(-1.0, min(1.0, 1.0 - (1.0 - pair_cosine) / _PAIR_SCALE))
 
 
 def distances(a: Fingerprints, b: Fingerprints) -> tuple[int, int | None]:
@@ -113,21 +72,6 @@ def _recorded_extraction(value: object) -> int:
     return value
 
 
-def settled_verdict(asked: int) -> int:
-    """``asked`` (0: the newest) as a verdict version; :class:`ValueError` for another."""
-    if asked == 0:
-        return VERDICTS[-1]
-    if asked not in VERDICTS:
-        raise ValueError(f"verdict version must be one of {list(VERDICTS)}, not {asked!r}")
-    return asked
-
-
-def _recorded_verdict(value: object) -> int:
-    if type(value) is not int or value not in VERDICTS:
-        raise ValueError(f"verdict version {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class Rule:
     """``similarity``: the cosine above which pages are near-duplicates (``None``: the paper's
@@ -146,9 +90,6 @@ class Rule:
     # the extraction version (versions.py; 0: the extractor's newest, set when made): a store
     # keeps the version it was made with, so a newer release never compares two versions' texts
     extraction: int = 0
-    # the verdict version (VERDICTS; 0: the newest, set when made): a store keeps its own, as
-    # its wide fingerprints were made so
-    verdict: int = 0
     # False: the radius is the default, not asked for, and a store that records a rule with a
     # verdict keeps its own radius (stores made before the default became 10 stay at 8; a Redis
     # store's tables are built for its radius). Not recorded, not compared; ``replace(rule,
@@ -164,7 +105,6 @@ class Rule:
                 f"extractor must be trafilatura or resiliparse, not {self.extractor!r}"
             )
         object.__setattr__(self, "extraction", settled_extraction(self.extractor, self.extraction))
-        object.__setattr__(self, "verdict", settled_verdict(self.verdict))
         if self.scope not in ("global", "domain", "host"):
             raise ValueError(f"scope must be global, domain or host, not {self.scope!r}")
         if self.similarity is not None and not (
@@ -188,7 +128,7 @@ class Rule:
     @classmethod
     def from_dict(cls, raw: object) -> Rule:
         """The rule a store recorded (:meth:`as_dict`); :class:`ValueError` for a damaged one.
-        A store that records no extraction or verdict version predates them: version 1.
+        A store that records no extraction version predates versions: its texts are version 1.
         """
         if not isinstance(raw, dict):
             raise ValueError(f"a rule is a mapping, not {type(raw).__name__}")
@@ -202,7 +142,6 @@ class Rule:
                 scope=str(raw.get("scope", "global")),
                 extractor=str(raw.get("extractor", "trafilatura")),
                 extraction=_recorded_extraction(raw.get("extraction", 1)),
-                verdict=_recorded_verdict(raw.get("verdict", 1)),
             )
         except (KeyError, TypeError, OverflowError) as e:
             raise ValueError(f"{type(e).__name__}: {e}") from None
@@ -215,20 +154,7 @@ class Rule:
     def wide_threshold(self) -> int | None:
         if self.similarity is None:
             return None
-        return wide_threshold(self.wide_similarity, self.wide_bits)
-
-    @property
-    def wide_similarity(self) -> float:
-        """The cosine of the wide fingerprint's features the verdict asks for."""
-        assert self.similarity is not None
-        return self.similarity if self.verdict == 1 else pair_similarity(self.similarity)
-
-    def similarity_of(self, wide_distance: int) -> float:
-        """The similarity a wide distance implies, on ``similarity``'s scale: the cosine it
-        estimates (version 1), or the stated similarity of that word-pair cosine (version 2),
-        so a pair at the threshold shows ``similarity`` under either version."""
-        cosine = implied_similarity(wide_distance, self.wide_bits)
-        return cosine if self.verdict == 1 else stated_similarity(cosine)
+        return wide_threshold(self.similarity, self.wide_bits)
 
     def is_near(self, distance: int, wide_distance: int | None) -> bool:
         """The verdict for a pair at 64-bit ``distance`` and wide ``wide_distance`` (``None``
@@ -250,9 +176,8 @@ class Rule:
             within += f", extraction version {self.extraction}"
         if self.similarity is None:
             return f"64-bit distance <= {self.radius} (the paper's rule){within}"
-        of = "" if self.verdict == 1 else f" (word pairs' cosine >= {self.wide_similarity:.3f})"
         return (
-            f"cosine >= {self.similarity:g}{of}: {self.wide_bits}-bit distance <= "
+            f"cosine >= {self.similarity:g}: {self.wide_bits}-bit distance <= "
             f"{self.wide_threshold} among 64-bit candidates within {self.radius}{within}"
         )
 
@@ -269,8 +194,6 @@ class Rule:
             d["extractor"] = self.extractor
         if self.extraction != 1:  # (likewise: version 1 is what stores without one hold)
             d["extraction"] = self.extraction
-        if self.verdict != 1:  # (likewise)
-            d["verdict"] = self.verdict
         return d
 
 

@@ -16,8 +16,7 @@ import contextlib
 import operator
 import os
 import threading
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import compress, repeat
 from typing import Any
 
@@ -25,26 +24,14 @@ import numpy as np
 import xxhash
 
 from ..errors import NearDupError
-from .features import (
-    _SUBLINEAR,
-    DEFAULT_FEATURES,
-    FeatureConfig,
-    _shingles,
-    features,
-    pair_counts,
-    pair_weighting,
-    selected_tokens,
-    term_counts,
-    weigh,
-)
-from .rule import WIDE_BITS, Fingerprints, settled_verdict
+from .features import _SUBLINEAR, DEFAULT_FEATURES, FeatureConfig, features, term_counts, weigh
+from .rule import WIDE_BITS, Fingerprints
 
 __all__ = [
     "EmptyFeaturesError",
     "fingerprint",
     "fingerprints",
     "hamming",
-    "pair_fingerprints",
     "simhash",
     "simhash_pair",
     "xxh3_64",
@@ -120,7 +107,7 @@ _row_cache: dict[str, bytes] = {}
 _row_cache_old: dict[str, bytes] = {}
 
 
-def _feature_rows(features: Collection[Any]) -> np.ndarray:
+def _feature_rows(features: Mapping[Any, float]) -> np.ndarray:
     """(n, 9) little-endian uint64 matrix: per feature the xxh3_64 of its UTF-8 text, then its
     wide words. Raises AttributeError for a feature without ``encode`` (not a ``str``)."""
     rows: list[Any] = list(map(_row_cache.get, features))
@@ -343,19 +330,13 @@ def _fixed_from_counts(counts: Mapping[str, int]) -> np.ndarray | None:
     return weights
 
 
-def fingerprints(
-    text: str, config: FeatureConfig = DEFAULT_FEATURES, verdict: int = 0
-) -> Fingerprints:
-    """Both fingerprints of a text through the default pipeline, for verdict version
-    ``verdict`` (0: the newest; :data:`.rule.VERDICTS`): version 1 makes both of the same
-    features, version 2 the wide one of word pairs (:func:`pair_fingerprints`).
+def fingerprints(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> Fingerprints:
+    """Both fingerprints of a text through the default pipeline.
 
     With sublinear tf weights and every feature kept (the default), a feature's weight depends
     only on its term frequency: the fixed-point weights are looked up from the counts, skipping
     the float weights :func:`features` returns (the same bits: tests pin them)."""
-    if settled_verdict(verdict) == 2:
-        return pair_fingerprints(text, config)
-    if _by_counts(config):
+    if config.weighting == "tf" and config.sublinear_tf and config.top_k is None:
         counts = term_counts(text, config)
         if not counts:
             raise EmptyFeaturesError("text has no usable token")
@@ -371,40 +352,6 @@ def fingerprints(
     return simhash_pair(feats)
 
 
-def _by_counts(config: FeatureConfig) -> bool:
-    """Whether a feature's weight is a function of its count alone (the default weights)."""
-    return config.weighting == "tf" and config.sublinear_tf and config.top_k is None
-
-
-def _fixed_weights(counts: Counter[str], config: FeatureConfig) -> tuple[list[str], np.ndarray]:
-    """The features of ``counts`` and their fixed-point weights (:func:`weigh`'s, as integers)."""
-    if _by_counts(config):
-        fixed = _fixed_from_counts(counts)
-        if fixed is not None:
-            return list(counts), fixed
-    feats = weigh(counts, config)
-    return list(feats), _fixed_point(list(feats.values()))
-
-
-def pair_fingerprints(text: str, config: FeatureConfig) -> Fingerprints:
-    """Verdict version 2: the 64-bit SimHash of ``config``'s features (version 1's, bit for
-    bit), the wide one of shingles one word longer (word pairs by default).
-
-    The pairs are hashed as they come, not cached: a page's pairs are mostly its own, and
-    caching them would push out the rows of the words every page shares."""
-    tokens = selected_tokens(text, config)
-    counts = Counter(_shingles(tokens, config.shingle))
-    if not counts:
-        raise EmptyFeaturesError("text has no usable token")
-    words, fixed = _fixed_weights(counts, config)
-    fp = _sign_bits(np.ascontiguousarray(_feature_rows(words)[:, :1]), fixed, 64)
-    keys, wide_fixed = _fixed_weights(pair_counts(tokens, config), pair_weighting(config))
-    digest = xxhash.xxh3_64_digest  # the canonical form: the hash, big-endian
-    hv = np.frombuffer(b"".join(map(digest, map(str.encode, keys))), dtype=">u8")
-    wide = _sign_bits(_wide_words(hv.astype("<u8"), WIDE_BITS // 64), wide_fixed, WIDE_BITS)
-    return Fingerprints(fp, wide)
-
-
 def fingerprint(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> int:
     """64-bit SimHash of a text through the default pipeline (tokenize, weight, hash, reduce).
 
@@ -412,7 +359,7 @@ def fingerprint(text: str, config: FeatureConfig = DEFAULT_FEATURES) -> int:
     :func:`fingerprints` (the same sums of the same hashes): the wide words cost less than
     weighing the features one by one, which that path skips.
     """
-    return fingerprints(text, config, 1).fp  # (the same in every verdict version)
+    return fingerprints(text, config).fp
 
 
 def hamming(a: int, b: int) -> int:

@@ -29,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["Segmenter", "get_segmenter", "normalise", "token_counts", "token_list", "tokenize"]
+__all__ = ["Segmenter", "get_segmenter", "normalise", "token_counts", "tokenize"]
 
 Segmenter = Literal["rjieba", "jieba", "chars", "bigrams"]
 
@@ -207,29 +207,9 @@ def token_counts(
         text = normalise(text)
     if not _SPECIAL_RE.search(text):  # no Han, no no-space script: every token is a word
         return Counter(_plain_words(text))
-    counts = Counter(chain.from_iterable(_token_parts(text, segmenter)))
-    counts.pop("\n", None)
-    return counts
-
-
-def token_list(
-    text: str, segmenter: Segmenter = "rjieba", *, normalised: bool = False
-) -> list[str]:
-    """``tokenize(text, segmenter)``, the same list, built as :func:`token_counts` is (no
-    Python step per token): for word pairs, which need the tokens in order."""
-    if not normalised:
-        text = normalise(text)
-    if not _SPECIAL_RE.search(text):
-        return _plain_words(text)
-    return list(filter("\n".__ne__, chain.from_iterable(_token_parts(text, segmenter))))
-
-
-def _token_parts(text: str, segmenter: Segmenter) -> list[Iterable[str]]:
-    """The tokens of a normalised text with Han or no-space runs, in order, as a list of
-    streams; the segmenter's run separators (``"\\n"``) among them."""
     found = _MATCH_RE.findall(text)
     # the words between Han groups and no-space runs as slices of the matches, each group as
-    # the segmenter's tokens of its runs, each run as its bigrams
+    # the segmenter's tokens of its runs, each run as its bigrams: one stream to the counter
     parts: list[Iterable[str]] = []
     cut: Callable[[str], list[str]] | None = None
     start = 0
@@ -248,4 +228,6 @@ def _token_parts(text: str, segmenter: Segmenter) -> list[Iterable[str]]:
             continue
         start = i + 1
     parts.append(found[start:])
-    return parts
+    counts = Counter(chain.from_iterable(parts))
+    counts.pop("\n", None)
+    return counts

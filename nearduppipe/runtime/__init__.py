@@ -134,7 +134,6 @@ class NearDupRuntime:
             config.keep_text,
             require_extractor(config.rule.extractor),  # (validated by the settings already)
             self.store.rule.extraction,  # (the store's own: its pages were extracted so)
-            self.store.rule.verdict,  # (likewise: its wide fingerprints were made so)
         )
         self.job = job_id(crawler.settings.get("JOBDIR"))
         self.dedup = Deduplicator(self.store, self.job)
@@ -290,7 +289,7 @@ class NearDupRuntime:
                 raise StoreCallError(e) from e
         except Exception as e:
             return skipped_verdict(name, self.error("items", name, e))
-        return verdict(outcome, name, None, rule=self.store.rule)
+        return verdict(outcome, name, None)
 
     # -- stats, logs, failures, the hook -----------------------------------------------------
     def action(self, outcome: Outcome) -> Action | None:

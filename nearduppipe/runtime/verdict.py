@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..fingerprint.rule import WIDE_BITS, Rule, implied_similarity
+from ..fingerprint.rule import WIDE_BITS, implied_similarity
 from ..settings import Action
 from ..stores.base import Match
 from ..stores.decide import Outcome
@@ -18,17 +18,12 @@ __all__ = ["skipped_verdict", "verdict"]
 
 
 def verdict(
-    outcome: Outcome,
-    key: str,
-    action: Action | None,
-    match: Match | None = None,
-    rule: Rule | None = None,
+    outcome: Outcome, key: str, action: Action | None, match: Match | None = None
 ) -> dict[str, Any]:
     """``status`` (new / duplicate / unchanged / changed / again / skipped), the page's
-    ``key``, the ``matched`` key, the 64-bit ``distance``, the ``similarity`` the wide
-    fingerprints imply (on ``NEARDUP_SIMILARITY``'s scale under the store's ``rule``: its
-    :meth:`~Rule.similarity_of`), the ``fingerprint`` (16 hex digits) and ``dropped``:
-    ``"page"``, ``"items"`` or ``None`` (kept; ``mark``, or nothing to drop)."""
+    ``key``, the ``matched`` key, the 64-bit ``distance``, the cosine ``similarity`` the wide
+    fingerprints imply, the ``fingerprint`` (16 hex digits) and ``dropped``: ``"page"``,
+    ``"items"`` or ``None`` (kept; ``mark``, or nothing to drop)."""
     match = outcome.match if match is None else match  # (``match``: the face's own verdict)
     wide = None if match is None else match.wide_distance
     return {
@@ -36,7 +31,7 @@ def verdict(
         "key": key,
         "matched": None if match is None else match.key,
         "distance": None if match is None else match.distance,
-        "similarity": None if wide is None else round(_similarity(wide, rule), 4),
+        "similarity": None if wide is None else round(implied_similarity(wide, WIDE_BITS), 4),
         "fingerprint": None if outcome.fingerprint is None else f"{outcome.fingerprint:016x}",
         "dropped": None if action == "mark" else action,
         "skipped": outcome.skipped,
@@ -46,9 +41,3 @@ def verdict(
 def skipped_verdict(key: str, reason: str) -> dict[str, Any]:
     """The verdict of a page or item that was not checked (``reason``: why)."""
     return verdict(Outcome(skipped=reason), key, None)
-
-
-def _similarity(wide_distance: int, rule: Rule | None) -> float:
-    if rule is None or rule.similarity is None:
-        return implied_similarity(wide_distance, WIDE_BITS)
-    return rule.similarity_of(wide_distance)

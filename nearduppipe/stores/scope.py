@@ -12,11 +12,11 @@ distance between two pages of one scope exactly, so the store's index and rule a
 and its answers within a scope are exactly those of an unscoped store holding only that
 scope's pages. Two pages of different scopes differ by the XOR of two independent random masks:
 to be taken for near-duplicates both their 64-bit fingerprints must fall within the candidate
-radius (10 bits: probability 1e-8 per pair) and their 512-bit ones within the rule's
-threshold (verdict version 2 at 0.93: 104 of 512 bits, 7e-44; version 1: 61 bits, 8e-75), so
-a page of another scope is never matched in practice. The stored fingerprints are the masked
-ones; :func:`unmask` gives the page's own back, given its key. The store records the scope (in
-its rule) and refuses a crawl that asks for another.
+radius (8 bits: probability 2.8e-10 per pair) and their 512-bit ones within the rule's
+threshold (at cosine 0.93, 60 of 512 bits: below 1e-70), so a page of another scope is never
+matched in practice. The stored fingerprints are the masked ones; :func:`unmask` gives the
+page's own back, given its key. The store records the scope (in its rule) and refuses a crawl
+that asks for another.
 """
 
 from __future__ import annotations
@@ -146,10 +146,8 @@ def settle_rule(where: str, stored: Rule | None, asked: Rule | None) -> Rule | N
     Refuses another scope or extractor than the store was built with: its fingerprints are
     masked by their scope and made from one extractor's text, so they cannot answer another.
     The extraction version is the store's, whatever the release's newest (fingerprint.versions):
-    a crawl on an old store extracts as the store's pages were extracted; so is the verdict
-    version (fingerprint.rule.VERDICTS), which says what its wide fingerprints are made of. A
-    radius not asked for (:attr:`Rule.radius_given`) is the store's, when both rules have a
-    verdict."""
+    a crawl on an old store extracts as the store's pages were extracted. A radius not asked
+    for (:attr:`Rule.radius_given`) is the store's, when both rules have a verdict."""
     if stored is None or asked is None:
         return asked or stored
     for what, setting, a, b in (
@@ -164,4 +162,4 @@ def settle_rule(where: str, stored: Rule | None, asked: Rule | None) -> Rule | N
             )
     if not asked.radius_given and asked.verifies and stored.verifies:
         asked = replace(asked, radius=stored.radius, radius_given=True)
-    return replace(asked, extraction=stored.extraction, verdict=stored.verdict)
+    return replace(asked, extraction=stored.extraction)

@@ -113,35 +113,3 @@ def test_wide_words_round_trip() -> None:
     x = (1 << 511) | (1 << 64) | 5
     words = wide_words(x)
     assert words.dtype == U64 and words[0] == 5 and words[1] == 1 and words[7] == 1 << 63
-
-
-def test_the_wide_fingerprints_are_of_the_rules_verdict_version(tmp_path: Path) -> None:
-    """``dedup_records`` makes the wide fingerprints its rule judges: a rule of verdict version
-    1 gets version 1's (of words) whatever the parameters say; no rule, the parameters'."""
-    from dataclasses import replace
-
-    from nearduppipe.batch.records import dedup_records
-    from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
-
-    words = [f"w{i}" for i in range(300)]
-    texts = [" ".join(words), " ".join([*words[:100], "x", *words[101:]])]
-    src = tmp_path / "items.jsonl"
-    src.write_text(
-        "".join(json.dumps({"url": f"u{i}", "text": t}) + "\n" for i, t in enumerate(texts))
-    )
-
-    def wide_distance(verdict: int) -> int:
-        a, b = (fingerprint_text(t, FingerprintParams(verdict=verdict)).fingerprints for t in texts)
-        return (a.wide ^ b.wide).bit_count()  # type: ignore[union-attr,operator]
-
-    assert wide_distance(1) != wide_distance(2)
-    for rule, params, verdict in (
-        (None, None, 2),
-        (Rule(verdict=1), None, 1),
-        (Rule(verdict=1), FingerprintParams(), 1),
-        (None, replace(FingerprintParams(), verdict=1), 1),
-        (Rule(), replace(FingerprintParams(), verdict=1), 2),
-    ):
-        result = dedup_records(src, rule=rule, params=params, workers=1)
-        [pair] = np.concatenate(list(result.near.chunks())).tolist()
-        assert pair[3] == wide_distance(verdict), (rule, params)

@@ -271,15 +271,6 @@ def test_explain_files_keys_texts_and_misspelled_names(
     out = capsys.readouterr().out
     assert "64-bit distance:" in out and "512-bit distance:" in out
     assert "cosine of the feature vectors" in out and "verdict: near-duplicates" in out
-    # verdict 2 (the newest): the wide fingerprints are of word pairs, whose cosine is shown
-    pairs = explain(base, edited, verdict=2)
-    assert (pairs.verdict, explain(base, edited, verdict=1).verdict) == (2, 1)
-    assert (
-        pairs.fingerprint_a == e.fingerprint_a
-        and pairs.wide_a != explain(base, base, verdict=1).wide_a
-    )
-    assert 0.0 < pairs.wide_cosine < pairs.cosine < 1.0  # (an edit breaks more pairs than words)
-    assert "cosine of the word-pair vectors:" in out
     one_line_error(run("explain", str(tmp_path / "a.txt"), str(tmp_path / "b.htm")), "B", "b.htm")
     one_line_error(run("explain", "a.txt", "missing/b.txt", cwd=tmp_path), "missing/b.txt")
     texts = run("explain", "--text", "a.txt", "missing/b.txt")
@@ -319,7 +310,7 @@ def test_explain_says_which_stage_keeps_a_pair_apart() -> None:
     from nearduppipe import Rule
     from nearduppipe.explain import _why_distinct
 
-    rule = Rule(radius=8, verdict=1)  # cosine 0.93: 512-bit distance <= 61, candidates within 8
+    rule = Rule(radius=8)  # cosine 0.93: 512-bit distance <= 61 among candidates within 8
     assert _why_distinct(rule, 9, 40) == (
         "not a candidate: 64-bit distance 9 is over the radius 8, so the 512-bit distance 40 "
         "(within 61) was never compared; NEARDUP_DISTANCE widens the radius"
@@ -329,10 +320,6 @@ def test_explain_says_which_stage_keeps_a_pair_apart() -> None:
         "a candidate, compared: 512-bit distance 80 is over 61, cosine 0."
     )
     assert _why_distinct(Rule.paper(3), 5, 0) == "64-bit distance 5 is over 3"
-    # verdict 2 (word pairs): the threshold is the word-pair cosine 0.93 stands for (0.86)
-    assert _why_distinct(Rule(), 5, 95) == (
-        "a candidate, compared: 512-bit distance 95 is over 87, word pairs' cosine 0.835 below 0.86"
-    )
 
 
 def test_copy_with_a_new_threshold_keeps_the_source_s_texts(tmp_path: Path) -> None:
@@ -372,53 +359,3 @@ def test_dedup_against_a_new_store_records_the_extractor_s_newest_version(
     assert main([*args, "--extractor", "resiliparse", "--against", str(store), "--add"]) == 0
     with open_store(str(store)) as made:
         assert (made.rule.extractor, made.rule.extraction) == ("resiliparse", 3)
-
-
-def test_verdict_versions_on_the_command_line(tmp_path: Path, redis_server: RedisServer) -> None:
-    """A store made before verdict versions (version 1) stays version 1 in its copies; a
-    ``--verdict`` other than a store's own is one line; an empty store of the other version is
-    not filled with the source's wide fingerprints. ``dedup`` of a crawl's version-1 values
-    asks for ``--verdict 1`` and, given it, uses them: its pairs are version 1's."""
-    from nearduppipe.fingerprint.compact import encode_for
-    from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
-
-    src = tmp_path / "old.sqlite"
-    with open_store(str(src), rule=Rule(verdict=1)) as store:
-        store.add(A, "https://a.example/1")
-    assert main(["copy", str(src), str(tmp_path / "copy.sqlite")]) == 0
-    with open_store(str(tmp_path / "copy.sqlite"), read_only=True) as copied:
-        assert copied.rule.verdict == 1
-    two = run("copy", "--verdict", "2", str(src), str(tmp_path / "c2.sqlite"))
-    one_line_error(two, "--verdict 2", "verdict version 1")
-    dst = with_prefix(redis_server.url, "test:verdict")
-    with open_store(dst):
-        pass  # an empty store of version 2
-    one_line_error(run("copy", str(src), dst), "verdict version 2", "--reset")
-    assert run("copy", "--reset", str(src), dst).returncode == 0
-    with open_store(dst, read_only=True) as copied:
-        assert copied.rule.verdict == 1
-    key = "https://a.example/1"
-    one_line_error(run("explain", "--store", str(src), "--verdict", "2", key, key), "--verdict 2")
-
-    words = [f"w{i}" for i in range(400)]
-    texts = [" ".join(words[:300]), " ".join([*words[:150], "x", *words[151:300]])]
-    v1 = FingerprintParams(verdict=1)
-    made = [fingerprint_text(t, v1).fingerprints for t in texts]
-
-    def carried(fps: object) -> str:
-        return encode_for(fps, v1, from_text=True)  # type: ignore[arg-type]
-
-    feed = tmp_path / "feed.jsonl"
-    feed.write_text(
-        "".join(
-            json.dumps({"url": f"u{i}", "text": t, "fingerprint": carried(f)}) + "\n"
-            for i, (t, f) in enumerate(zip(texts, made, strict=True))
-        )
-    )
-    out, pairs = tmp_path / "out.jsonl", tmp_path / "pairs.jsonl"
-    one_line_error(run("dedup", str(feed), "--quiet", "-o", str(out)), "--verdict 1")
-    assert main(["dedup", str(feed), "--verdict", "1", "-o", str(out), "--pairs", str(pairs)]) == 0
-    [pair] = [json.loads(line) for line in pairs.read_text().splitlines()]
-    a, b = made
-    assert pair["wide_distance"] == (a.wide ^ b.wide).bit_count()  # type: ignore[union-attr,operator]
-    assert pair["similarity"] == pytest.approx(Rule(verdict=1).similarity_of(pair["wide_distance"]))

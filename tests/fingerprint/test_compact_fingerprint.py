@@ -132,7 +132,7 @@ def test_values_of_other_settings_are_refused_naming_both() -> None:
         check_comparable(from_html, fast)
     assert "'trafilatura'" in str(e.value) and "'trafilatura-fast'" in str(e.value)
     assert "extractor differs" in str(e.value)
-    with pytest.raises(IncomparableFingerprint, match="feature settings or verdict") as e:
+    with pytest.raises(IncomparableFingerprint, match="feature settings differ") as e:
         check_comparable(from_text, other)
     assert settings_digest(PARAMS, from_text=True) in str(e.value)
     assert settings_digest(other, from_text=True) in str(e.value)
@@ -153,31 +153,10 @@ def test_a_page_s_value_names_its_extraction_version_and_a_text_field_s_does_not
     assert settings_digest(old) == settings_digest(new, from_text=True) == settings_digest(PARAMS)
     check_comparable(decode(encode_for(fps, old, from_text=True)), new)
     check_comparable(decode(encode_for(fps, old, from_text=False)), old)
-    with pytest.raises(IncomparableFingerprint, match="extraction or verdict version differ"):
+    with pytest.raises(IncomparableFingerprint, match="extraction version differ"):
         check_comparable(decode(encode_for(fps, old, from_text=False)), new)
     with pytest.raises(ValueError, match="extraction version"):
         dataclasses.replace(PARAMS, extraction=2)  # (trafilatura has no version 2)
-
-
-def test_a_value_names_its_verdict_version_and_one_of_the_other_says_which() -> None:
-    """A crawl on a store made before verdict versions writes version 1's values (wide
-    fingerprints of words); a run of version 2 refuses them naming the version to run with
-    (``--verdict 1``), and a run of version 1 uses them, from a page or a text field."""
-    text = "one two three four " * 100
-    v1 = dataclasses.replace(PARAMS, verdict=1)
-    fps = fingerprint_text(text, v1).fingerprints
-    assert fps is not None and fps != fingerprint_text(text, PARAMS).fingerprints
-    assert (PARAMS.verdict, settings_digest(v1) != settings_digest(PARAMS)) == (2, True)
-    for from_text in (False, True):
-        value = decode(encode_for(fps, v1, from_text=from_text))
-        check_comparable(value, v1)
-        with pytest.raises(IncomparableFingerprint) as e:
-            check_comparable(value, PARAMS)
-        assert "made for verdict version 1, this run's is 2: --verdict 1" in str(e.value)
-        record = {"fingerprint": encode_for(fps, v1, from_text=from_text)}
-        assert precomputed(record, "fingerprint", v1) == fps
-        with pytest.raises(MixedFingerprintsError, match="--verdict 1"):
-            precomputed(record, "fingerprint", PARAMS)
 
 
 def test_precomputed_takes_only_what_this_run_can_use() -> None:

@@ -217,11 +217,11 @@ def test_fingerprints_from_counts_equal_those_from_weights() -> None:
             assert np.array_equal(fixed, S._fixed_point(weights).astype(np.int64))
         else:
             assert fixed is None
-        assert S.fingerprints(text, verdict=1) == S.simhash_pair(features(text)), text[:40]
+        assert S.fingerprints(text) == S.simhash_pair(features(text)), text[:40]
         assert S.fingerprint(text) == S.simhash(features(text))
         for config in (FeatureConfig(top_k=5), FeatureConfig(weighting="tfidf", shingle=2)):
             assert S.fingerprint(text, config) == S.simhash(features(text, config))
-            assert S.fingerprints(text, config, 1) == S.simhash_pair(features(text, config))
+            assert S.fingerprints(text, config) == S.simhash_pair(features(text, config))
 
 
 def test_first_fingerprint_in_a_fresh_process_loads_the_compiled_reduction() -> None:
@@ -269,35 +269,3 @@ def test_a_fork_waits_for_the_compiled_reduction_to_load() -> None:
         timeout=120,
     )
     assert out.stdout.split() == ["0"], out.stderr
-
-
-def test_verdict_2_is_version_1_s_64_bits_and_the_wide_simhash_of_one_word_longer_shingles() -> (
-    None
-):
-    import dataclasses
-    import random
-
-    from nearduppipe.fingerprint import simhash as S
-    from nearduppipe.fingerprint.features import features
-
-    rng = random.Random(5)
-    vocab = [f"w{i}" for i in range(200)] + ["东京", "新闻", "发布会", "the", "of"]
-    texts = [" ".join(rng.choices(vocab, k=rng.randint(1, 800))) for _ in range(40)]
-    texts += ["solo", "the of", "echo " * 5000 + "other", "东京新闻发布会" * 30]
-    configs = (FeatureConfig(), FeatureConfig(top_k=5), FeatureConfig(weighting="tfidf"))
-    for config in (*configs, FeatureConfig(shingle=2, sublinear_tf=False)):
-        longer = dataclasses.replace(config, shingle=config.shingle + 1)
-        for text in texts:
-            try:
-                v1 = S.fingerprints(text, config, 1)
-            except S.EmptyFeaturesError:
-                with pytest.raises(S.EmptyFeaturesError):
-                    S.fingerprints(text, config, 2)
-                continue
-            v2 = S.fingerprints(text, config, 2)
-            assert v2.fp == v1.fp, text[:40]
-            assert v2.wide == S.simhash_pair(features(text, longer)).wide, text[:40]
-    text = "alpha beta gamma " * 50
-    assert S.fingerprints(text) == S.fingerprints(text, verdict=2)  # (the newest)
-    with pytest.raises(ValueError, match="verdict version"):
-        S.fingerprints("alpha", verdict=3)

@@ -1,7 +1,7 @@
 """The rule a store records (stores/scope.py: recorded_rule, settle_rule) on sqlite and Redis: a
-damaged record is one line naming the store, never a traceback; the extraction and verdict
-versions are the store's own whatever the opener asks (fingerprint/versions.py, rule.py), while
-another scope or extractor is refused."""
+damaged record is one line naming the store, never a traceback; the extraction version is the
+store's own whatever the opener asks (fingerprint/versions.py), while another scope or extractor
+is refused."""
 
 from __future__ import annotations
 
@@ -44,10 +44,6 @@ def write_rule(store: str, raw: str) -> None:
         '{"radius": 8, "extraction": true}',
         '{"radius": 8, "extraction": "2"}',
         '{"radius": 8, "extraction": 0}',
-        '{"radius": 8, "verdict": 3}',
-        '{"radius": 8, "verdict": 0}',  # (0 is only ever asked: the newest)
-        '{"radius": 8, "verdict": "2"}',
-        '{"radius": 8, "verdict": 2.0}',
     ],
 )
 def test_a_damaged_recorded_rule_is_one_line(store_uri: str, raw: str) -> None:
@@ -82,37 +78,6 @@ def test_the_extraction_version_is_the_store_s(store_uri: str) -> None:
         assert store.rule.extraction == 3
     with pytest.raises(ValueError, match="extraction version"):
         Rule(extraction=2)  # (trafilatura has no version 2)
-
-
-def test_the_verdict_version_is_the_store_s(store_uri: str) -> None:
-    """A store made before verdict versions (its rule records none: version 1, wide
-    fingerprints of words) keeps version 1 whoever opens it, with the threshold of its own
-    similarity; a new store or a reset gets version 2 (of word pairs, at the word-pair cosine
-    its similarity stands for)."""
-    old = Rule(verdict=1)
-    assert "verdict" not in old.as_dict() and Rule().as_dict()["verdict"] == 2
-    assert (old.wide_threshold, Rule().wide_threshold) == (61, 87)  # (cosine 0.93 and 0.86)
-    assert Rule.from_dict({"radius": 10}).verdict == 1
-    # a pair at either version's threshold shows the stated similarity (reports, verdicts)
-    for rule in (old, Rule()):
-        t = rule.wide_threshold
-        assert rule.similarity_of(t) >= 0.93 > rule.similarity_of(t + 1)  # type: ignore[operator]
-    # the word-pair cosine never goes below 0.5 (170 bits; unrelated texts are at 256 ± 11)
-    assert Rule(similarity=0.5).wide_threshold == Rule(similarity=0.75).wide_threshold == 170
-    with open_store(store_uri, rule=old) as store:
-        assert store.rule.verdict == 1
-    with open_store(store_uri, rule=Rule(similarity=0.95)) as store:  # the newest asked
-        assert (store.rule.verdict, store.rule.similarity) == (1, 0.95)  # the store's kept
-        assert store.rule.wide_threshold == 51 and "word pairs" not in store.rule.describe()
-    with open_store(store_uri, read_only=True) as store:
-        assert store.rule.verdict == 1
-    with open_store(store_uri, rule=Rule(), reset=True) as store:
-        assert store.rule.verdict == 2  # a reset starts anew
-        assert "word pairs' cosine >= 0.860" in store.rule.describe()
-    with open_store(store_uri, read_only=True) as store:
-        assert store.rule.verdict == 2
-    with pytest.raises(ValueError, match="verdict version"):
-        Rule(verdict=3)
 
 
 def test_a_radius_not_asked_for_is_the_store_s(store_uri: str) -> None:

@@ -240,7 +240,7 @@ def test_rule_is_the_stores_and_verdict_uses_wide(backend: object) -> None:
     store = backend()  # type: ignore[operator]
     assert store.rule == Rule()
     t = store.rule.wide_threshold
-    assert t == 87  # floor(512 * acos(0.86) / pi): verdict 2's word-pair cosine for 0.93
+    assert t == 61  # floor(512 * acos(0.93) / pi)
     store.add(Fingerprints(A, W), "orig")
     # 64-bit within the radius but wide beyond the threshold: not a near-duplicate
     assert store.check(Fingerprints(A ^ 0b11, W ^ ((1 << (t + 1)) - 1)), "far").status == "new"
