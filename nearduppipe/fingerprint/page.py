@@ -114,12 +114,12 @@ def exact_fingerprinted(key: str | None, text: str) -> Fingerprinted:
     """A short text's identity: digests of its key and the text (white space normalised), 64
     and 512 bits. Its own entry matches it exactly (a revisit: ``again`` in the same crawl,
     ``unchanged`` in the next). Another entry matches it by chance only: a verifying rule
-    needs the wide digest within its threshold of the other's (odds below 10^-100), the
-    paper's rule the 64-bit one within its distance (about 4.5x10^-15 a pair at distance 3;
-    3x10^-10 at 8, which is why a crawl checks short items only under a verifying rule or a
-    distance of at most 3). ``key=None``: an item whose only identity is its text (a listing
-    item keyed ``<page>#item-<digest>``): the same text under another such key is the same
-    item, found again (moved to another page)."""
+    needs the 64-bit digest within its radius (10^-8 a pair at 10) and the wide one within its
+    threshold (8x10^-75 at 61 bits, cosine 0.93), the paper's rule the 64-bit one within its
+    distance (about 2.4x10^-15 a pair at distance 3; 3x10^-10 at 8, which is why a crawl checks
+    short items only under a verifying rule or a distance of at most 3). ``key=None``: an item
+    whose only identity is its text (a listing item keyed ``<page>#item-<digest>``): the same
+    text under another such key is the same item, found again (moved to another page)."""
     normal = normalise_whitespace(text)
     data = (
         (key or "").encode("utf-8", "surrogatepass")

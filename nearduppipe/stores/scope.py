@@ -12,8 +12,8 @@ distance between two pages of one scope exactly, so the store's index and rule a
 and its answers within a scope are exactly those of an unscoped store holding only that
 scope's pages. Two pages of different scopes differ by the XOR of two independent random masks:
 to be taken for near-duplicates both their 64-bit fingerprints must fall within the candidate
-radius (8 bits: probability 2.8e-10 per pair) and their 512-bit ones within the rule's
-threshold (at cosine 0.93, 60 of 512 bits: below 1e-70), so a page of another scope is never
+radius (10 bits: probability 1e-8 per pair) and their 512-bit ones within the rule's
+threshold (at cosine 0.93, 61 of 512 bits: 8e-75), so a page of another scope is never
 matched in practice. The stored fingerprints are the masked ones; :func:`unmask` gives the
 page's own back, given its key. The store records the scope (in its rule) and refuses a crawl
 that asks for another.
