@@ -231,6 +231,12 @@ def cmd_copy(args: argparse.Namespace) -> int:
                         f"DST {redact(dst.uri)} already holds {len(dst)} fingerprints; "
                         "pass --reset to replace them"
                     )
+                if dst.rule.extraction != rule.extraction:  # (an empty store keeps its own)
+                    raise CliError(
+                        f"DST {redact(dst.uri)} was made for extraction version "
+                        f"{dst.rule.extraction} and the source's fingerprints are of version "
+                        f"{rule.extraction}: pass --reset to make it anew"
+                    )
                 try:
                     n = dst.import_records(entries, decisions)
                 except StoreError as e:  # (a damaged source record, met half-way)
