@@ -19,7 +19,10 @@ kind, hard negatives dropped, groups kept exactly once) for:
 3. the exact verdict with a 64-bit candidate radius of 9..12;
 4. the exact verdict where a dropped page's 64-bit fingerprint stays in the index as an alias
    of the kept page it was dropped for; a candidate found through an alias is judged against the
-   kept page's features ("alias->kept") or the dropped page's own ("alias->own");
+   kept page's features ("alias->kept") or the dropped page's own ("alias->own"); and the same
+   with today's 512-bit estimate as the verdict (no stored features), "alias->own" also with a
+   bound on the kept page ("kept >= c": the query's estimate to the kept page itself must reach
+   c too, so that a chain of aliases cannot drift away from the page kept);
 5. word-shingled features (``FeatureConfig(shingle=2|3)``) judged by their 512-bit estimate over
    the same candidate step, and the share of duplicate pairs within 64-bit distance r;
 6. the exact verdict on the top-K features by weight (K = 64, 128, 256), and the bytes an entry
@@ -175,10 +178,18 @@ class Variant:
     estimate, as the package judges), ``("exact", similarity)`` or ``("top", k, similarity)``;
     ``alias``: None (only kept pages are candidates), ``"kept"`` or ``"own"`` (a dropped
     page's 64-bit fingerprint stays as a candidate for its kept page; the verdict compares the
-    query with the kept page's features, or with the dropped page's own)."""
+    query with the kept page's features, or with the dropped page's own). ``bound``: with
+    ``"own"`` and the 512-bit verdict, the similarity the query's estimate to the kept page
+    must reach as well."""
 
     def __init__(
-        self, name: str, radius: int, verdict: tuple, alias: str | None = None, feats: str = "1"
+        self,
+        name: str,
+        radius: int,
+        verdict: tuple,
+        alias: str | None = None,
+        feats: str = "1",
+        bound: float | None = None,
     ) -> None:
         self.name, self.radius, self.verdict, self.alias, self.feats = (
             name,
@@ -187,6 +198,7 @@ class Variant:
             alias,
             feats,
         )
+        self.bound = bound
 
 
 def crawl(prep: Prepared, order: list[int], v: Variant) -> tuple[list[int], int, int]:
@@ -199,6 +211,7 @@ def crawl(prep: Prepared, order: list[int], v: Variant) -> tuple[list[int], int,
     decision = [-1] * n
     kind, sim = v.verdict[0], v.verdict[-1]
     threshold = wide_threshold(sim) if kind == "wide" else None
+    bound = wide_threshold(v.bound) if v.bound is not None else None
     k = v.verdict[1] if kind == "top" else 0
     judged = queries = 0
     r = v.radius
@@ -218,6 +231,8 @@ def crawl(prep: Prepared, order: list[int], v: Variant) -> tuple[list[int], int,
             if kind == "wide":
                 w = prep.wide_distance(q, ref)
                 ok, s = w <= threshold, -w  # type: ignore[operator]
+                if ok and bound is not None and ref != t:
+                    ok = prep.wide_distance(q, t) <= bound
             else:
                 c = prep.cosine(q, ref, k)
                 ok, s = c >= sim, c
@@ -312,6 +327,22 @@ def variants() -> list[Variant]:
             out += [
                 Variant(f"4 exact >= {t:.2f}, alias->{alias}", r, ("exact", t), alias) for t in SIMS
             ]
+    for alias in ("kept", "own"):
+        out += [
+            Variant(f"4' 512-bit estimate >= 0.93, alias->{alias}", r, ("wide", 0.93), alias)
+            for r in (8, 10, 12)
+        ]
+    out += [
+        Variant(
+            f"4' 512-bit estimate >= 0.93, alias->own, kept >= {c:.2f}",
+            r,
+            ("wide", 0.93),
+            "own",
+            bound=c,
+        )
+        for r in (10, 12)
+        for c in (0.85, 0.88, 0.90, 0.91, 0.92)
+    ]
     for n in (2, 3):
         for r in (8, 10, 12, 14, 16):
             out += [
@@ -380,7 +411,9 @@ def duplicate_distances(prep: Prepared) -> list[int]:
     return out
 
 
-def study(which: str, seeds: list[int], n_orders: int, cache: Path, out: Path) -> None:
+def study(
+    which: str, seeds: list[int], n_orders: int, cache: Path, out: Path, only: str | None = None
+) -> None:
     import statistics
 
     import numpy as np
@@ -396,6 +429,10 @@ def study(which: str, seeds: list[int], n_orders: int, cache: Path, out: Path) -
 
         positive, negative = quality_set.POSITIVE, quality_set.NEGATIVE
     vs = variants()
+    if only:
+        import re
+
+        vs = [v for v in vs if re.search(only, v.name)]
     results: dict[str, list[dict[str, float]]] = {}
     for seed in seeds:
         rows = extracted(which, seed, cache)
@@ -553,6 +590,7 @@ def main() -> None:
     st.add_argument("--orders", type=int, default=20)
     st.add_argument("--cache", type=Path, default=CACHE)
     st.add_argument("--out", type=Path, help="TSV of the rows (default: in the cache folder)")
+    st.add_argument("--only", help="only the variants whose name this regular expression finds")
     ix = sub.add_parser("index", help="candidates per query of the block index at radius 8..12")
     ix.add_argument("--n", type=int, default=1_000_000)
     ix.add_argument("--radii", default="8,9,10,11,12")
@@ -567,7 +605,7 @@ def main() -> None:
     if args.cmd == "study":
         seeds = [int(x) for x in args.seeds.split(",")]
         out = args.out or args.cache / f"study-{args.set}.tsv"
-        study(args.set, seeds, args.orders, args.cache, out)
+        study(args.set, seeds, args.orders, args.cache, out, args.only)
     if args.cmd == "extract":
         for seed in map(int, args.seeds.split(",")):
             rows = extracted(args.set, seed, args.cache)
