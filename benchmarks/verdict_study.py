@@ -22,7 +22,8 @@ kind, hard negatives dropped, groups kept exactly once) for:
    kept page's features ("alias->kept") or the dropped page's own ("alias->own"); and the same
    with today's 512-bit estimate as the verdict (no stored features), "alias->own" also with a
    bound on the kept page ("kept >= c": the query's estimate to the kept page itself must reach
-   c too, so that a chain of aliases cannot drift away from the page kept);
+   c too, so that a chain of aliases cannot drift away from the page kept), and with "either"
+   (the words' estimate at 0.93 or a second 512-bit SimHash, of word pairs, at 0.86);
 5. word-shingled features (``FeatureConfig(shingle=2|3)``) judged by their 512-bit estimate over
    the same candidate step, and the share of duplicate pairs within 64-bit distance r;
 6. the exact verdict on the top-K features by weight (K = 64, 128, 256), and the bytes an entry
@@ -176,6 +177,8 @@ MAX_R = 16
 class Variant:
     """A candidate step and a verdict. ``verdict``: ``("wide", similarity)`` (the 512-bit
     estimate, as the package judges), ``("exact", similarity)`` or ``("top", k, similarity)``;
+    ``("either", words, pairs)`` (the 512-bit estimate of words at ``words`` or that of word
+    pairs at ``pairs``: two wide SimHashes per entry);
     ``alias``: None (only kept pages are candidates), ``"kept"`` or ``"own"`` (a dropped
     page's 64-bit fingerprint stays as a candidate for its kept page; the verdict compares the
     query with the kept page's features, or with the dropped page's own). ``bound``: with
@@ -201,16 +204,20 @@ class Variant:
         self.bound = bound
 
 
-def crawl(prep: Prepared, order: list[int], v: Variant) -> tuple[list[int], int, int]:
+def crawl(
+    prep: Prepared, order: list[int], v: Variant, pairs: Prepared | None = None
+) -> tuple[list[int], int, int]:
     """Decisions in crawl order: for each page the index of the page it was dropped for (-1:
-    kept or not fingerprinted); the verdicts taken (candidates judged) and the queries."""
+    kept or not fingerprinted); the verdicts taken (candidates judged) and the queries.
+    ``pairs``: the draw under word 2-shingles, for the ``either`` verdict."""
     from nearduppipe.fingerprint.rule import wide_threshold
 
     n = len(prep.rows)
     target = [-1] * n  # entry of page i (its 64-bit fp) -> the kept page it stands for
     decision = [-1] * n
     kind, sim = v.verdict[0], v.verdict[-1]
-    threshold = wide_threshold(sim) if kind == "wide" else None
+    threshold = wide_threshold(v.verdict[1]) if kind in ("wide", "either") else None
+    second = wide_threshold(sim) if kind == "either" else None
     bound = wide_threshold(v.bound) if v.bound is not None else None
     k = v.verdict[1] if kind == "top" else 0
     judged = queries = 0
@@ -228,9 +235,12 @@ def crawl(prep: Prepared, order: list[int], v: Variant) -> tuple[list[int], int,
                 continue
             judged += 1
             ref = t if v.alias != "own" else j
-            if kind == "wide":
+            if kind in ("wide", "either"):
                 w = prep.wide_distance(q, ref)
                 ok, s = w <= threshold, -w  # type: ignore[operator]
+                if not ok and second is not None:
+                    assert pairs is not None
+                    ok = pairs.wide_distance(q, ref) <= second
                 if ok and bound is not None and ref != t:
                     ok = prep.wide_distance(q, t) <= bound
             else:
@@ -333,6 +343,16 @@ def variants() -> list[Variant]:
             for r in (8, 10, 12)
         ]
     out += [
+        Variant("4' either: words >= 0.93 or word pairs >= 0.86", 10, ("either", 0.93, 0.86)),
+        Variant(
+            "4' either: words >= 0.93 or word pairs >= 0.86, alias->own, kept >= 0.88",
+            10,
+            ("either", 0.93, 0.86),
+            "own",
+            bound=0.88,
+        ),
+    ]
+    out += [
         Variant(
             f"4' 512-bit estimate >= 0.93, alias->own, kept >= {c:.2f}",
             r,
@@ -374,6 +394,8 @@ def entry_bytes(prep: Prepared, v: Variant) -> float:
     kind = v.verdict[0]
     if kind == "wide":
         return ENTRY_BYTES
+    if kind == "either":
+        return ENTRY_BYTES + 64
     if kind == "top":
         return 8 + FEATURE_BYTES * float(np.minimum(n, v.verdict[1]).mean())
     return 8 + FEATURE_BYTES * float(n.mean())
@@ -462,7 +484,7 @@ def study(
             prep = preps[v.feats]
             key = f"{v.name} | radius {v.radius}"
             for order in all_orders:
-                decision, judged, queries = crawl(prep, order, v)
+                decision, judged, queries = crawl(prep, order, v, preps["2"])
                 r = score(rows, order, decision, positive, negative, prep.has)
                 r["judged per query"] = judged / queries
                 r["bytes per entry"] = entry_bytes(prep, v)
