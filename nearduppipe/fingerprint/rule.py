@@ -95,6 +95,12 @@ class Rule:
     # store's tables are built for its radius). Not recorded, not compared; ``replace(rule,
     # radius=r)`` keeps it as it was (pass ``radius_given=True`` too to insist on ``r``).
     radius_given: bool = field(default=True, compare=False, repr=False)
+    # Aliases (issue 43, item 3): a page dropped for a kept page stays in the index as an
+    # alias of it, judged on its own fingerprints, and a page near the alias is a duplicate of
+    # the kept page if also within ``alias_similarity`` of it (so a chain of small changes
+    # cannot drift away from the page kept). docs/quality.md, "Item 3's format change".
+    aliases: bool = False
+    alias_similarity: float = 0.88
 
     def __post_init__(self) -> None:
         if self.radius == -1:
@@ -115,6 +121,10 @@ class Rule:
             raise ValueError(f"radius must be between 0 and 16, not {self.radius!r}")
         if self.wide_bits != WIDE_BITS:
             raise ValueError(f"wide fingerprints have {WIDE_BITS} bits, not {self.wide_bits!r}")
+        if not 0.0 < self.alias_similarity <= 1.0:
+            raise ValueError(f"alias_similarity must be in (0, 1], not {self.alias_similarity!r}")
+        if self.aliases and self.similarity is None:
+            raise ValueError("aliases need a verdict (a similarity): the paper's rule has none")
         if not 0 <= self.legacy_distance <= 16:
             raise ValueError(
                 f"legacy_distance must be between 0 and 16, not {self.legacy_distance}"
@@ -142,6 +152,8 @@ class Rule:
                 scope=str(raw.get("scope", "global")),
                 extractor=str(raw.get("extractor", "trafilatura")),
                 extraction=_recorded_extraction(raw.get("extraction", 1)),
+                aliases=raw.get("aliases", False) is True,
+                alias_similarity=float(raw.get("alias_similarity", 0.88)),
             )
         except (KeyError, TypeError, OverflowError) as e:
             raise ValueError(f"{type(e).__name__}: {e}") from None
@@ -155,6 +167,14 @@ class Rule:
         if self.similarity is None:
             return None
         return wide_threshold(self.similarity, self.wide_bits)
+
+    @property
+    def alias_threshold(self) -> int | None:
+        """The wide distance to the kept page that a match through one of its aliases must
+        not exceed (``None``: no aliases)."""
+        if not self.aliases:
+            return None
+        return wide_threshold(self.alias_similarity, self.wide_bits)
 
     def is_near(self, distance: int, wide_distance: int | None) -> bool:
         """The verdict for a pair at 64-bit ``distance`` and wide ``wide_distance`` (``None``
@@ -179,6 +199,12 @@ class Rule:
         return (
             f"cosine >= {self.similarity:g}: {self.wide_bits}-bit distance <= "
             f"{self.wide_threshold} among 64-bit candidates within {self.radius}{within}"
+            + (
+                f"; dropped pages stay as aliases (within cosine {self.alias_similarity:g} of "
+                "the page kept)"
+                if self.aliases
+                else ""
+            )
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -194,6 +220,9 @@ class Rule:
             d["extractor"] = self.extractor
         if self.extraction != 1:  # (likewise: version 1 is what stores without one hold)
             d["extraction"] = self.extraction
+        if self.aliases:  # (stores without aliases record nothing: what earlier releases read)
+            d["aliases"] = True
+            d["alias_similarity"] = self.alias_similarity
         return d
 
 

@@ -68,10 +68,15 @@ class IndexedStore(Store):
             "_wide": Column(np.uint64, (WIDE_WORDS,)),
             "_has_wide": Column(np.bool_),
             "_times": Column(np.float64),
+            # 0 for an entry; for an alias (Rule.aliases), 1 + the id of the kept page it
+            # stands for (new rows are zeros: entries)
+            "_root1": Column(np.int64),
         }
         self._wide: np.ndarray = self._columns["_wide"].array
         self._has_wide: np.ndarray = self._columns["_has_wide"].array
         self._times: np.ndarray = self._columns["_times"].array
+        self._root1: np.ndarray = self._columns["_root1"].array
+        self._alias_count = 0
         self._counters = dict.fromkeys(COUNTERS, 0)
         self._leases: dict[str, float] = {}  # crawl job -> its lease's end (Store.lease)
         self._dw = np.empty(64, dtype=np.int64)  # the verdict's scratch space
@@ -113,6 +118,13 @@ class IndexedStore(Store):
     @abstractmethod
     def _persist_decision(self, decision: Decision) -> None: ...
 
+    def _persist_alias(
+        self, i: int, key: str, fps: Fingerprints, t: float, job: str | None, root: int,
+        replaces: int | None,
+    ) -> None:  # fmt: skip
+        """Persist id ``i``: ``key``'s fingerprints, an alias of the entry at id ``root``."""
+        raise StoreError(f"store {self.uri}: this backend does not keep aliases yet")
+
     # -- in-memory arrays --------------------------------------------------------------------
     def _grow(self, need: int) -> None:
         if need <= len(self._times):
@@ -127,14 +139,20 @@ class IndexedStore(Store):
         has_wide: np.ndarray,
         times: np.ndarray,
         alive: np.ndarray | None = None,
+        root1: np.ndarray | None = None,
     ) -> None:
-        """Bulk-load entries at open (one index rebuild)."""
+        """Bulk-load entries at open (one index rebuild); ``root1``: 0 for an entry, 1 + the
+        id of its kept page for an alias."""
         n0 = self._index.id_count
         self._index.add_many(fps, alive)
         self._grow(self._index.id_count)
         self._wide[n0 : n0 + len(fps)] = wide
         self._has_wide[n0 : n0 + len(fps)] = has_wide
         self._times[n0 : n0 + len(fps)] = times
+        if root1 is not None:
+            self._root1[n0 : n0 + len(fps)] = root1
+            live = self._index.alive()[n0 : n0 + len(fps)]
+            self._alias_count += int(((root1 > 0) & live).sum())
 
     def _index_add(self, fps: Fingerprints, t: float) -> int:
         i = self._index.add(fps.fp)
@@ -151,6 +169,15 @@ class IndexedStore(Store):
     def _fingerprints_of(self, i: int) -> Fingerprints:
         wide = words_to_int(self._wide[i]) if self._has_wide[i] else None
         return Fingerprints(self._index.fingerprint(i), wide)
+
+    def _is_alias(self, i: int) -> bool:
+        return bool(self._root1[i] > 0)
+
+    def _drop_id(self, i: int) -> None:
+        """Take id ``i`` (an entry or an alias) out of the index."""
+        self._index.remove(i)
+        if self._is_alias(i):
+            self._alias_count -= 1
 
     def _expired(self, i: int, now: float) -> bool:
         return self.ttl is not None and self._times[i] < now - self.ttl
@@ -180,6 +207,16 @@ class IndexedStore(Store):
 
     def _search(self, fps: Fingerprints, now: float, exclude: int | None) -> list[Match]:
         index = self._index
+        return [Match(self._key_of(i), index.fingerprint(i), d, w) for i, d, w in self._hits(
+            fps, now, exclude)]  # fmt: skip
+
+    def _hits(
+        self, fps: Fingerprints, now: float, exclude: int | None
+    ) -> list[tuple[int, int, int | None]]:
+        """(id, 64-bit distance, wide distance) of the entries near ``fps``, nearest first.
+        A hit through an alias counts for the entry it stands for, with that entry's own
+        distances, if the entry is still live and within the rule's alias bound."""
+        index = self._index
         count = index.search_into(fps.fp)
         if not count:
             return []
@@ -207,7 +244,38 @@ class IndexedStore(Store):
         # distance otherwise), then the 64-bit distance, then the oldest
         scale = WIDE_WORDS
         found.sort(key=lambda h: (h[2] if h[2] is not None else h[1] * scale, h[1], h[0]))
-        return [Match(self._key_of(i), index.fingerprint(i), d, w) for i, d, w in found]
+        if not self._alias_count:
+            return found
+        return self._through_aliases(found, fps, now, exclude)
+
+    def _through_aliases(
+        self,
+        found: list[tuple[int, int, int | None]],
+        fps: Fingerprints,
+        now: float,
+        exclude: int | None,
+    ) -> list[tuple[int, int, int | None]]:
+        """``found`` with each alias replaced by the entry it stands for (each entry once, at
+        its best place): the alias judged the query on its own fingerprints; the entry must
+        be live and not ``exclude``, and its wide distance to the query within the bound."""
+        bound = self.rule.alias_threshold
+        out: list[tuple[int, int, int | None]] = []
+        seen: set[int] = set()
+        for i, d, w in found:
+            r = int(self._root1[i]) - 1
+            if r < 0:
+                if i not in seen:
+                    seen.add(i)
+                    out.append((i, d, w))
+                continue
+            if r in seen or r == exclude or not self._index.is_alive(r) or self._expired(r, now):
+                continue
+            dr, wr = distances(self._fingerprints_of(r), fps)
+            if bound is None or wr is None or wr > bound:
+                continue
+            seen.add(r)
+            out.append((r, dr, wr))
+        return out
 
     def _near(self, fps: Fingerprints, exclude: str | None) -> list[Match]:
         with self._lock:
@@ -231,6 +299,9 @@ class IndexedStore(Store):
         now = self.clock()
         own = self._find(key)
         own_id: int | None = None
+        alias_id: int | None = None  # the key's own alias: no entry, replaced by what is kept
+        if own is not None and self._is_alias(own[0]):
+            alias_id, own = own[0], None
         if own is not None:
             own_id, own_job = own
             if not self._expired(own_id, now):
@@ -244,15 +315,18 @@ class IndexedStore(Store):
                     self._times[own_id] = now
                     self._persist_touch(own_id, key, now, job)
                     return Verdict("unchanged", Match(key, mine.fp, d, dw))
-        matches = self._search(fps, now, own_id)
-        if matches:
-            m = matches[0]
+        hits = self._hits(fps, now, own_id if own_id is not None else alias_id)
+        if hits:
+            r, d, w = hits[0]
+            m = Match(self._key_of(r), self._index.fingerprint(r), d, w)
             self._persist_decision(
                 Decision(key, fps.fp, m.key, m.fingerprint, m.distance, now, text, m.wide_distance)
             )
+            if self.rule.aliases and (own_id is None or self._expired(own_id, now)):
+                self._store_alias(fps, key, now, job, r, own_id if own_id is not None else alias_id)
             return Verdict("duplicate", m)
         changed = own_id is not None and not self._expired(own_id, now)
-        self._store(fps, key, now, job, text, own_id)
+        self._store(fps, key, now, job, text, own_id if own_id is not None else alias_id)
         return _CHANGED if changed else _NEW
 
     def _lease(self, job: str, seconds: float) -> None:
@@ -283,9 +357,25 @@ class IndexedStore(Store):
     ) -> int:
         i = self._index_add(fps, t)
         if replaces is not None:
-            self._index.remove(replaces)
+            self._drop_id(replaces)
         self._persist_entry(i, key, fps, t, job, text, replaces)
         return i
+
+    def _store_alias(
+        self,
+        fps: Fingerprints,
+        key: str,
+        t: float,
+        job: str | None,
+        root: int,
+        replaces: int | None,
+    ) -> None:
+        i = self._index_add(fps, t)
+        self._root1[i] = root + 1
+        self._alias_count += 1
+        if replaces is not None:
+            self._drop_id(replaces)
+        self._persist_alias(i, key, fps, t, job, root, replaces)
 
     def _add(
         self,
@@ -301,14 +391,14 @@ class IndexedStore(Store):
             now = self.clock()
             t = now if stored_at is None else stored_at
             self._store(fps, key, t, job, text, own[0] if own else None)
-            if own is None or self._expired(own[0], now):  # (as a check would call it)
+            if own is None or self._expired(own[0], now) or self._is_alias(own[0]):
                 self._counters["new_total"] += 1
 
     def _get(self, key: str) -> Entry | None:
         with self._lock:
             self._check_open()
             own = self._find(key)
-            if own is None:
+            if own is None or self._is_alias(own[0]):
                 return None
             i = own[0]
             fps = self._fingerprints_of(i)
@@ -321,28 +411,42 @@ class IndexedStore(Store):
             own = self._find(key)
             if own is None:
                 return False
-            self._index.remove(own[0])
+            self._drop_id(own[0])
             self._persist_remove(own[0], key)
             return True
 
     def prune(self) -> int:
-        """Forget entries older than the TTL (they already no longer match)."""
-        if self.ttl is None:
+        """Forget entries older than the TTL (they already no longer match), and aliases whose
+        entry is gone."""
+        if self.ttl is None and not self._alias_count:
             return 0
         with self._lock:
             self._check_open(write=True)
             n = self._index.id_count
-            old = np.flatnonzero(
-                self._index.alive()[:n] & (self._times[:n] < self.clock() - self.ttl)
-            ).tolist()
+            alive = self._index.alive()[:n]
+            gone = np.zeros(n, dtype=bool)
+            if self.ttl is not None:
+                gone |= alive & (self._times[:n] < self.clock() - self.ttl)
+            if self._alias_count:
+                roots = self._root1[:n] - 1
+                aliases = alive & (roots >= 0)
+                dead = np.zeros(n, dtype=bool)
+                dead[aliases] = ~alive[roots[aliases]] | gone[roots[aliases]]
+                gone |= dead
+            old = np.flatnonzero(gone).tolist()
             for i in old:
                 key = self._key_of(i)
-                self._index.remove(i)
+                self._drop_id(i)
                 self._persist_remove(i, key)
             return len(old)
 
     def __len__(self) -> int:
-        return len(self._index)
+        return len(self._index) - self._alias_count
+
+    @property
+    def alias_count(self) -> int:
+        """Aliases in the index (Rule.aliases): pages dropped, kept as candidates."""
+        return self._alias_count
 
     def counters(self) -> dict[str, int]:
         with self._lock:
@@ -368,7 +472,7 @@ class IndexedStore(Store):
         with self._lock:
             self._check_open()
             n = self._index.id_count
-            ids = np.flatnonzero(self._index.alive()[:n])
+            ids = np.flatnonzero(self._index.alive()[:n] & (self._root1[:n] == 0))
             cols = Columns(
                 self._index.fingerprints()[ids].copy(),
                 self._wide[ids].copy(),
@@ -392,6 +496,7 @@ class IndexedStore(Store):
         """Bytes of the in-memory search structures (index, wide fingerprints, times)."""
         n = self._index.id_count
         extra = self._wide[:n].nbytes + self._has_wide[:n].nbytes + self._times[:n].nbytes
+        extra += self._root1[:n].nbytes
         return self._index.nbytes + int(extra)
 
     def _open_options(self) -> dict[str, Any]:

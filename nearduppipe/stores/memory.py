@@ -71,6 +71,12 @@ class MemoryStore(IndexedStore):
         self._jobs[i] = job
         self._texts[i] = text
 
+    def _persist_alias(
+        self, i: int, key: str, fps: Fingerprints, t: float, job: str | None, root: int,
+        replaces: int | None,
+    ) -> None:  # fmt: skip
+        self._persist_entry(i, key, fps, t, job, None, replaces)
+
     def _persist_touch(self, i: int, key: str, t: float, job: str | None) -> None:
         self._jobs[i] = job
 
@@ -90,7 +96,8 @@ class MemoryStore(IndexedStore):
     def entries(self) -> Iterator[Entry]:
         with self._lock:
             # the order they were stored (a replacement moves last): live ids ascending
-            ids = np.flatnonzero(self._index.alive()).tolist()
+            ids = np.flatnonzero(self._index.alive() & (self._root1[: self._index.id_count] == 0))
+            ids = ids.tolist()
             items = [Entry(self._key_of(i), *self._entry_parts(i)) for i in ids]
         yield from items
 

@@ -28,11 +28,13 @@ except ImportError:  # pragma: no cover
 
 __all__ = [
     "FORMAT_VERSION",
+    "PLAIN_FORMAT",
     "TABLE",
     "FileLock",
     "check_links",
     "decode",
     "encode",
+    "format_for",
     "open_db",
     "prepare_path",
     "read_connection",
@@ -41,7 +43,18 @@ __all__ = [
     "stored_format",
 ]
 
-FORMAT_VERSION = 2
+# The newest format this version reads: 3, a store whose rule keeps aliases (``a:`` rows,
+# records.py); a store without them is written as format 2, which releases before aliases read.
+FORMAT_VERSION = 3
+PLAIN_FORMAT = 2
+
+
+def format_for(aliases: bool) -> int:
+    """The format a store is written in: 3 with aliases (older releases must refuse it: they
+    would take an alias's key for a page they never saw), else 2."""
+    return FORMAT_VERSION if aliases else PLAIN_FORMAT
+
+
 TABLE = "neardup"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 

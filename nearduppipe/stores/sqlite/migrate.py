@@ -20,7 +20,7 @@ from typing import Any
 from ...fingerprint.rule import Rule
 from ..base import Store, StoreError
 from .files import (
-    FORMAT_VERSION,
+    PLAIN_FORMAT,
     TABLE,
     FileLock,
     decode,
@@ -97,7 +97,7 @@ def migrate_v1(path: Path, rule: Rule | None) -> None:
             "decisions_total": n_decisions,
         }
         rows += [
-            ("m:format", encode(FORMAT_VERSION)),
+            ("m:format", encode(PLAIN_FORMAT)),
             ("m:rule", encode((rule or Rule()).as_dict())),
             ("m:state", encode(state)),
         ]
@@ -116,7 +116,7 @@ def migrate_v1(path: Path, rule: Rule | None) -> None:
         "nearduppipe: %s: migrated from store format 1 to %d: %d entries (newest per key), "
         "%d decisions, in %.1f s",
         path,
-        FORMAT_VERSION,
+        PLAIN_FORMAT,
         len(entries),
         n_decisions,
         time.monotonic() - started,

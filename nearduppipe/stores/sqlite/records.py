@@ -7,6 +7,9 @@ One sqlitedict table, keys by kind (all values JSON text, never pickle):
 * ``k:<page key>``   ``[rid, job]``: the page's current entry
 * ``i:<rid>``        ``["<fp 16 hex>", "<wide 128 hex or empty>", stored_at, job, key(, text)]``
 * ``d:<seq>``        ``{"key", "fp", "match", "match_fp", "distance", "wide", "t"(, "text")}``
+* ``a:<rid>``        ``["<fp>", "<wide>", stored_at, job, key, <rid of the kept page's i: row>]``:
+  an alias (format 3, stores whose rule keeps them: a page dropped for the kept page, whose
+  ``k:`` row points to this rid; ``rid`` counts with the entries')
 
 ``rid`` and ``seq`` are 12 hex digits, so key order is numeric order. A key's entry is the pair
 (``k:``, ``i:``) written in one transaction; replacing it writes a new ``rid`` and deletes the
@@ -48,12 +51,14 @@ from .keys import key_hash
 
 __all__ = [
     "Loaded",
+    "alias_record",
     "decision_record",
     "entry_record",
     "key_hashes_v2",
     "key_record",
     "live_rows",
     "load_v2",
+    "parse_alias",
     "parse_decision",
     "parse_entry",
     "parse_entry_key",
@@ -78,6 +83,11 @@ def entry_record(fps: Fingerprints, t: float, job: str | None, key: str, text: s
     # the time in full (repr): the snapshot and the in-memory index keep it so, and a TTL
     # boundary must fall where it fell before a reopen
     return f'["{fp:016x}","{hex_wide}",{float(t)!r},{job_text},{encode_basestring(key)}{tail}]'
+
+
+def alias_record(fps: Fingerprints, t: float, job: str | None, key: str, root: int) -> str:
+    """The ``a:`` row: an entry row's first five fields, then the kept page's row id."""
+    return entry_record(fps, t, job, key, None)[:-1] + f",{int(root)}]"
 
 
 def key_record(rid: int, job: str | None) -> str:
@@ -161,6 +171,25 @@ def parse_entry(value: Any, where: str) -> Entry:
         raise damaged(where, "entry", e) from None
 
 
+def _alias(r: Any) -> tuple[Entry, int]:
+    if not isinstance(r, list) or len(r) != 6:
+        raise ValueError(
+            f"{len(r)} fields where 6 belong" if isinstance(r, list) else f"not a list: {r!r:.40}"
+        )
+    root = r[5]
+    if type(root) is not int or root < 0:
+        raise ValueError(f"the kept page's row id is not a row id: {root!r:.40}")
+    return _entry(r[:5]), root
+
+
+def parse_alias(value: Any, where: str) -> tuple[Entry, int]:
+    """An ``a:`` row: the dropped page as an entry (no text), and its kept page's row id."""
+    try:
+        return _alias(decode_row(value, where))
+    except (TypeError, ValueError) as e:
+        raise damaged(where, "alias", e) from None
+
+
 def parse_entry_key(value: Any, where: str) -> str:
     """The page key of an ``i:`` row, the row's shape and the key checked (the fields a key
     lookup does not use are not parsed: ``dedup --against`` reads many rows' keys)."""
@@ -239,13 +268,31 @@ class Loaded:
     times: np.ndarray
     keys: np.ndarray | None = None  # the 64-bit hash of each entry's key (snapshot only)
     key_filter: bytes | None = None  # the key filter's bits, as saved (snapshot only)
+    roots: np.ndarray | None = None  # per row: -1 (an entry), or an alias's kept page's rid
 
     def only(self, mask: np.ndarray) -> Loaded:
         """The entries where ``mask`` is true (the key filter is not carried over)."""
         keys = None if self.keys is None else self.keys[mask]
+        roots = None if self.roots is None else self.roots[mask]
         return Loaded(
             self.rids[mask], self.fps[mask], self.wide[mask], self.has_wide[mask],
-            self.times[mask], keys,
+            self.times[mask], keys, None, roots,
+        )  # fmt: skip
+
+    def with_aliases(self, aliases: Loaded) -> Loaded:
+        """The entries and ``aliases`` (whose ``roots`` are set) in one rid order."""
+        assert aliases.roots is not None
+        roots = np.concatenate([np.full(len(self.rids), -1, dtype=np.int64), aliases.roots])
+        rids = np.concatenate([self.rids, aliases.rids])
+        order = np.argsort(rids, kind="stable")
+        keys = None
+        if self.keys is not None and aliases.keys is not None:
+            keys = np.concatenate([self.keys, aliases.keys])[order]
+        return Loaded(
+            rids[order], np.concatenate([self.fps, aliases.fps])[order],
+            np.concatenate([self.wide, aliases.wide])[order],
+            np.concatenate([self.has_wide, aliases.has_wide])[order],
+            np.concatenate([self.times, aliases.times])[order], keys, None, roots[order],
         )  # fmt: skip
 
 
@@ -264,11 +311,11 @@ def _fast_fields(value: str) -> tuple[int, str, float] | None:
 
 
 def _named_rows(
-    rows: sqlite3.Cursor, conn: sqlite3.Connection, path: Path
+    rows: sqlite3.Cursor, conn: sqlite3.Connection, path: Path, kind: str = "i"
 ) -> Iterator[tuple[str, Any]]:
     """``rows`` (``i:`` rows in key order); a value sqlite cannot give as text (bytes that are
     not UTF-8, written by hand) is a :class:`StoreError` naming its row, not the whole store."""
-    last = "i:"
+    last = f"{kind}:"
     while True:
         try:
             row = next(rows)
@@ -278,29 +325,37 @@ def _named_rows(
             if "decode" not in str(e):
                 raise
             found = conn.execute(
-                f"SELECT key FROM \"{TABLE}\" WHERE key > ? AND key < 'i;' ORDER BY key LIMIT 1",
+                f"SELECT key FROM \"{TABLE}\" WHERE key > ? AND key < '{kind};' ORDER BY key "
+                "LIMIT 1",
                 (last,),
             ).fetchone()
-            where = f"{path}: record {found[0] if found else '(an i: row)'!r}"
+            where = f"{path}: record {found[0] if found else f'(an {kind}: row)'!r}"
             raise StoreError(f"{where} is damaged (not UTF-8 text); {hint(where)}") from None
         last = row[0]
         yield row
 
 
-def load_v2(conn: sqlite3.Connection, path: Path) -> Loaded:
-    """Every ``i:`` row in rid order, in one pass over the table."""
+def load_v2(conn: sqlite3.Connection, path: Path, kind: str = "i") -> Loaded:
+    """Every ``i:`` row in rid order, in one pass over the table (``kind="a"``: every ``a:``
+    row, with ``roots``)."""
     rids: list[int] = []
     fps: list[int] = []
     times: list[float] = []
     wide_hex: list[str] = []
+    roots: list[int] = []
     rows = conn.execute(
-        f"SELECT key, value FROM \"{TABLE}\" WHERE key >= 'i:' AND key < 'i;' ORDER BY key"
+        f"SELECT key, value FROM \"{TABLE}\" WHERE key >= '{kind}:' AND key < '{kind};' "
+        "ORDER BY key"
     )
-    for row_key, value in _named_rows(rows, conn, path):
+    for row_key, value in _named_rows(rows, conn, path, kind):
         try:
-            fast = _fast_fields(value) if isinstance(value, str) else None
+            fast = _fast_fields(value) if isinstance(value, str) and kind == "i" else None
             if fast is None:
-                e = _entry(decode(value, "it"))
+                if kind == "a":
+                    e, root = _alias(decode(value, "it"))
+                    roots.append(root)
+                else:
+                    e = _entry(decode(value, "it"))
                 fast = (
                     e.fingerprint,
                     "" if e.wide is None else f"{e.wide:0{WIDE_HEX}x}",
@@ -334,6 +389,7 @@ def load_v2(conn: sqlite3.Connection, path: Path) -> Loaded:
         wide.view("<u8").reshape(n, 8).astype(np.uint64),
         has_wide,
         np.array(times, dtype=np.float64),
+        roots=np.array(roots, dtype=np.int64) if kind == "a" else None,
     )
 
 

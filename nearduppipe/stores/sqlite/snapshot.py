@@ -48,8 +48,8 @@ _COLUMNS: dict[str, tuple[str, tuple[int, ...]]] = {  # name → (dtype, shape o
     "has_wide": ("|b1", ()),
     "times": ("<f8", ()),
     "keys": ("<u8", ()),
+    "roots": ("<i8", ()),  # -1 for an entry; an alias's kept page's rid (records.py, a:)
 }
-_I_RANGE = "key >= 'i:' AND key < 'i;'"
 
 
 def create_sql() -> str:
@@ -67,11 +67,11 @@ def live_columns(
     n: int, alive: np.ndarray, columns: tuple[np.ndarray, ...], keys: KeyFilter
 ) -> Loaded:
     """What a snapshot holds of a store's first ``n`` index ids: the live ones' row ids,
-    fingerprints, wide fingerprints, flags and times (``columns``, in that order), key hashes
-    and the key filter's bits."""
+    fingerprints, wide fingerprints, flags, times and roots (``columns``, in that order), key
+    hashes and the key filter's bits."""
     live = np.asarray(alive[:n], dtype=bool)
-    rids, fps, wide, has_wide, times = (np.asarray(c[:n])[live] for c in columns)
-    return Loaded(rids, fps, wide, has_wide, times, keys.hashes[:n][live], keys.saved())
+    rids, fps, wide, has_wide, times, roots = (np.asarray(c[:n])[live] for c in columns)
+    return Loaded(rids, fps, wide, has_wide, times, keys.hashes[:n][live], keys.saved(), roots)
 
 
 def snapshot_statements(token: str, loaded: Loaded) -> list[tuple[str, tuple[Any, ...]]]:
@@ -126,6 +126,9 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
         n = int(header["n"])
         columns: dict[str, np.ndarray] = {}
         for name, (dtype, shape) in _COLUMNS.items():
+            if name == "roots" and name not in sums:  # (a snapshot from before aliases)
+                columns[name] = np.full(n, -1, dtype=np.int64)
+                continue
             column = np.empty((n, *shape), dtype=dtype)
             flat = column.reshape(-1).view(np.uint8)
             at = 0
@@ -147,16 +150,23 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
         key_filter = bytes(saved[0]) if saved and len(saved[0]) == header.get("filter") else None
         if key_filter is not None and _sum(key_filter) != sums.get("filter"):
             key_filter = None  # (rebuilt from the key hashes)
-        # the first and last entry rows (two index lookups; a count would scan every row)
+        # the first and last entry and alias rows (index lookups; a count would scan every row)
         ends = [
             conn.execute(
-                f'SELECT key FROM "{TABLE}" WHERE {_I_RANGE} ORDER BY key {way} LIMIT 1'
+                f"SELECT key FROM \"{TABLE}\" WHERE key >= '{kind}:' AND key < '{kind};' "
+                f"ORDER BY key {way} LIMIT 1"
             ).fetchone()
+            for kind in "ia"
             for way in ("ASC", "DESC")
         ]
     except (sqlite3.DatabaseError, ValueError, KeyError, TypeError):
         return None  # no snapshot table, or a damaged snapshot: the rows decide
-    want = [(f"i:{rids[0]:012x}",), (f"i:{rids[-1]:012x}",)] if n else [None, None]
+    roots = columns["roots"]
+    want: list[tuple[str] | None] = []
+    for kind, mask in (("i", roots < 0), ("a", roots >= 0)):
+        some = rids[mask]
+        want += [(f"{kind}:{some[0]:012x}",), (f"{kind}:{some[-1]:012x}",)] if len(some) else [
+            None, None]  # fmt: skip
     if ends != want:
         return None
     if n > 1 and not bool(np.all(rids[1:] > rids[:-1])):
@@ -169,6 +179,7 @@ def load_snapshot(conn: sqlite3.Connection, token: str | None, path: Path) -> Lo
         columns["times"].astype(np.float64, copy=False),
         columns["keys"].astype(np.uint64, copy=False),
         key_filter,
+        roots.astype(np.int64, copy=False),
     )
 
 
@@ -182,6 +193,8 @@ def load_index(conn: sqlite3.Connection, path: Path) -> tuple[dict[str, Any], st
         return state, token, loaded
     try:
         loaded = load_v2(conn, path)
+        aliases = load_v2(conn, path, "a")
+        loaded = loaded.with_aliases(aliases)
         keys, linked = key_hashes_v2(conn, path, loaded.rids)
     except sqlite3.DatabaseError as e:
         raise StoreError(f"{path}: damaged store ({e}); nothing was changed") from e

@@ -34,6 +34,7 @@ from .files import (
     check_links,
     decode,
     encode,
+    format_for,
     open_db,
     read_connection,
     scan_rows,
@@ -42,10 +43,13 @@ from .files import (
 from .keys import KeyFilter, key_hash
 from .migrate import prepare_file, rule_of
 from .records import (
+    Loaded,
+    alias_record,
     decision_record,
     entry_record,
     key_record,
     live_rows,
+    parse_alias,
     parse_decision,
     parse_entry,
     parse_entry_key,
@@ -67,6 +71,20 @@ logger = logging.getLogger("nearduppipe")
 
 
 KEYS_PER_READ = 900  # (row keys per ``IN`` list: under SQLite's oldest limit of 999 variables)
+
+
+def _roots(loaded: Loaded) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Which loaded rows are live and each one's root column (0: an entry, else 1 + the id of
+    the kept page): an alias whose kept page's row is gone, or is no entry, is not loaded
+    live (its page was removed or replaced: it stands for nothing)."""
+    roots = loaded.roots
+    if roots is None or not bool((roots >= 0).any()):
+        return None, None
+    at = np.minimum(np.searchsorted(loaded.rids, roots), max(len(loaded.rids) - 1, 0))
+    found = (roots >= 0) & (loaded.rids[at] == roots) & (roots[at] < 0)
+    root1 = np.where(found, at + 1, 0)
+    alive = (roots < 0) | found
+    return alive, root1
 
 
 def _rid(i: int) -> str:
@@ -173,8 +191,9 @@ class SqliteStore(IndexedStore):
         w.statement(create_sql())
         if self._reader is None:
             self._reader = read_connection(self.path)
+        self.format_version = format_for(self.rule.aliases)
         if reset or stored_rule is None:
-            w.buffer["m:format"] = encode(FORMAT_VERSION)
+            w.buffer["m:format"] = encode(self.format_version)
             w.buffer["m:created"] = encode(round(time.time(), 3))
             w.buffer["m:ttl"] = encode(encode_ttl(self.ttl))
         else:  # refused before the TTL prunes anything (_open); recorded after _load
@@ -188,6 +207,7 @@ class SqliteStore(IndexedStore):
                     self.rule.describe(),
                 )
             w.buffer["m:rule"] = encode(self.rule.as_dict())
+            w.buffer["m:format"] = encode(self.format_version)
         w.commit(extra=[(f'DELETE FROM "{SNAPSHOT_TABLE}"', ())] if reset else [])
 
     def _recorded_ttl(self) -> str | None:
@@ -204,7 +224,8 @@ class SqliteStore(IndexedStore):
         self._state.update({name: int(state.get(name, 0)) for name in self._state})
         self._counters.update({name: int(state.get(name, 0)) for name in COUNTERS})
         assert loaded.keys is not None
-        self._load_arrays(loaded.fps, loaded.wide, loaded.has_wide, loaded.times)
+        alive, root1 = _roots(loaded)
+        self._load_arrays(loaded.fps, loaded.wide, loaded.has_wide, loaded.times, alive, root1)
         self._keys.load(loaded.keys, np.ones(len(loaded.rids), dtype=bool), loaded.key_filter)
         self._rids = self._rid_column.reserve(len(loaded.rids))
         self._rids[: len(loaded.rids)] = loaded.rids
@@ -250,12 +271,18 @@ class SqliteStore(IndexedStore):
         i = self._id_of_rid(rid)
         return None if i is None else (i, job)
 
+    def _row_key(self, i: int) -> str:
+        """The row of id ``i``: its entry's ``i:`` row, or an alias's ``a:`` row."""
+        return ("a:" if self._root1[i] > 0 else "i:") + _rid(int(self._rids[i]))
+
     def _entry_at(self, i: int) -> Entry:
-        rid = _rid(int(self._rids[i]))
-        value = self._row("i:" + rid)
+        row_key = self._row_key(i)
+        value = self._row(row_key)
         if value is None:
-            raise StoreError(f"{self.path}: record i:{rid} is missing")
-        return parse_entry(value, f"{self.path}: record i:{rid}")
+            raise StoreError(f"{self.path}: record {row_key} is missing")
+        if row_key[0] == "a":
+            return parse_alias(value, f"{self.path}: record {row_key}")[0]
+        return parse_entry(value, f"{self.path}: record {row_key}")
 
     def _key_of(self, i: int) -> str:
         return self._entry_at(i).key
@@ -264,7 +291,7 @@ class SqliteStore(IndexedStore):
         """Many entries' keys in a few reads (``dedup --against``'s matched rows: one ``IN``
         list per :data:`KEYS_PER_READ` rows instead of a statement per row), each row checked
         for its key alone."""
-        row_keys = ["i:" + _rid(int(self._rids[i])) for i in ids]
+        row_keys = [self._row_key(i) for i in ids]
         values: dict[str, Any] = {}
         todo = []
         for row_key in row_keys:
@@ -326,10 +353,27 @@ class SqliteStore(IndexedStore):
         assert w is not None
         buf = w.buffer
         if replaces is not None:
-            buf[f"i:{int(rids[replaces]):012x}"] = None
+            buf[self._row_key(replaces)] = None
         buf["k:" + key] = key_record(rid, job)
         buf[f"i:{rid:012x}"] = entry_record(fps, t, job, key, text)
         w.after_write()
+
+    def _persist_alias(
+        self, i: int, key: str, fps: Fingerprints, t: float, job: str | None, root: int,
+        replaces: int | None,
+    ) -> None:  # fmt: skip
+        rid = self._state["rseq"]
+        self._state["rseq"] = rid + 1
+        if i >= len(self._rids):
+            self._rids = self._rid_column.reserve(i + 1)
+        self._rids[i] = rid
+        self._keys.add(i, self._hash(key), self._index.alive)
+        buf = self._buf
+        if replaces is not None:
+            buf[self._row_key(replaces)] = None
+        buf["k:" + key] = key_record(rid, job)
+        buf[f"a:{rid:012x}"] = alias_record(fps, t, job, key, int(self._rids[root]))
+        self._queued()
 
     def _persist_touch(self, i: int, key: str, t: float, job: str | None) -> None:
         e = self._entry_at(i)
@@ -340,7 +384,7 @@ class SqliteStore(IndexedStore):
 
     def _persist_remove(self, i: int, key: str) -> None:
         self._buf["k:" + key] = None
-        self._buf["i:" + _rid(int(self._rids[i]))] = None
+        self._buf[self._row_key(i)] = None
         self._queued()
 
     def _persist_decision(self, decision: Decision) -> None:
@@ -424,7 +468,11 @@ class SqliteStore(IndexedStore):
             return None
         n = self._index.id_count
         token = new_token()
-        columns = (self._rids, self._index.fingerprints(), self._wide, self._has_wide, self._times)
+        root1 = self._root1[:n]
+        roots = np.where(root1 > 0, self._rids[np.maximum(root1 - 1, 0)], -1)
+        columns = (
+            self._rids, self._index.fingerprints(), self._wide, self._has_wide, self._times, roots
+        )  # fmt: skip
         live = live_columns(n, self._index.alive(), columns, self._keys)
         return lambda: self._state_row(token), snapshot_statements(token, live)
 

@@ -18,7 +18,8 @@ import pytest
 
 from nearduppipe import StoreError, open_store
 from nearduppipe.fingerprint.rule import Fingerprints, Rule
-from nearduppipe.stores.sqlite.store import FORMAT_VERSION, sqlite_path
+from nearduppipe.stores.sqlite.files import PLAIN_FORMAT
+from nearduppipe.stores.sqlite.store import sqlite_path
 
 A = 0x0123_4567_89AB_CDEF
 B = 0xFEDC_BA98_7654_3210
@@ -46,7 +47,7 @@ def test_reopen_knows_everything_and_records_are_plain_json(tmp_path: Path) -> N
     conn.close()
     assert {t for _, t, _ in rows} == {"text"}
     records = {k: json.loads(v) for k, _, v in rows}
-    assert records["m:format"] == FORMAT_VERSION == 2
+    assert records["m:format"] == PLAIN_FORMAT == 2  # (no aliases: what 0.2 reads)
     rid, job = records["k:https://例子.cn/7"]
     assert job is None and records[f"i:{rid:012x}"][:2] == [
         f"{A ^ (7 << 20):016x}",
@@ -98,7 +99,7 @@ def test_corrupt_foreign_empty_newer_and_pickled_files(tmp_path: Path) -> None:
     with open_store(str(newer)):
         pass
     conn = sqlite3.connect(newer)
-    conn.execute("UPDATE neardup SET value = '3' WHERE key = 'm:format'")
+    conn.execute("UPDATE neardup SET value = '4' WHERE key = 'm:format'")
     conn.commit()
     conn.close()
     with pytest.raises(StoreError, match="newer nearduppipe"):

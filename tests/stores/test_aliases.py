@@ -1,0 +1,185 @@
+"""Aliases (Rule.aliases, issue 43 item 3) in the in-process stores, against a brute-force
+replay of the rule: a dropped page stays as a candidate for the page it was dropped for, judged
+on its own fingerprints, and counts only while that page is live and within the bound."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from nearduppipe.fingerprint.rule import Fingerprints, Rule, distances
+from nearduppipe.stores import open_store
+
+RULE = Rule(aliases=True)
+
+
+def flip(x: int, bits: int, n: int, rng: random.Random) -> int:
+    for b in rng.sample(range(bits), n):
+        x ^= 1 << b
+    return x
+
+
+def brute(seq: list[tuple[str, Fingerprints]], rule: Rule) -> list[str | None]:
+    """Each page's match (the kept page's key) or None, by a full scan of kept pages and
+    aliases: the nearest valid candidate by (wide distance, 64-bit distance, age)."""
+    entries: list[tuple[str, Fingerprints, int | None]] = []  # key, fps, kept page's index
+    bound = rule.alias_threshold
+    out: list[str | None] = []
+    for key, fps in seq:
+        best: tuple[tuple[int, int, int], int] | None = None
+        for idx, (_, g, root) in enumerate(entries):
+            d, dw = distances(g, fps)
+            if not rule.is_near(d, dw):
+                continue
+            assert dw is not None
+            target = idx if root is None else root
+            if root is not None:
+                wr = distances(entries[root][1], fps)[1]
+                if bound is None or wr is None or wr > bound:
+                    continue
+            if best is None or (dw, d, idx) < best[0]:
+                best = ((dw, d, idx), target)
+        if best is None:
+            entries.append((key, fps, None))
+            out.append(None)
+            continue
+        out.append(entries[best[1]][0])
+        if rule.aliases:
+            entries.append((key, fps, best[1]))
+    return out
+
+
+def pages(kind: str, n: int, seed: int) -> list[tuple[str, Fingerprints]]:
+    rng = random.Random(seed)
+    seq: list[tuple[str, Fingerprints]] = []
+    if kind == "random":
+        return [
+            (f"k{i}", Fingerprints(rng.getrandbits(64), rng.getrandbits(512))) for i in range(n)
+        ]
+    bases = [Fingerprints(rng.getrandbits(64), rng.getrandbits(512)) for _ in range(n // 10)]
+    for i in range(n):
+        if kind == "clustered":  # variants of a few originals, near and far
+            b = rng.choice(bases)
+            f = Fingerprints(flip(b.fp, 64, rng.randint(0, 12), rng), flip(b.wide or 0, 512,
+                             rng.randint(0, 90), rng))  # fmt: skip
+        else:  # "chains": each page a small step from a recent one, drifting away
+            prev = seq[-rng.randint(1, min(3, len(seq)))][1] if seq and rng.random() < 0.9 else (
+                rng.choice(bases))  # fmt: skip
+            f = Fingerprints(
+                flip(prev.fp, 64, rng.randint(0, 5), rng),
+                flip(prev.wide or 0, 512, rng.choice([20, 30, 40, 55, 61, 62]), rng),
+            )
+        seq.append((f"k{i}", f))
+    return seq
+
+
+@pytest.mark.parametrize("kind", ["random", "clustered", "chains"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_aliases_decide_as_a_full_scan(kind: str, seed: int) -> None:
+    seq = pages(kind, 600, seed)
+    want = brute(seq, RULE)
+    with open_store("memory:", rule=RULE) as store:
+        got = []
+        for key, fps in seq:
+            m = store.check_and_add(fps, key)
+            got.append(m.key if m else None)
+        assert got == want
+        dropped = sum(w is not None for w in want)
+        assert store.alias_count == dropped  # type: ignore[attr-defined]
+        assert len(store) == len(seq) - dropped
+        assert sorted(e.key for e in store.entries()) == sorted(
+            k for (k, _), w in zip(seq, want, strict=True) if w is None
+        )
+    if kind != "random":
+        assert want != brute(seq, Rule())  # (aliases changed some decision: the test can fail)
+
+
+def test_the_bound_stops_a_drifting_chain() -> None:
+    """Each page is near the one before it but drifts from the first: aliases drop the chain
+    only while the first stays within the bound."""
+    rng = random.Random(5)
+    f = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+    seq = [("p0", f)]
+    for i in range(1, 12):
+        f = Fingerprints(flip(f.fp, 64, 1, rng), flip(f.wide or 0, 512, 40, rng))
+        seq.append((f"p{i}", f))
+    with open_store("memory:", rule=RULE) as store:
+        got = [(m.key if (m := store.check_and_add(fps, k)) else None) for k, fps in seq]
+    assert got == brute(seq, RULE)
+    assert got[1] == "p0" and None in got[2:]  # (40 bits a step: past the bound within a few)
+    # every page dropped was within the bound of the page it was dropped for
+    bound = RULE.alias_threshold
+    assert bound is not None
+    for (_, fps), m in zip(seq, got, strict=True):
+        if m is not None:
+            kept = dict(seq)[m]
+            assert (distances(kept, fps)[1] or 0) <= bound
+
+
+def test_an_alias_counts_only_while_its_page_is_live() -> None:
+    rng = random.Random(9)
+    a = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+    b = Fingerprints(flip(a.fp, 64, 4, rng), flip(a.wide or 0, 512, 50, rng))
+    c = Fingerprints(flip(b.fp, 64, 4, rng), flip(b.wide or 0, 512, 20, rng))
+    assert distances(a, c)[1] is not None
+    with open_store("memory:", rule=RULE) as store:
+        assert store.check_and_add(a, "a") is None
+        m = store.check_and_add(b, "b")
+        assert m is not None and m.key == "a"
+        assert store.get("b") is None  # (an alias is no entry)
+        assert store.remove("a")
+        m = store.check_and_add(c, "c")  # b's alias stands for a page that is gone
+        assert m is None
+        assert store.prune() == 1  # the dead alias
+        assert store.alias_count == 0  # type: ignore[attr-defined]
+        # a dropped page crawled again is judged again, not as its own alias
+        m = store.check_and_add(b, "b")
+        assert m is not None and m.key == "c"
+
+
+def _crawl(store: object, seq: list[tuple[str, Fingerprints]]) -> list[str | None]:
+    out = []
+    for key, fps in seq:
+        m = store.check_and_add(fps, key)  # type: ignore[attr-defined]
+        out.append(m.key if m else None)
+    return out
+
+
+@pytest.mark.parametrize("snapshot", [True, False])
+@pytest.mark.parametrize("kind", ["clustered", "chains"])
+def test_sqlite_keeps_aliases_across_a_reopen(tmp_path, kind: str, snapshot: bool) -> None:
+    """Half a crawl, the store closed and opened again (from its snapshot, or from its rows),
+    the other half: the decisions of one crawl in a store that never closed."""
+    import sqlite3
+
+    seq = pages(kind, 500, 4)
+    want = brute(seq, RULE)
+    path = tmp_path / "s.sqlite"
+    with open_store(str(path), rule=RULE) as store:
+        got = _crawl(store, seq[:250])
+    if not snapshot:
+        with sqlite3.connect(path) as conn:
+            conn.execute("DELETE FROM neardup_index")
+    with open_store(str(path)) as store:
+        assert store.rule.aliases
+        assert store.format_version == 3
+        assert store.alias_count == sum(w is not None for w in want[:250])  # type: ignore[attr-defined]
+        got += _crawl(store, seq[250:])
+        kept = sorted(k for (k, _), w in zip(seq, want, strict=True) if w is None)
+        assert sorted(e.key for e in store.entries()) == kept
+        assert len(store) == len(kept)
+        dropped = next(k for (k, _), w in zip(seq, want, strict=True) if w is not None)
+        assert store.get(dropped) is None
+    assert got == want
+
+
+def test_a_sqlite_store_without_aliases_stays_format_2(tmp_path) -> None:
+    path = tmp_path / "s.sqlite"
+    seq = pages("clustered", 100, 6)
+    with open_store(str(path), rule=Rule()) as store:
+        _crawl(store, seq)
+        assert store.format_version == 2
+    with open_store(str(path)) as store:
+        assert not store.rule.aliases and store.format_version == 2
+        assert store.alias_count == 0  # type: ignore[attr-defined]
