@@ -183,3 +183,24 @@ def test_a_sqlite_store_without_aliases_stays_format_2(tmp_path) -> None:
     with open_store(str(path)) as store:
         assert not store.rule.aliases and store.format_version == 2
         assert store.alias_count == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("kind", ["clustered", "chains"])
+def test_persisted_stores_decide_as_a_full_scan(store_uri: str, kind: str) -> None:
+    """sqlite and Redis (the check in its Lua script): the brute-force decisions, across a
+    reopen, and the dropped pages are no entries."""
+    seq = pages(kind, 400, 8)
+    want = brute(seq, RULE)
+    with open_store(store_uri, rule=RULE, reset=True) as store:
+        got = _crawl(store, seq[:200])
+        assert store.format_version in (3, 4)  # (sqlite 3, Redis 4: each one's newest)
+    with open_store(store_uri) as store:
+        assert store.rule.aliases
+        got += _crawl(store, seq[200:])
+        kept = sorted(k for (k, _), w in zip(seq, want, strict=True) if w is None)
+        assert len(store) == len(kept)
+        assert sorted(e.key for e in store.entries()) == kept
+        dropped = [k for (k, _), w in zip(seq, want, strict=True) if w is not None]
+        assert store.get(dropped[0]) is None
+        assert len(list(store.decisions())) == len(dropped)
+    assert got == want

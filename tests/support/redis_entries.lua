@@ -63,6 +63,11 @@ end
 
 -- Remove an entry from the records and the key index; its log member stays until the log
 -- is compacted (a search skips ids that are no longer in {P}:e).
+-- (format 2 has no aliases: redis_search.lua asks)
+local function is_alias(_) return false end
+local function root_of(_) return nil, nil end
+local function alias_rec(_, _, _) error('format 2 keeps no aliases') end
+
 local function drop(id, rec)
   redis.call('HDEL', ENT, id)
   local key = key_of(rec)

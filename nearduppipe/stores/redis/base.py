@@ -34,6 +34,9 @@ from .shard import Guard, Limits, NodeShard
 from .wire import Packed, _bytes, bulk
 
 FORMAT_VERSION = 3
+# A store whose rule keeps aliases (format3.py): earlier releases must refuse it (their
+# scripts would take an alias for an entry of the dropped page's key).
+ALIASES_FORMAT = 4
 logger = logging.getLogger(__name__)
 # Server limits under which a bucket hash stays a listpack (format3.listpack_advice): records
 # of URLs up to ~180 characters; 512 records per bucket to ~25 M entries (bucket_entries).
@@ -232,7 +235,7 @@ class RedisBase(Store):
                 f"{self._where()}: a migration from format 2 was interrupted; finish it: "
                 f"nearduppipe migrate {self.uri}"
             )
-        if meta and fmt not in (1, 3):
+        if meta and fmt not in (1, 3, ALIASES_FORMAT):
             raise StoreError(
                 f"{self._where()}: format {meta.get('format')!r}: not a store this nearduppipe "
                 f"can read (format {FORMAT_VERSION}; a newer one wrote it?)"
@@ -246,7 +249,7 @@ class RedisBase(Store):
                 self._absent = True
                 return
             fields = {
-                "format": "3",
+                "format": str(ALIASES_FORMAT if self.rule.aliases else FORMAT_VERSION),
                 "rule": json.dumps(self.rule.as_dict()),
                 "blocks": str(self.layout.n_blocks),
                 "epoch": new_epoch(),
@@ -289,7 +292,11 @@ class RedisBase(Store):
         self._settle_meta(meta)  # (before a writer's TTL touches the keys: persist, sweeps)
         if rule is not None and rule != stored and not self.read_only:
             # similarity and legacy_distance are thresholds, not layout: the new default
-            self._client.hset(self._k("meta"), "rule", json.dumps(rule.as_dict()))
+            fields = {"rule": json.dumps(rule.as_dict())}
+            if rule.aliases and not stored.aliases:
+                fields["format"] = str(ALIASES_FORMAT)
+            self._client.hset(self._k("meta"), mapping=fields)
+        self.format_version = ALIASES_FORMAT if self.rule.aliases else FORMAT_VERSION
         live = int(meta.get("live", "0"))
         if not (self.ttl or self.read_only) and buckets.expiring(self._client, self._k("n"), live):
             self._client.persist(self._k("n"))  # undo the expiry of an earlier TTL run

@@ -27,9 +27,14 @@ a listpack hash is read and edited by Redis's own C code.
 
 Entry record (the script reads only the fixed head)::
 
-    flags(1: bit 0 wide, bit 1 text) fp(8, BE) stored_at(8, '<d') seq(6, BE) [wide(64, BE)]
-    job id(varint, 0 = none) prefix id(varint) suffix(varint length + UTF-8)
-    [text(varint length + UTF-8)]
+    flags(1: bit 0 wide, bit 1 text, bit 2 alias) fp(8, BE) stored_at(8, '<d') seq(6, BE)
+    [wide(64, BE)] job id(varint, 0 = none) prefix id(varint) suffix(varint length + UTF-8)
+    [text(varint length + UTF-8)] [root(16): an alias's kept page: address(8) fp(8)]
+
+An *alias* (format 4: stores whose rule keeps them) is a page dropped for a kept page, kept as
+a candidate for it: the head and key of an entry, no text, then the kept page's address and
+fingerprint (the alias stands for the kept page only while that address holds that
+fingerprint).
 
 ``seq`` keeps the order entries were stored in (``entries()``, ties); job names and key
 prefixes are ids into the store's tables (id -> text). Varints are minimal, so a record that
@@ -73,6 +78,7 @@ class Record(NamedTuple):
     prefix_id: int
     suffix: str
     text: str | None
+    root: bytes | None = None  # an alias's kept page: address(8) + fingerprint(8)
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -122,7 +128,9 @@ def encode_record(r: Record) -> bytes:
         raise ValueError(f"sequence number out of range: {r.seq}")
     if not (0 <= r.job_id < _ID_END and 0 <= r.prefix_id < _ID_END):
         raise ValueError(f"a table id out of range: job {r.job_id}, prefix {r.prefix_id}")
-    flags = (r.wide is not None) | (r.text is not None) << 1
+    if r.root is not None and (len(r.root) != 16 or r.text is not None):
+        raise ValueError("an alias has a 16-byte root and no text")
+    flags = (r.wide is not None) | (r.text is not None) << 1 | (r.root is not None) << 2
     parts = [
         bytes([flags]),
         r.fp.to_bytes(8, "big"),
@@ -134,6 +142,8 @@ def encode_record(r: Record) -> bytes:
     parts += (varint(r.job_id), varint(r.prefix_id), chunk(r.suffix))
     if r.text is not None:
         parts.append(chunk(r.text))
+    if r.root is not None:
+        parts.append(r.root)
     return b"".join(parts)
 
 
@@ -141,9 +151,9 @@ def decode_record(raw: bytes) -> Record:
     """A record, every length checked against its end; one that is not a record is a
     :class:`DamagedRecord` (hand-edited, or another program's), never a raw exception."""
     try:
-        if not raw or raw[0] > 3:
+        if not raw or raw[0] > 7 or raw[0] & 6 == 6:
             raise ValueError(f"an unknown kind of entry (flags {raw[:1].hex() or '-'})")
-        has_wide, has_text = raw[0] & 1, raw[0] & 2
+        has_wide, has_text, alias = raw[0] & 1, raw[0] & 2, raw[0] & 4
         pos = 23 + 64 * has_wide
         if len(raw) < pos + 3:
             raise IndexError("shorter than its header")
@@ -159,12 +169,17 @@ def decode_record(raw: bytes) -> Record:
         text = None
         if has_text:
             text, pos = _read_chunk(raw, pos)
+        root = None
+        if alias:
+            if pos + 16 > len(raw):
+                raise IndexError("an alias without its root")
+            root, pos = raw[pos : pos + 16], pos + 16
         if pos != len(raw):
             raise ValueError(f"{len(raw) - pos} bytes after the end")
     except (IndexError, ValueError, UnicodeDecodeError) as err:
         reason = "truncated" if isinstance(err, IndexError) else str(err)
         raise DamagedRecord("entry", raw, reason) from None
-    return Record(fp, t, seq, wide, job_id, prefix_id, suffix, text)
+    return Record(fp, t, seq, wide, job_id, prefix_id, suffix, text, root)
 
 
 def _read_chunk(raw: bytes, pos: int) -> tuple[str, int]:

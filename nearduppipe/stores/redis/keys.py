@@ -105,7 +105,8 @@ def rule_args(rule: Rule, ttl: float | None, max_decisions: int | None) -> tuple
         "" if ttl is None else repr(ttl),
         "" if max_decisions is None else max_decisions,
         rule.radius,
-        -1 if w is None else w,
+        # the verdict's threshold, and with aliases the bound to their kept page (w/bound)
+        (-1 if w is None else w) if rule.alias_threshold is None else f"{w}/{rule.alias_threshold}",
         min(rule.radius, rule.legacy_distance),
     )
 

@@ -181,7 +181,7 @@ class Names:
 
     def entries(self, raws: list[bytes]) -> list[tuple[int, Entry]]:
         """(sequence number, entry) of records, their names read in one round trip each."""
-        recs = [decode_record(raw) for raw in raws]
+        recs = [r for r in map(decode_record, raws) if r.root is None]  # (aliases: no pages)
         self.prefixes.names({r.prefix_id for r in recs})
         self.jobs.names({r.job_id for r in recs})
         return [(r.seq, self._entry(r)) for r in recs]

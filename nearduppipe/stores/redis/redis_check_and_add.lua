@@ -9,9 +9,12 @@ local function check(key, job_given, job, rec, dhead)
   if #hits > 0 then
     local h = hits[1]
     local mkey = key_of(h[4])
-    record_decisions({'\2' .. pack('>I2I2', h[2], h[5] or NO_WIDE) .. string.sub(h[4], 2, 9)
+    record_decisions({'\2' .. pack('>I2I2', h[7], h[5] or NO_WIDE) .. string.sub(h[4], 2, 9)
       .. pack('>I4', #mkey) .. mkey .. stamped(dhead, 9)}, 1, 1)
-    return 'D' .. match_reply(h[2], h[5], h[4])
+    if ABOUND and not live_own then -- the page stays as an alias of the one it was dropped for
+      store(key, alias_rec(stamped(rec, 10), h[6], string.sub(h[4], 2, 9)), own_id, own_rec)
+    end
+    return 'D' .. match_reply(h[7], h[5], h[4])
   end
   store(key, stamped(rec, 10), own_id, own_rec)
   if live_own then
@@ -65,7 +68,7 @@ local function modes()
     local exclude = nil
     if ARGV[12] ~= '' then exclude = exclude_id(ARGV[12]) end
     local out = {}
-    for _, h in ipairs(search(ARGV[13], ARGV[14], exclude)) do out[#out + 1] = match_reply(h[2], h[5], h[4]) end
+    for _, h in ipairs(search(ARGV[13], ARGV[14], exclude)) do out[#out + 1] = match_reply(h[7], h[5], h[4]) end
     return {table.concat(out), POS, since()}
   elseif mode == 'add' then
     local keys = {}
@@ -113,6 +116,7 @@ local function modes()
     return 1
   elseif mode == 'get' then
     local _, rec = own(ARGV[12])
+    if rec and is_alias(rec) then return false end -- (a dropped page: no entry)
     return rec or false
   elseif mode == 'decide' then
     if STAMP then -- (a Cluster check's decision: decided_at, after the matched key, is this call's)

@@ -121,7 +121,7 @@ local function cluster_modes()
     local out = {'O'}
     for _, h in ipairs(search(ARGV[12], ARGV[13], nil)) do
       if skip == '' or key_part(h[4]) ~= skip then
-        out[#out + 1] = 'K' .. h[6] .. match_reply(h[2], h[5], h[4])
+        out[#out + 1] = 'K' .. h[6] .. match_reply(h[7], h[5], h[4])
       end
     end
     -- every pending entry of the shard (a handful: the checks under way)

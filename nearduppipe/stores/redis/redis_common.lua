@@ -10,6 +10,9 @@
 -- Redis function library the helpers are defined once, when the library loads, and only the
 -- call's own state is set per call.
 local mode, now, ttl, maxd, radius, wthr, legacy, POS, EPOCH, LAST, STAMP
+-- with aliases (format 4): the wide distance a match through an alias may have to the kept
+-- page it stands for (nil: the store keeps no aliases)
+local ABOUND
 local META, DEC, REPLY, NEW
 -- The log's length when this call checked the client's position, and the members logged
 -- since that position as far as this call knows them (what a check's reply carries).
@@ -39,7 +42,14 @@ local function setup_common()
     now = tonumber(t)
   end
   ttl, maxd = tonumber(ARGV[3]), tonumber(ARGV[4])
-  radius, wthr, legacy = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  radius, legacy = tonumber(ARGV[5]), tonumber(ARGV[7])
+  local w6 = ARGV[6]
+  local wbar = string.find(w6, '/', 1, true)
+  if wbar then
+    wthr, ABOUND = tonumber(string.sub(w6, 1, wbar - 1)), tonumber(string.sub(w6, wbar + 1))
+  else
+    wthr, ABOUND = tonumber(w6), nil
+  end
   POS, EPOCH, LAST = tonumber(ARGV[10]), ARGV[11], nil
   local bar = string.find(EPOCH, '/', 1, true)
   if bar then EPOCH, LAST = string.sub(EPOCH, 1, bar - 1), string.sub(EPOCH, bar + 1) end

@@ -36,6 +36,11 @@ local function head(rec)
   return string.sub(rec, 2, 9), t, nil, 24
 end
 
+-- an alias (format 4): a dropped page standing for its kept page, whose address and
+-- fingerprint end the record
+local function is_alias(rec) return string.byte(rec, 1) >= 4 end
+local function root_of(rec) return string.sub(rec, -16, -9), string.sub(rec, -8) end
+
 local function varint(rec, pos) -- the value of the varint at pos, and the position after it
   local n, mul = 0, 1
   while true do
@@ -59,6 +64,17 @@ local function key_part(rec)
   local pid, spos = varint(rec, kpos)
   local n, p = varint(rec, spos)
   return string.sub(rec, kpos, p + n - 1), pid, string.sub(rec, p, p + n - 1)
+end
+
+-- The alias of a page (its record as the client sent it) for the kept page at raddr: the
+-- head and key part without the text, then the kept page's address and fingerprint.
+local function alias_rec(rec, raddr, rfp)
+  local _, _, _, fpos = head(rec)
+  local _, kpos = job_span(rec, fpos)
+  local _, spos = varint(rec, kpos)
+  local n, p = varint(rec, spos)
+  local flags = string.byte(rec, 1) % 2 + 4
+  return string.char(flags) .. string.sub(rec, 2, p + n - 1) .. raddr .. rfp
 end
 
 local function key_of(rec)
@@ -93,10 +109,10 @@ local function rec_order(_, rec)
 end
 
 -- Remove an entry; its log member stays until the log is compacted.
-local function drop(addr, _)
+local function drop(addr, rec)
   redis.call('HDEL', bucket(addr), string.sub(addr, 3))
   redis.call('HINCRBY', META, 'dead', 1)
-  redis.call('HINCRBY', META, 'live', -1)
+  redis.call('HINCRBY', META, rec and is_alias(rec) and 'aliases' or 'live', -1)
 end
 
 -- The key's address and record (an address argument: address 0, address 1, key bytes).
@@ -140,12 +156,14 @@ local function store(arg, rec, old_addr, old_rec)
   if not addr then error(COLLISION) end
   -- the same fingerprint again (an import run twice): its log member stands; a second one
   -- would read as live too, and compaction could never drop it
+  local alias = is_alias(rec)
   local same = old_addr and string.sub(old_rec, 2, 9) == string.sub(rec, 2, 9)
+    and is_alias(old_rec) == alias
   if old_addr and not same then drop(old_addr, old_rec) end
   if not KEEP_SEQ then rec = with_seq(rec, redis.call('HINCRBY', META, 'seq', 1)) end
   put_rec(addr, rec)
   if not same then
-    redis.call('HINCRBY', META, 'live', 1)
+    redis.call('HINCRBY', META, alias and 'aliases' or 'live', 1)
     log_member(string.sub(rec, 2, 9) .. addr)
   end
 end

@@ -87,7 +87,26 @@ local function search(qrec, cand, exclude)
       if d <= radius and not (ttl and t < now - ttl) then
         local dw = nil
         if w and qw then dw = wide_distance(qw, w) end
-        if is_near(d, dw) then hits[#hits + 1] = {dw or d * 8, d, rec_order(ids[j], rec), rec, dw, ids[j]} end
+        if is_near(d, dw) then
+          local order = rec_order(ids[j], rec)
+          if not is_alias(rec) then
+            hits[#hits + 1] = {dw or d * 8, d, order, rec, dw, ids[j], d}
+          elseif ABOUND and qw then
+            -- an alias: a hit of the page it stands for, if that page still holds the
+            -- fingerprint it was dropped for, is live, and the query is within the bound of it
+            local raddr, rfp = root_of(rec)
+            local rrec = raddr ~= exclude and read_rec(raddr)
+            if rrec and not is_alias(rrec) and string.sub(rrec, 2, 9) == rfp then
+              local _, rt, rw = head(rrec)
+              if rw and not (ttl and rt < now - ttl) then
+                local rdw = wide_distance(qw, rw)
+                if rdw <= ABOUND then
+                  hits[#hits + 1] = {dw or d * 8, d, order, rrec, rdw, raddr, distance(rfp, qfp)}
+                end
+              end
+            end
+          end
+        end
       end
     end
   end
@@ -96,7 +115,15 @@ local function search(qrec, cand, exclude)
     if a[2] ~= b[2] then return a[2] < b[2] end
     return a[3] < b[3]
   end)
-  return hits
+  -- a page found directly and through its aliases: once, at its nearest
+  local out, found = {}, {}
+  for _, h in ipairs(hits) do
+    if not found[h[6]] then
+      found[h[6]] = true
+      out[#out + 1] = h
+    end
+  end
+  return out
 end
 
 -- The members logged since the client's position: its index reads them from the reply.
@@ -138,6 +165,8 @@ end
 local function revisit(key, job_given, job, rec)
   local own_id, own_rec = own(key)
   if not own_id then return nil, nil, nil, false end
+  -- the key's alias (its page was dropped): no entry of its own, replaced by what is stored
+  if is_alias(own_rec) then return nil, own_id, own_rec, false end
   local ofp, ot, ow, ofpos = head(own_rec)
   if ttl and ot < now - ttl then return nil, own_id, own_rec, false end
   local jpos, kpos = job_span(own_rec, ofpos)
