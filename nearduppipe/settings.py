@@ -48,6 +48,8 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_DISTANCE": None,  # 64-bit radius; None: 10 with a similarity, 3 (paper's k) without
     "NEARDUP_SCOPE": "global",  # compare a page with every page, or its "domain"'s or "host"'s
     "NEARDUP_EXTRACTOR": "trafilatura",  # or "resiliparse": pip install 'nearduppipe[resiliparse]'
+    # a new store keeps each dropped page as an alias of the page kept (docs/verdicts.md)
+    "NEARDUP_ALIASES": False,
     # what a near-copy of another page, and an unchanged revisit of a page's own entry, drop:
     # "page" (the response: its links are not followed), "items" (the spider runs, its items
     # are dropped), "mark" (nothing: the verdict is in response.meta["neardup"])
@@ -261,12 +263,19 @@ class NearDupConfig:
             require_extractor(extractor)
         except ExtractorUnavailable as e:
             raise NearDupConfigError(str(e)) from None
+        aliases = _bool("NEARDUP_ALIASES", get("NEARDUP_ALIASES"))
+        if aliases and similarity is None:
+            raise NearDupConfigError(
+                "NEARDUP_ALIASES needs NEARDUP_SIMILARITY: an alias is judged by the verdict, "
+                "and the paper's rule (None) has none"
+            )
         rule = Rule(
             similarity=similarity,
             radius=distance,
             scope=scope,
             extractor=extractor,
             radius_given=distance_given,
+            aliases=aliases,
         )
         blocks = _int("NEARDUP_BLOCKS", get("NEARDUP_BLOCKS"), 1, 64, optional=True)
         if blocks is not None:

@@ -204,3 +204,33 @@ def test_persisted_stores_decide_as_a_full_scan(store_uri: str, kind: str) -> No
         assert store.get(dropped[0]) is None
         assert len(list(store.decisions())) == len(dropped)
     assert got == want
+
+
+def test_persisted_aliases_of_a_removed_page_stand_for_nothing(store_uri: str) -> None:
+    rng = random.Random(9)
+    a = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+    b = Fingerprints(flip(a.fp, 64, 4, rng), flip(a.wide or 0, 512, 50, rng))
+    c = Fingerprints(flip(b.fp, 64, 4, rng), flip(b.wide or 0, 512, 20, rng))
+    with open_store(store_uri, rule=RULE, reset=True) as store:
+        assert store.check_and_add(a, "a") is None
+        m = store.check_and_add(b, "b")
+        assert m is not None and m.key == "a" and (m.distance, m.wide_distance) == distances(a, b)
+        m = store.check_and_add(c, "c")  # near b, within the bound of a: a duplicate of a
+        assert m is not None and m.key == "a" and (m.distance, m.wide_distance) == distances(a, c)
+        assert len(store) == 1 and store.get("b") is None
+        assert store.remove("a")
+        assert store.prune() == 2  # b's and c's aliases: their page is gone
+    with open_store(store_uri) as store:
+        assert len(store) == 0
+        assert store.check_and_add(c, "c") is None  # nothing stands for a any more
+        m = store.check_and_add(b, "b")
+        assert m is not None and m.key == "c"
+
+
+def test_the_setting() -> None:
+    from nearduppipe.settings import NearDupConfig, NearDupConfigError
+
+    assert NearDupConfig.from_settings({"NEARDUP_ALIASES": True}).rule.aliases
+    assert not NearDupConfig.from_settings({}).rule.aliases
+    with pytest.raises(NearDupConfigError, match="NEARDUP_ALIASES needs NEARDUP_SIMILARITY"):
+        NearDupConfig.from_settings({"NEARDUP_ALIASES": True, "NEARDUP_SIMILARITY": None})

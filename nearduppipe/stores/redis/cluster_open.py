@@ -204,6 +204,11 @@ def open_meta(
             f"{where}: format {meta.get('format')!r}: not a store this nearduppipe can read "
             "(format 3; a newer one wrote it?)"
         )
+    if rule is not None and rule.aliases:
+        raise StoreError(
+            f"{where}: a Redis Cluster store does not keep aliases yet (NEARDUP_ALIASES): "
+            "turn them off, or use a single-node Redis or sqlite store"
+        )
     if not meta:
         rule = rule or Rule()
         layout = _layout(where, rule, blocks)

@@ -133,7 +133,7 @@ local function modes()
       local rec = read_rec(ARGV[i])
       if rec then
         local _, t = head(rec)
-        if t < now - ttl then
+        if (ttl and t < now - ttl) or (is_alias(rec) and alias_dead(rec)) then
           drop(ARGV[i], rec)
           n = n + 1
         end

@@ -92,6 +92,14 @@ local function read_recs(addrs)
   for j = 1, #addrs do out[j] = read_rec(addrs[j]) or false end
   return out
 end
+-- An alias whose kept page is gone (removed, replaced by other content, or its address
+-- taken by another key): it stands for nothing, and sweeps and prunes delete it.
+local function alias_dead(rec)
+  local raddr, rfp = root_of(rec)
+  local rrec = read_rec(raddr)
+  return not rrec or is_alias(rrec) or string.sub(rrec, 2, 9) ~= rfp
+end
+
 local function touch(addr)
   if ttl then redis.call('PEXPIRE', bucket(addr), math.ceil(2000 * ttl)) end
 end
@@ -203,7 +211,7 @@ local function sweep()
     local rec = read_rec(addr)
     if rec and string.sub(rec, 2, 9) == string.sub(m, 1, 8) then
       local _, t = head(rec)
-      if t < now - 2 * ttl then drop(addr, rec) end
+      if t < now - 2 * ttl or (is_alias(rec) and alias_dead(rec)) then drop(addr, rec) end
     end
   end
   if #members < 16 then pos = 0 else pos = pos + 16 end

@@ -58,6 +58,7 @@ refused at open unless ``change_ttl``.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
@@ -324,17 +325,19 @@ class RedisStore(RedisBase):
             return rk.server_time(self._client) if isinstance(t, str) else t
 
     def prune(self) -> int:
-        """Delete every entry older than the TTL now (the sweep only reaches 2 * ttl)."""
-        if self.ttl is None:
+        """Delete every entry older than the TTL now (the sweep only reaches 2 * ttl), and
+        every alias whose kept page is gone."""
+        if self.ttl is None and not self.rule.aliases:
             return 0
         now = rk.call_time(self.clock, stamp=False)
         with self._errors("prune", write=True):
-            cutoff = (rk.server_time(self._client) if isinstance(now, str) else now) - self.ttl
-            old = [
-                address
-                for address, raw in buckets.records(self._client, self.prefix, self._hint())
-                if decode_record(raw).stored_at < cutoff
-            ]
+            t = rk.server_time(self._client) if isinstance(now, str) else now
+            cutoff = -math.inf if self.ttl is None else t - self.ttl
+            old = []
+            for address, raw in buckets.records(self._client, self.prefix, self._hint()):
+                r = decode_record(raw)
+                if r.stored_at < cutoff or r.root is not None:  # (the script judges again)
+                    old.append(address)
         removed = 0  # (the script judges each again by its own time)
         for i in range(0, len(old), _BATCH):
             removed += int(self._run("prune", self._head_args("prune", now) + old[i : i + _BATCH]))

@@ -19,7 +19,7 @@ from redis.crc import key_slot
 
 from nearduppipe import Store, StoreError, StoreUnavailable, open_store
 from nearduppipe.cli import main
-from nearduppipe.fingerprint.rule import Fingerprints
+from nearduppipe.fingerprint.rule import Fingerprints, Rule
 from nearduppipe.stores.base import Entry
 from nearduppipe.stores.redis.cluster import RedisClusterStore
 from nearduppipe.stores.redis.cluster_open import shard_tags
@@ -450,3 +450,9 @@ def test_scope_on_a_cluster(cluster: LocalCluster, request: pytest.FixtureReques
         assert again.match.fingerprint == page.fingerprint  # its own, unmasked
     with pytest.raises(StoreError, match="scope 'host'"):
         open_store(cluster.url, prefix=prefix, rule=Rule())
+
+
+def test_a_cluster_store_refuses_aliases(cluster: LocalCluster) -> None:
+    """Aliases (NEARDUP_ALIASES) are kept by the single-node store only, so far: one line."""
+    with pytest.raises(StoreError, match="does not keep aliases yet"):
+        open_store(cluster.url, rule=Rule(aliases=True), prefix="test:aliases")
