@@ -234,3 +234,16 @@ def test_the_setting() -> None:
     assert not NearDupConfig.from_settings({}).rule.aliases
     with pytest.raises(NearDupConfigError, match="NEARDUP_ALIASES needs NEARDUP_SIMILARITY"):
         NearDupConfig.from_settings({"NEARDUP_ALIASES": True, "NEARDUP_SIMILARITY": None})
+
+
+def test_a_ttl_counts_entries_not_aliases(store_uri: str) -> None:
+    """Under a TTL a Redis store counts its buckets' records (keys expire): entries only; and
+    a writer without the TTL that takes the expiry off counts them again."""
+    seq = pages("clustered", 300, 12)
+    want = brute(seq, RULE)
+    kept = sum(w is None for w in want)
+    with open_store(store_uri, rule=RULE, reset=True, ttl=3600.0) as store:
+        assert _crawl(store, seq) == want
+        assert len(store) == kept
+    with open_store(store_uri, ttl=None, change_ttl=True) as store:
+        assert len(store) == kept

@@ -300,7 +300,7 @@ class RedisBase(Store):
         live = int(meta.get("live", "0"))
         if not (self.ttl or self.read_only) and buckets.expiring(self._client, self._k("n"), live):
             self._client.persist(self._k("n"))  # undo the expiry of an earlier TTL run
-            buckets.persist(self._client, self.prefix)  # (and count what is left)
+            buckets.persist(self._client, self.prefix, aliases=self.rule.aliases)  # (and count)
         if not self.read_only:
             if "new_total" not in meta:  # a store from before it was counted: its entries
                 self._client.eval(_COUNT_ENTRIES_LUA, 1, self._k("meta"))

@@ -66,6 +66,21 @@ redis.call('HSET', KEYS[1], 'live', out[1] or 0)
 return out[1] or 0"""
 )
 _COUNT = _HEAD + "  out[1] = (out[1] or 0) + redis.call('HLEN', name)\nend\nreturn out[1] or 0"
+# With aliases (format 4, format3.py): entries and aliases apart, by each record's flags byte
+# (every record is read: only a store that keeps aliases pays for it).
+_SPLIT = """  for _, rec in ipairs(redis.call('HVALS', name)) do
+    if string.byte(rec, 1) >= 4 then out[2] = (out[2] or 0) + 1 else out[1] = (out[1] or 0) + 1 end
+  end
+"""
+_COUNT_ENTRIES = _HEAD + _SPLIT + "end\nreturn out[1] or 0"
+_PERSIST_ENTRIES = (
+    _HEAD
+    + "  redis.call('PERSIST', name)\n"
+    + _SPLIT
+    + """end
+redis.call('HSET', KEYS[1], 'live', out[1] or 0, 'aliases', out[2] or 0)
+return out[1] or 0"""
+)
 
 
 def bucket_names(prefix: str, bits: int = 16) -> list[str]:
@@ -101,10 +116,10 @@ def existing(client: Any, prefix: str, bits: int = 16) -> list[str]:
     return out
 
 
-def count(client: Any, prefix: str, bits: int = 16) -> int:
+def count(client: Any, prefix: str, bits: int = 16, aliases: bool = False) -> int:
     """The records the buckets hold: 1,024 buckets per call (~1.6 ms of the server's time
-    each, ~100 ms for a store's 65,536)."""
-    script = client.register_script(_COUNT)
+    each, ~100 ms for a store's 65,536); with ``aliases``, the entries among them."""
+    script = client.register_script(_COUNT_ENTRIES if aliases else _COUNT)
     return sum(
         int(script(keys=[key(prefix, "meta")], args=[start, end, stride]))
         for start, end, stride in _ranges(1024, bits)
@@ -129,7 +144,7 @@ class Size:
         self._base = self._live = 0
         self._lock = threading.Lock()
 
-    def __call__(self, client: Any, prefix: str, bits: int = 16) -> int:
+    def __call__(self, client: Any, prefix: str, bits: int = 16, aliases: bool = False) -> int:
         """The size of the store (or Cluster shard) under ``prefix``: the meta's counter when
         nothing of it expires (its log has no expiry) or it holds nothing yet, else as above."""
         raw, epoch = client.hmget(key(prefix, "meta"), ["live", "epoch"])
@@ -140,7 +155,7 @@ class Size:
         with self._lock:
             if epoch != self._epoch or time.monotonic() - self._at >= self._every:
                 self._base, self._live, self._at = (
-                    count(client, prefix, bits),
+                    count(client, prefix, bits, aliases),
                     live,
                     time.monotonic(),
                 )
@@ -162,12 +177,12 @@ def expiring(client: Any, log: str, live: int) -> bool:
     return ttl > 0 or (ttl == -2 and live > 0)
 
 
-def persist(client: Any, prefix: str, bits: int = 16) -> int:
+def persist(client: Any, prefix: str, bits: int = 16, aliases: bool = False) -> int:
     """Undo the expiry an earlier run with a TTL set on the buckets, and set the meta's
     counter (``live``) to the records they hold, in one atomic call (~0.2 s of the server's
     time for 65,536 buckets, once, when a writer without a TTL opens an expiring store): the
     counter missed the buckets that had expired, and nothing corrects it later."""
-    script = client.register_script(_PERSIST)
+    script = client.register_script(_PERSIST_ENTRIES if aliases else _PERSIST)
     return int(script(keys=[key(prefix, "meta")], args=[0, BUCKETS, 1 << (16 - bits)]))
 
 

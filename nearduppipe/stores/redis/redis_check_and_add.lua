@@ -79,7 +79,7 @@ local function modes()
       local fresh = 0 -- keys without a live entry (none, or an expired one), as a check counts
       for i = 12, #ARGV, 2 do
         local id, rec = own(ARGV[i])
-        if not id then
+        if not id or is_alias(rec) then -- (an alias: the key had no entry)
           fresh = fresh + 1
         elseif ttl then
           local _, t = head(rec)

@@ -271,7 +271,7 @@ class RedisStore(RedisBase):
         if self._f1 is not None and not self._guard.closed:
             return len(self._f1)
         with self._errors("count"):
-            return self._size(self._client, self.prefix)
+            return self._size(self._client, self.prefix, aliases=self.rule.aliases)
 
     def _hint(self) -> int:
         """The meta's counter: the size a whole-store read plans its calls by (``len()`` may
