@@ -424,6 +424,10 @@ def evaluate(extracted: list[tuple[Page, str | None]], tune: bool) -> dict[str, 
         "radius 8 (the defaults up to 0.1)",
         score(extracted, run_ours(default, replace(rule, radius=8))(extracted)),
     )
+    report(  # (issue 43, item 3: dropped pages stay as aliases of the page kept)
+        "defaults + aliases (NEARDUP_ALIASES)",
+        score(extracted, run_ours(default, replace(rule, aliases=True))(extracted)),
+    )
     report(
         "the paper's rule (64-bit, k=3)",
         score(extracted, run_ours(default, Rule.paper(3))(extracted)),
@@ -549,6 +553,7 @@ def real_pages(
             for p, t in extracted
         }
         rules = [(f"nearduppipe defaults ({config.rule.describe()})", config.rule)]
+        rules.append(("defaults + aliases (NEARDUP_ALIASES)", replace(config.rule, aliases=True)))
         if n == 0:
             rules.append(("radius 8 (the defaults up to 0.1)", replace(config.rule, radius=8)))
             rules.append(("the paper's rule (64-bit, k=3)", Rule.paper(3)))

@@ -407,19 +407,26 @@ def check_against_store(prep: Prepared, order: list[int]) -> None:
     from nearduppipe import open_store
     from nearduppipe.fingerprint.rule import Rule
 
-    rule = Rule()  # the package's defaults (radius 10 since 0.2)
-    decision, _, _ = crawl(prep, order, Variant("today", rule.radius, ("wide", 0.93)))
     urls = [r[0] for r in prep.rows]
     at = {u: i for i, u in enumerate(urls)}
-    differ = 0
-    with open_store("memory:", rule=rule) as store:
-        for q in order:
-            if not prep.has[q]:
-                continue
-            match = store.check_and_add(prep.fingerprints[q], urls[q])
-            got = at[match.key] if match else -1
-            differ += got != decision[q]
-    print(f"   today's rule simulated vs the package's store, one order: {differ} decisions differ")
+    for name, rule, variant in (
+        ("today's rule", Rule(), Variant("today", 10, ("wide", 0.93))),  # (radius 10 since 0.2)
+        (
+            "aliases (NEARDUP_ALIASES)",
+            Rule(aliases=True),
+            Variant("aliases", 10, ("wide", 0.93), "own", bound=0.88),
+        ),
+    ):
+        decision, _, _ = crawl(prep, order, variant)
+        differ = 0
+        with open_store("memory:", rule=rule) as store:
+            for q in order:
+                if not prep.has[q]:
+                    continue
+                match = store.check_and_add(prep.fingerprints[q], urls[q])
+                got = at[match.key] if match else -1
+                differ += got != decision[q]
+        print(f"   {name} simulated vs the package's store, one order: {differ} decisions differ")
 
 
 def duplicate_distances(prep: Prepared) -> list[int]:
