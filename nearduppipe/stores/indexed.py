@@ -22,6 +22,7 @@ from ..index.columns import Column, fork_generation
 from ..index.runs import bind
 from ..index.search import BlockIndex, Layout, kernels
 from ..index.words import WIDE_WORDS, Scratch, words_to_int
+from . import aliases
 from .base import (
     COUNTERS,
     DEFAULT_MAX_DECISIONS,
@@ -246,36 +247,15 @@ class IndexedStore(Store):
         found.sort(key=lambda h: (h[2] if h[2] is not None else h[1] * scale, h[1], h[0]))
         if not self._alias_count:
             return found
-        return self._through_aliases(found, fps, now, exclude)
-
-    def _through_aliases(
-        self,
-        found: list[tuple[int, int, int | None]],
-        fps: Fingerprints,
-        now: float,
-        exclude: int | None,
-    ) -> list[tuple[int, int, int | None]]:
-        """``found`` with each alias replaced by the entry it stands for (each entry once, at
-        its best place): the alias judged the query on its own fingerprints; the entry must
-        be live and not ``exclude``, and its wide distance to the query within the bound."""
-        bound = self.rule.alias_threshold
-        out: list[tuple[int, int, int | None]] = []
-        seen: set[int] = set()
-        for i, d, w in found:
-            r = int(self._root1[i]) - 1
-            if r < 0:
-                if i not in seen:
-                    seen.add(i)
-                    out.append((i, d, w))
-                continue
-            if r in seen or r == exclude or not self._index.is_alive(r) or self._expired(r, now):
-                continue
-            dr, wr = distances(self._fingerprints_of(r), fps)
-            if bound is None or wr is None or wr > bound:
-                continue
-            seen.add(r)
-            out.append((r, dr, wr))
-        return out
+        return aliases.resolve(
+            found,
+            self._root1,
+            lambda r: self._index.is_alive(r) and not self._expired(r, now),
+            self._fingerprints_of,
+            fps,
+            self.rule.alias_threshold,
+            exclude,
+        )
 
     def _near(self, fps: Fingerprints, exclude: str | None) -> list[Match]:
         with self._lock:
@@ -428,11 +408,7 @@ class IndexedStore(Store):
             if self.ttl is not None:
                 gone |= alive & (self._times[:n] < self.clock() - self.ttl)
             if self._alias_count:
-                roots = self._root1[:n] - 1
-                aliases = alive & (roots >= 0)
-                dead = np.zeros(n, dtype=bool)
-                dead[aliases] = ~alive[roots[aliases]] | gone[roots[aliases]]
-                gone |= dead
+                gone |= aliases.dead(alive, self._root1[:n], gone)
             old = np.flatnonzero(gone).tolist()
             for i in old:
                 key = self._key_of(i)

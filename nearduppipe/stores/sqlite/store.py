@@ -23,6 +23,7 @@ import numpy as np
 
 from ...fingerprint.rule import Fingerprints, Rule
 from ...index.columns import Column
+from ..aliases import loaded_roots
 from ..base import DEFAULT_MAX_DECISIONS, Decision, Entry, StoreError
 from ..indexed import COUNTERS, IndexedStore
 from ..scope import settle_rule
@@ -43,7 +44,6 @@ from .files import (
 from .keys import KeyFilter, key_hash
 from .migrate import prepare_file, rule_of
 from .records import (
-    Loaded,
     alias_record,
     decision_record,
     entry_record,
@@ -71,20 +71,6 @@ logger = logging.getLogger("nearduppipe")
 
 
 KEYS_PER_READ = 900  # (row keys per ``IN`` list: under SQLite's oldest limit of 999 variables)
-
-
-def _roots(loaded: Loaded) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Which loaded rows are live and each one's root column (0: an entry, else 1 + the id of
-    the kept page): an alias whose kept page's row is gone, or is no entry, is not loaded
-    live (its page was removed or replaced: it stands for nothing)."""
-    roots = loaded.roots
-    if roots is None or not bool((roots >= 0).any()):
-        return None, None
-    at = np.minimum(np.searchsorted(loaded.rids, roots), max(len(loaded.rids) - 1, 0))
-    found = (roots >= 0) & (loaded.rids[at] == roots) & (roots[at] < 0)
-    root1 = np.where(found, at + 1, 0)
-    alive = (roots < 0) | found
-    return alive, root1
 
 
 def _rid(i: int) -> str:
@@ -224,7 +210,7 @@ class SqliteStore(IndexedStore):
         self._state.update({name: int(state.get(name, 0)) for name in self._state})
         self._counters.update({name: int(state.get(name, 0)) for name in COUNTERS})
         assert loaded.keys is not None
-        alive, root1 = _roots(loaded)
+        alive, root1 = loaded_roots(loaded.rids, loaded.roots)
         self._load_arrays(loaded.fps, loaded.wide, loaded.has_wide, loaded.times, alive, root1)
         self._keys.load(loaded.keys, np.ones(len(loaded.rids), dtype=bool), loaded.key_filter)
         self._rids = self._rid_column.reserve(len(loaded.rids))
