@@ -62,7 +62,7 @@ def named_damage(uri: str, prefix: str | None = None) -> Iterator[None]:
 def copy_warnings(uri: str, prefix: str | None, store: Store, copied: int) -> list[str]:
     """What a copy of ``store`` (``copied`` entries) left behind, each in a line; nothing for a
     store as nearduppipe writes it."""
-    if store.format_version not in (2, 3):  # (format 1: several rows per key; not checked)
+    if store.format_version not in (2, 3, 4):  # (format 1: several rows per key; not checked)
         return []
     backend = find_backend(uri)
     if backend is None or not backend.offers("leftovers"):

@@ -163,5 +163,10 @@ def settle_rule(where: str, stored: Rule | None, asked: Rule | None) -> Rule | N
     if not asked.radius_given and asked.verifies and stored.verifies:
         asked = replace(asked, radius=stored.radius, radius_given=True)
     if stored.aliases:  # (a store keeps its aliases: its dropped pages are in its index)
+        if asked.similarity is None:
+            raise StoreError(
+                f"{where}: the store keeps aliases (NEARDUP_ALIASES), which need a verdict: "
+                "set NEARDUP_SIMILARITY, or use another store"
+            )
         asked = replace(asked, aliases=True, alias_similarity=stored.alias_similarity)
     return replace(asked, extraction=stored.extraction)

@@ -164,6 +164,7 @@ def test_sqlite_keeps_aliases_across_a_reopen(tmp_path, kind: str, snapshot: boo
     with open_store(str(path)) as store:
         assert store.rule.aliases
         assert store.format_version == 3
+        assert (store._snapshot is not None) is snapshot  # type: ignore[attr-defined]
         assert store.alias_count == sum(w is not None for w in want[:250])  # type: ignore[attr-defined]
         got += _crawl(store, seq[250:])
         kept = sorted(k for (k, _), w in zip(seq, want, strict=True) if w is None)
@@ -247,3 +248,63 @@ def test_a_ttl_counts_entries_not_aliases(store_uri: str) -> None:
         assert len(store) == kept
     with open_store(store_uri, ttl=None, change_ttl=True) as store:
         assert len(store) == kept
+
+
+def _abc(seed: int = 9) -> tuple[Fingerprints, Fingerprints, Fingerprints]:
+    """a; b near a; c near b, not near a, within the alias bound of a."""
+    rng = random.Random(seed)
+    a = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+    b = Fingerprints(flip(a.fp, 64, 4, rng), flip(a.wide or 0, 512, 50, rng))
+    c = Fingerprints(flip(b.fp, 64, 4, rng), flip(b.wide or 0, 512, 20, rng))
+    assert not RULE.is_near(*distances(a, c)) and RULE.is_near(*distances(b, c))
+    assert (distances(a, c)[1] or 0) <= (RULE.alias_threshold or 0)
+    return a, b, c
+
+
+@pytest.mark.parametrize("again", ["add", "changed"])
+def test_an_alias_stands_for_the_entry_it_was_dropped_for_on_every_backend(
+    store_uri: str, again: str
+) -> None:
+    """The kept page stored again (an import of the same page, or a recrawl with other
+    content): its aliases stand for nothing, in the in-process stores (a new id) as on Redis
+    (a new sequence number)."""
+    a, b, c = _abc()
+    other = Fingerprints(a.fp ^ 0xFFFF_FFFF, (a.wide or 0) ^ ((1 << 300) - 1))
+    for uri in ("memory:", store_uri):
+        with open_store(uri, rule=RULE, reset=uri != "memory:") as store:
+            assert store.check_and_add(a, "a") is None
+            m = store.check_and_add(b, "b")
+            assert m is not None and m.key == "a"
+            if again == "add":
+                store.add(a, "a")
+            else:
+                store.remove("a")
+                store.add(other, "a")
+            assert store.check_and_add(c, "c") is None, uri
+
+
+def test_a_store_with_aliases_needs_a_verdict(store_uri: str) -> None:
+    from nearduppipe.stores.base import StoreError
+
+    with open_store(store_uri, rule=RULE, reset=True):
+        pass
+    with pytest.raises(StoreError, match="keeps aliases"):
+        open_store(store_uri, rule=Rule.paper(3))
+
+
+def test_sqlite_deletes_aliases_that_stand_for_nothing_and_keeps_its_snapshot(tmp_path) -> None:
+    import sqlite3
+
+    a, b, _ = _abc()
+    path = str(tmp_path / "s.sqlite")
+    with open_store(path, rule=RULE) as store:
+        store.check_and_add(a, "a")
+        assert store.check_and_add(b, "b") is not None
+        store.remove("a")  # b's alias: standing for nothing from now on
+    with open_store(path) as store:
+        assert store.alias_count == 0  # type: ignore[attr-defined]
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT key FROM neardup WHERE key >= 'a:' AND key < 'a;'").fetchall()
+    assert rows == []
+    with open_store(path) as store:  # (the snapshot matches the rows again)
+        assert store._snapshot is not None  # type: ignore[attr-defined]

@@ -68,6 +68,7 @@ local function is_alias(_) return false end
 local function root_of(_) return nil, nil end
 local function alias_rec(_, _, _) error('format 2 keeps no aliases') end
 local function alias_dead(_) return false end
+local function seq_part(_) return '' end
 
 local function drop(id, rec)
   redis.call('HDEL', ENT, id)

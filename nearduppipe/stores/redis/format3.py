@@ -29,12 +29,13 @@ Entry record (the script reads only the fixed head)::
 
     flags(1: bit 0 wide, bit 1 text, bit 2 alias) fp(8, BE) stored_at(8, '<d') seq(6, BE)
     [wide(64, BE)] job id(varint, 0 = none) prefix id(varint) suffix(varint length + UTF-8)
-    [text(varint length + UTF-8)] [root(16): an alias's kept page: address(8) fp(8)]
+    [text(varint length + UTF-8)] [root(16): an alias's kept page: address(8) seq(6) 0(2)]
 
 An *alias* (format 4: stores whose rule keeps them) is a page dropped for a kept page, kept as
 a candidate for it: the head and key of an entry, no text, then the kept page's address and
-fingerprint (the alias stands for the kept page only while that address holds that
-fingerprint).
+the sequence number its entry had (the alias stands for the kept page only while that address
+holds that entry: another store of the page, changed or not, gives it another number, as the
+in-process stores give it another id).
 
 ``seq`` keeps the order entries were stored in (``entries()``, ties); job names and key
 prefixes are ids into the store's tables (id -> text). Varints are minimal, so a record that
@@ -78,7 +79,7 @@ class Record(NamedTuple):
     prefix_id: int
     suffix: str
     text: str | None
-    root: bytes | None = None  # an alias's kept page: address(8) + fingerprint(8)
+    root: bytes | None = None  # an alias's kept page: address(8) + seq(6) + 2 zero bytes
 
 
 def split_key(key: str) -> tuple[str, str]:

@@ -12,7 +12,7 @@ local function check(key, job_given, job, rec, dhead)
     record_decisions({'\2' .. pack('>I2I2', h[7], h[5] or NO_WIDE) .. string.sub(h[4], 2, 9)
       .. pack('>I4', #mkey) .. mkey .. stamped(dhead, 9)}, 1, 1)
     if ABOUND and not live_own then -- the page stays as an alias of the one it was dropped for
-      store(key, alias_rec(stamped(rec, 10), h[6], string.sub(h[4], 2, 9)), own_id, own_rec)
+      store(key, alias_rec(stamped(rec, 10), h[6], seq_part(h[4])), own_id, own_rec)
     end
     return 'D' .. match_reply(h[7], h[5], h[4])
   end

@@ -37,9 +37,11 @@ local function head(rec)
 end
 
 -- an alias (format 4): a dropped page standing for its kept page, whose address and
--- fingerprint end the record
+-- sequence number (as the page's entry was stored: any later store of it, changed or not,
+-- gives it another, and the alias then stands for nothing) end the record
 local function is_alias(rec) return string.byte(rec, 1) >= 4 end
-local function root_of(rec) return string.sub(rec, -16, -9), string.sub(rec, -8) end
+local function root_of(rec) return string.sub(rec, -16, -9), string.sub(rec, -8, -3) end
+local function seq_part(rec) return string.sub(rec, 18, 23) end
 
 local function varint(rec, pos) -- the value of the varint at pos, and the position after it
   local n, mul = 0, 1
@@ -68,13 +70,13 @@ end
 
 -- The alias of a page (its record as the client sent it) for the kept page at raddr: the
 -- head and key part without the text, then the kept page's address and fingerprint.
-local function alias_rec(rec, raddr, rfp)
+local function alias_rec(rec, raddr, rseq)
   local _, _, _, fpos = head(rec)
   local _, kpos = job_span(rec, fpos)
   local _, spos = varint(rec, kpos)
   local n, p = varint(rec, spos)
   local flags = string.byte(rec, 1) % 2 + 4
-  return string.char(flags) .. string.sub(rec, 2, p + n - 1) .. raddr .. rfp
+  return string.char(flags) .. string.sub(rec, 2, p + n - 1) .. raddr .. rseq .. '\0\0'
 end
 
 local function key_of(rec)
@@ -92,12 +94,14 @@ local function read_recs(addrs)
   for j = 1, #addrs do out[j] = read_rec(addrs[j]) or false end
   return out
 end
--- An alias whose kept page is gone (removed, replaced by other content, or its address
--- taken by another key): it stands for nothing, and sweeps and prunes delete it.
+-- An alias whose kept page's entry is gone (removed, past the TTL, stored again, or its
+-- address taken by another key): it stands for nothing, and sweeps and prunes delete it.
 local function alias_dead(rec)
-  local raddr, rfp = root_of(rec)
+  local raddr, rseq = root_of(rec)
   local rrec = read_rec(raddr)
-  return not rrec or is_alias(rrec) or string.sub(rrec, 2, 9) ~= rfp
+  if not rrec or is_alias(rrec) or seq_part(rrec) ~= rseq then return true end
+  local _, rt = head(rrec)
+  return ttl ~= nil and rt < now - ttl
 end
 
 local function touch(addr)
@@ -165,14 +169,18 @@ local function store(arg, rec, old_addr, old_rec)
   -- the same fingerprint again (an import run twice): its log member stands; a second one
   -- would read as live too, and compaction could never drop it
   local alias = is_alias(rec)
-  local same = old_addr and string.sub(old_rec, 2, 9) == string.sub(rec, 2, 9)
-    and is_alias(old_rec) == alias
+  local same_fp = old_addr and string.sub(old_rec, 2, 9) == string.sub(rec, 2, 9)
+  local same = same_fp and is_alias(old_rec) == alias
   if old_addr and not same then drop(old_addr, old_rec) end
   if not KEEP_SEQ then rec = with_seq(rec, redis.call('HINCRBY', META, 'seq', 1)) end
   put_rec(addr, rec)
   if not same then
     redis.call('HINCRBY', META, alias and 'aliases' or 'live', 1)
-    log_member(string.sub(rec, 2, 9) .. addr)
+    if same_fp then -- an alias and an entry of one fingerprint: its log member stands
+      redis.call('HINCRBY', META, 'dead', -1)
+    else
+      log_member(string.sub(rec, 2, 9) .. addr)
+    end
   end
 end
 

@@ -94,13 +94,14 @@ local function search(qrec, cand, exclude)
           elseif ABOUND and qw then
             -- an alias: a hit of the page it stands for, if that page still holds the
             -- fingerprint it was dropped for, is live, and the query is within the bound of it
-            local raddr, rfp = root_of(rec)
+            local raddr, rseq = root_of(rec)
             local rrec = raddr ~= exclude and read_rec(raddr)
-            if rrec and not is_alias(rrec) and string.sub(rrec, 2, 9) == rfp then
+            if rrec and not is_alias(rrec) and seq_part(rrec) == rseq then
               local _, rt, rw = head(rrec)
               if rw and not (ttl and rt < now - ttl) then
                 local rdw = wide_distance(qw, rw)
                 if rdw <= ABOUND then
+                  local rfp = string.sub(rrec, 2, 9)
                   hits[#hits + 1] = {dw or d * 8, d, order, rrec, rdw, raddr, distance(rfp, qfp)}
                 end
               end

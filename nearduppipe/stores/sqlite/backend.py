@@ -88,7 +88,7 @@ class SqliteBackend(Backend):
             conn.close()
 
     def leftovers(self, uri: str, name: str | None, store: Store, copied: int) -> list[str]:
-        known = " OR ".join(f"(key >= '{k}:' AND key < '{k};')" for k in "mkide")
+        known = " OR ".join(f"(key >= '{k}:' AND key < '{k};')" for k in "mkidea")
         conn = read_connection(self.file(uri))
         try:
             unknown, first = conn.execute(

@@ -151,6 +151,7 @@ class SqliteStore(IndexedStore):
             max_decisions=max_decisions,
             clock=clock,
         )
+        self.format_version = format_for(self.rule.aliases)  # (read-only opens too)
         if not self.read_only:
             self._open_writer(reset, stored_rule)
         if self._reader is not None and not reset:
@@ -177,7 +178,6 @@ class SqliteStore(IndexedStore):
         w.statement(create_sql())
         if self._reader is None:
             self._reader = read_connection(self.path)
-        self.format_version = format_for(self.rule.aliases)
         if reset or stored_rule is None:
             w.buffer["m:format"] = encode(self.format_version)
             w.buffer["m:created"] = encode(round(time.time(), 3))
@@ -211,6 +211,10 @@ class SqliteStore(IndexedStore):
         self._counters.update({name: int(state.get(name, 0)) for name in COUNTERS})
         assert loaded.keys is not None
         alive, root1 = loaded_roots(loaded.rids, loaded.roots)
+        if alive is not None and self._writer is not None and not bool(alive.all()):
+            for rid in loaded.rids[~alive].tolist():  # aliases that stand for nothing
+                self._writer.buffer[f"a:{rid:012x}"] = None
+            self._snapshot = None  # (the rows change: the next close takes a snapshot)
         self._load_arrays(loaded.fps, loaded.wide, loaded.has_wide, loaded.times, alive, root1)
         self._keys.load(loaded.keys, np.ones(len(loaded.rids), dtype=bool), loaded.key_filter)
         self._rids = self._rid_column.reserve(len(loaded.rids))
