@@ -65,9 +65,9 @@ end
 -- is compacted (a search skips ids that are no longer in {P}:e).
 -- (format 2 has no aliases: redis_search.lua asks)
 local function is_alias(_) return false end
-local function root_of(_) return nil, nil end
 local function alias_rec(_, _, _) error('format 2 keeps no aliases') end
 local function alias_dead(_) return false end
+local function alias_root(_) return nil end
 local function seq_part(_) return '' end
 
 local function drop(id, rec)

@@ -69,7 +69,7 @@ local function key_part(rec)
 end
 
 -- The alias of a page (its record as the client sent it) for the kept page at raddr: the
--- head and key part without the text, then the kept page's address and fingerprint.
+-- head and key part without the text, then the kept page's address and sequence number.
 local function alias_rec(rec, raddr, rseq)
   local _, _, _, fpos = head(rec)
   local _, kpos = job_span(rec, fpos)
@@ -94,15 +94,18 @@ local function read_recs(addrs)
   for j = 1, #addrs do out[j] = read_rec(addrs[j]) or false end
   return out
 end
--- An alias whose kept page's entry is gone (removed, past the TTL, stored again, or its
--- address taken by another key): it stands for nothing, and sweeps and prunes delete it.
-local function alias_dead(rec)
+-- The record and address of the entry an alias stands for, or nil when that entry is gone
+-- (removed, past the TTL, stored again, or its address taken by another key): the alias
+-- then stands for nothing, and sweeps and prunes delete it.
+local function alias_root(rec)
   local raddr, rseq = root_of(rec)
   local rrec = read_rec(raddr)
-  if not rrec or is_alias(rrec) or seq_part(rrec) ~= rseq then return true end
+  if not rrec or is_alias(rrec) or seq_part(rrec) ~= rseq then return nil end
   local _, rt = head(rrec)
-  return ttl ~= nil and rt < now - ttl
+  if ttl and rt < now - ttl then return nil end
+  return rrec, raddr
 end
+local function alias_dead(rec) return alias_root(rec) == nil end
 
 local function touch(addr)
   if ttl then redis.call('PEXPIRE', bucket(addr), math.ceil(2000 * ttl)) end

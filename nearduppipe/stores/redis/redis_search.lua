@@ -92,16 +92,14 @@ local function search(qrec, cand, exclude)
           if not is_alias(rec) then
             hits[#hits + 1] = {dw or d * 8, d, order, rec, dw, ids[j], d}
           elseif ABOUND and qw then
-            -- an alias: a hit of the page it stands for, if that page still holds the
-            -- fingerprint it was dropped for, is live, and the query is within the bound of it
-            local raddr, rseq = root_of(rec)
-            local rrec = raddr ~= exclude and read_rec(raddr)
-            if rrec and not is_alias(rrec) and seq_part(rrec) == rseq then
-              local _, rt, rw = head(rrec)
-              if rw and not (ttl and rt < now - ttl) then
+            -- an alias: a hit of the entry it stands for, if that entry is still the one it
+            -- was dropped for, is not the query's own key, and is within the bound of the query
+            local rrec, raddr = alias_root(rec)
+            if rrec and raddr ~= exclude then
+              local rfp, _, rw = head(rrec)
+              if rw then
                 local rdw = wide_distance(qw, rw)
                 if rdw <= ABOUND then
-                  local rfp = string.sub(rrec, 2, 9)
                   hits[#hits + 1] = {dw or d * 8, d, order, rrec, rdw, raddr, distance(rfp, qfp)}
                 end
               end
