@@ -61,6 +61,11 @@ from nearduppipe.settings import NearDupConfig
 Decider = Callable[[list[tuple[Page, str | None]]], dict[str, str | None]]  # url -> matched url
 
 
+# rows beside the defaults (which keep aliases since 0.2, issue 43 item 3)
+NO_ALIASES = "without aliases (NEARDUP_ALIASES = False: the defaults up to 0.2)"
+RADIUS_8 = "radius 8, no aliases (the defaults up to 0.1)"
+
+
 def run_ours(params: FingerprintParams, rule: Rule) -> Decider:
     def decide(pages: list[tuple[Page, str | None]]) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
@@ -420,13 +425,10 @@ def evaluate(extracted: list[tuple[Page, str | None]], tune: bool) -> dict[str, 
     rule = config.rule
     result = score(extracted, run_ours(default, rule)(extracted))
     report(f"nearduppipe defaults ({rule.describe()})", result)
+    plain = replace(rule, aliases=False)  # (issue 43, item 3: no aliases, the defaults to 0.2)
+    report(NO_ALIASES, score(extracted, run_ours(default, plain)(extracted)))
     report(  # (the step of issue 43: the candidate radius 8 -> 10)
-        "radius 8 (the defaults up to 0.1)",
-        score(extracted, run_ours(default, replace(rule, radius=8))(extracted)),
-    )
-    report(  # (issue 43, item 3: dropped pages stay as aliases of the page kept)
-        "defaults + aliases (NEARDUP_ALIASES)",
-        score(extracted, run_ours(default, replace(rule, aliases=True))(extracted)),
+        RADIUS_8, score(extracted, run_ours(default, replace(plain, radius=8))(extracted))
     )
     report(
         "the paper's rule (64-bit, k=3)",
@@ -553,9 +555,10 @@ def real_pages(
             for p, t in extracted
         }
         rules = [(f"nearduppipe defaults ({config.rule.describe()})", config.rule)]
-        rules.append(("defaults + aliases (NEARDUP_ALIASES)", replace(config.rule, aliases=True)))
+        plain = replace(config.rule, aliases=False)
+        rules.append((NO_ALIASES, plain))
         if n == 0:
-            rules.append(("radius 8 (the defaults up to 0.1)", replace(config.rule, radius=8)))
+            rules.append((RADIUS_8, replace(plain, radius=8)))
             rules.append(("the paper's rule (64-bit, k=3)", Rule.paper(3)))
         for name, rule in rules:
             runs = []

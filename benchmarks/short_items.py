@@ -20,13 +20,14 @@ first (``--order first``).
 
     python benchmarks/short_items.py --seed 7 --orders 20 --cache /tmp/nearduppipe-study
     python benchmarks/short_items.py --order first --chain 1
-    python benchmarks/short_items.py --aliases   # + aliases, simulated (issue 43, item 3)
+    python benchmarks/short_items.py --brute   # + every order replayed by brute force
 
-``--aliases`` adds the defaults with ``NEARDUP_ALIASES`` (the package's store): a dropped
+The defaults keep aliases (``NEARDUP_ALIASES``, on for new stores since 0.2): a dropped
 item's fingerprints stay as a candidate for the item it was dropped for (judged against the
 dropped item's own fingerprints, with the kept item's 512-bit estimate within cosine 0.88 as
-well). Each order is also replayed by brute force, with and without aliases, and must give the
-package's decisions.
+well); the rows without them are the defaults up to 0.2 and up to 0.1. With ``--brute``
+(formerly ``--aliases``) each order is also replayed by brute force, with and without aliases,
+and must give the package's decisions.
 """
 
 from __future__ import annotations
@@ -181,7 +182,10 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None, help="keep extracted texts here")
     ap.add_argument("--no-peer", action="store_true", help="without the MinHash peer")
     ap.add_argument(
-        "--aliases", action="store_true", help="also the defaults with aliases (simulated)"
+        "--brute",
+        "--aliases",
+        action="store_true",
+        help="also replay each order by brute force (it must give the store's decisions)",
     )
     args = ap.parse_args()
 
@@ -204,10 +208,10 @@ def main() -> None:
     for p, t in items:
         r = fingerprint_text(t, params)
         fps[p.url] = r.fingerprints if r is not None else None
-    rules = [config.rule, replace(config.rule, radius=8)]  # (8: the default up to 0.1)
+    plain = replace(config.rule, aliases=False)  # (the defaults up to 0.2)
+    rules = [config.rule, plain, replace(plain, radius=8)]  # (8: the default up to 0.1)
     runs: list[list[dict[str, float]]] = [[] for _ in rules]
     peer_runs = []
-    alias_runs = []
     anywhere = args.order == "random"
     peer = None if args.no_peer else quality.MinHashPeer(items, config.min_text_length)
     for o in range(args.orders):
@@ -215,23 +219,19 @@ def main() -> None:
         for rule, rule_runs in zip(rules, runs, strict=True):
             decisions = quality.replay(order, fps, rule)
             rule_runs.append(quality.score(order, decisions, POSITIVE, NEGATIVE, langs, anywhere))
-        if args.aliases:
-            with_aliases = replace(config.rule, aliases=True)
-            decisions = quality.replay(order, fps, with_aliases)
-            for on, rule in ((False, config.rule), (True, with_aliases)):
-                brute = replay_aliases(order, fps, config.rule, on, with_aliases.alias_similarity)
+        if args.brute:
+            for on, rule in ((False, plain), (True, replace(plain, aliases=True))):
+                brute = replay_aliases(order, fps, plain, on, rule.alias_similarity)
                 if brute != quality.replay(order, fps, rule):
                     raise SystemExit("the brute-force replay differs from the package's store")
-            alias_runs.append(quality.score(order, decisions, POSITIVE, NEGATIVE, langs, anywhere))
         if peer is not None:
             peer_runs.append(
                 quality.score(order, peer.decide(order), POSITIVE, NEGATIVE, langs, anywhere)
             )
     kinds = (POSITIVE, NEGATIVE)
     quality.report_real(f"nearduppipe defaults ({config.rule.describe()})", runs[0], langs, *kinds)
-    quality.report_real("radius 8 (the defaults up to 0.1)", runs[1], langs, *kinds)
-    if alias_runs:
-        quality.report_real("defaults + aliases (NEARDUP_ALIASES)", alias_runs, langs, *kinds)
+    quality.report_real(quality.NO_ALIASES, runs[1], langs, *kinds)
+    quality.report_real(quality.RADIUS_8, runs[2], langs, *kinds)
     if peer is not None:
         quality.report_real("MinHash peer (datasketch, 5-shingles)", peer_runs, langs, *kinds)
 

@@ -48,8 +48,9 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_DISTANCE": None,  # 64-bit radius; None: 10 with a similarity, 3 (paper's k) without
     "NEARDUP_SCOPE": "global",  # compare a page with every page, or its "domain"'s or "host"'s
     "NEARDUP_EXTRACTOR": "trafilatura",  # or "resiliparse": pip install 'nearduppipe[resiliparse]'
-    # a new store keeps each dropped page as an alias of the page kept (docs/verdicts.md)
-    "NEARDUP_ALIASES": False,
+    # a store keeps each dropped page as an alias of the page kept (docs/verdicts.md); None:
+    # new stores do (a Redis Cluster store does not yet), an existing store keeps what it has
+    "NEARDUP_ALIASES": None,
     # what a near-copy of another page, and an unchanged revisit of a page's own entry, drop:
     # "page" (the response: its links are not followed), "items" (the spider runs, its items
     # are dropped), "mark" (nothing: the verdict is in response.meta["neardup"])
@@ -263,7 +264,12 @@ class NearDupConfig:
             require_extractor(extractor)
         except ExtractorUnavailable as e:
             raise NearDupConfigError(str(e)) from None
-        aliases = _bool("NEARDUP_ALIASES", get("NEARDUP_ALIASES"))
+        aliases_given = not _unset(get("NEARDUP_ALIASES"))
+        aliases = (
+            _bool("NEARDUP_ALIASES", get("NEARDUP_ALIASES"))
+            if aliases_given
+            else similarity is not None  # (the paper's rule has no verdict to judge one by)
+        )
         if aliases and similarity is None:
             raise NearDupConfigError(
                 "NEARDUP_ALIASES needs NEARDUP_SIMILARITY: an alias is judged by the verdict, "
@@ -276,6 +282,7 @@ class NearDupConfig:
             extractor=extractor,
             radius_given=distance_given,
             aliases=aliases,
+            aliases_given=aliases_given,
         )
         blocks = _int("NEARDUP_BLOCKS", get("NEARDUP_BLOCKS"), 1, 64, optional=True)
         if blocks is not None:

@@ -62,6 +62,7 @@ def _summary(store: Store) -> dict[str, Any]:
         "format": info.format,
         "pages_seen": total,
         "entries": info.entries,
+        "aliases": info.aliases,
         "decisions": info.decisions,
         "decisions_total": dropped,
         "decisions_trimmed": info.decisions_trimmed,
@@ -93,6 +94,11 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
         f"store:      {s['store']} (format {s['format']})",
         f"pages seen: {s['pages_seen']} checks by every crawl (stored, dropped, revisits, again)",
         f"entries:    {s['entries']} (unique pages, one per key)",
+        *(
+            [f"aliases:    {s['aliases']} (dropped pages kept as candidates for their kept page)"]
+            if s["rule"].get("aliases")
+            else []
+        ),
         f"decisions:  {s['decisions_total']} near-duplicates dropped"
         + (f" ({trimmed} oldest trimmed, {s['decisions']} kept)" if trimmed else ""),
         f"revisits:   {s['revisits_unchanged']} unchanged, {s['revisits_changed']} changed",
@@ -217,6 +223,10 @@ def cmd_copy(args: argparse.Namespace) -> int:
             )
             or src.rule
         )
+        if rule.aliases:  # (not copied: the setting is the destination's default, so a new
+            # store keeps aliases from now on, a Redis Cluster one none, an existing one its own)
+            rule = dataclasses.replace(rule, aliases_given=False)
+        left_aliases = src.info().aliases
         entries, decisions = tally.entries(src.entries()), tally.decisions(src.decisions())
         if dst_file:
             n = _copy_to_sqlite_file(args, dst_file, rule, entries, decisions)
@@ -248,6 +258,11 @@ def cmd_copy(args: argparse.Namespace) -> int:
                     raise
                 where = dst.uri
         left = copy_warnings(args.src, None, src, n)
+    if left_aliases:
+        left.append(
+            f"its {left_aliases} aliases (dropped pages kept as candidates) are not copied: "
+            "later copies of those pages may be kept once"
+        )
     for line in left:
         say(f"nearduppipe copy: warning: SRC {redact(args.src)}: {line}")
     texts = tally.texts

@@ -101,6 +101,9 @@ class Rule:
     # cannot drift away from the page kept). docs/quality.md, "Item 3's format change".
     aliases: bool = False
     alias_similarity: float = 0.88
+    # Whether ``aliases`` was asked for (``NEARDUP_ALIASES`` set) or is the default for new
+    # stores: an existing store keeps what it has unless asked (stores.scope.settle_rule).
+    aliases_given: bool = field(default=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.radius == -1:

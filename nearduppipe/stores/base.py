@@ -344,6 +344,7 @@ class Store(ABC):
             c.get("new_total", 0),
             Tally(*(c.get(f"items_{status}", 0) for status in STATUSES)),
             c.get("claimed", 0),
+            c.get("aliases", 0),
         )
 
     def __enter__(self) -> Store:

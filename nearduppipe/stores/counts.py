@@ -111,6 +111,7 @@ class StoreInfo:
     new_total: int = 0  # entries ever stored as new (checks and imports)
     items: Tally = Tally()  # the item pipeline's share of the counts above
     claimed: int = 0  # checks of a key another running crawl job holds (docs/verdicts.md)
+    aliases: int = 0  # dropped pages kept as candidates for their kept page (Rule.aliases)
 
     @property
     def dropped(self) -> int:

@@ -426,7 +426,7 @@ class IndexedStore(Store):
 
     def counters(self) -> dict[str, int]:
         with self._lock:
-            return dict(self._counters)
+            return {**self._counters, "aliases": self._alias_count}
 
     def _import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         n = 0

@@ -147,7 +147,8 @@ def settle_rule(where: str, stored: Rule | None, asked: Rule | None) -> Rule | N
     masked by their scope and made from one extractor's text, so they cannot answer another.
     The extraction version is the store's, whatever the release's newest (fingerprint.versions):
     a crawl on an old store extracts as the store's pages were extracted. A radius not asked
-    for (:attr:`Rule.radius_given`) is the store's, when both rules have a verdict."""
+    for (:attr:`Rule.radius_given`) is the store's, when both rules have a verdict; so is
+    whether it keeps aliases, unless asked (:attr:`Rule.aliases_given`)."""
     if stored is None or asked is None:
         return asked or stored
     for what, setting, a, b in (
@@ -169,4 +170,6 @@ def settle_rule(where: str, stored: Rule | None, asked: Rule | None) -> Rule | N
                 "set NEARDUP_SIMILARITY, or use another store"
             )
         asked = replace(asked, aliases=True, alias_similarity=stored.alias_similarity)
+    elif asked.aliases and not asked.aliases_given:  # (the default is for new stores only)
+        asked = replace(asked, aliases=False)
     return replace(asked, extraction=stored.extraction)

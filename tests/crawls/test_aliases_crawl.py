@@ -56,14 +56,16 @@ def chain(root: Path) -> list[str]:
     raise AssertionError("no chain of three pages found")  # (the search is deterministic)
 
 
-@pytest.mark.parametrize("aliases", [True, False])
+@pytest.mark.parametrize("aliases", [True, False, None])
 def test_a_copy_of_a_dropped_copy_is_dropped_for_the_page_kept(
-    tmp_path: Path, store_uri: str, aliases: bool
+    tmp_path: Path, store_uri: str, aliases: bool | None
 ) -> None:
+    """``None``: the setting unset, the default for a new store (aliases on)."""
     site = tmp_path / "site"
     site.mkdir()
     chain(site)
-    settings = {"NEARDUP_ALIASES": aliases, "NEARDUP_RESET": True}
+    settings = {"NEARDUP_RESET": True} | ({} if aliases is None else {"NEARDUP_ALIASES": aliases})
+    aliases = aliases is not False
     with serve_directory(site) as base:
         first = crawl(tmp_path, [base + "a.html"], store_uri, "a", **settings)
         assert first["stats"]["neardup/unique"] == 1  # type: ignore[index]

@@ -231,10 +231,35 @@ def test_persisted_aliases_of_a_removed_page_stand_for_nothing(store_uri: str) -
 def test_the_setting() -> None:
     from nearduppipe.settings import NearDupConfig, NearDupConfigError
 
-    assert NearDupConfig.from_settings({"NEARDUP_ALIASES": True}).rule.aliases
-    assert not NearDupConfig.from_settings({}).rule.aliases
+    asked = NearDupConfig.from_settings({"NEARDUP_ALIASES": True}).rule
+    assert asked.aliases and asked.aliases_given
+    default = NearDupConfig.from_settings({}).rule  # (on, for new stores)
+    assert default.aliases and not default.aliases_given
+    off = NearDupConfig.from_settings({"NEARDUP_ALIASES": "false"}).rule
+    assert not off.aliases and off.aliases_given
+    assert not NearDupConfig.from_settings({"NEARDUP_SIMILARITY": None}).rule.aliases
+    with pytest.raises(NearDupConfigError, match="NEARDUP_ALIASES must be true or false"):
+        NearDupConfig.from_settings({"NEARDUP_ALIASES": "maybe"})
     with pytest.raises(NearDupConfigError, match="NEARDUP_ALIASES needs NEARDUP_SIMILARITY"):
         NearDupConfig.from_settings({"NEARDUP_ALIASES": True, "NEARDUP_SIMILARITY": None})
+
+
+def test_the_default_is_for_new_stores(store_uri: str) -> None:
+    """Aliases by default (NEARDUP_ALIASES unset) start a new store with them; a store made
+    without them keeps its format, which earlier releases read, until they are asked for."""
+    default = Rule(aliases=True, aliases_given=False)
+    seq = pages("chains", 60, 4)
+    with open_store(store_uri, rule=Rule(), reset=True) as store:
+        _crawl(store, seq[:30])
+        assert not store.rule.aliases
+    with open_store(store_uri, rule=default) as store:
+        assert not store.rule.aliases and store.format_version in (2, 3)  # (sqlite 2, Redis 3)
+        assert _crawl(store, seq[30:]) == brute(seq, Rule())[30:]
+    with open_store(store_uri, rule=RULE) as store:  # (asked: the store keeps them from now)
+        assert store.rule.aliases and store.format_version in (3, 4)
+    with open_store(store_uri, rule=default, reset=True) as store:  # (a new store)
+        assert store.rule.aliases and store.format_version in (3, 4)
+        assert _crawl(store, seq) == brute(seq, RULE)
 
 
 def test_a_ttl_counts_entries_not_aliases(store_uri: str) -> None:
@@ -308,3 +333,65 @@ def test_sqlite_deletes_aliases_that_stand_for_nothing_and_keeps_its_snapshot(tm
     assert rows == []
     with open_store(path) as store:  # (the snapshot matches the rows again)
         assert store._snapshot is not None  # type: ignore[attr-defined]
+
+
+def test_redis_sizes_its_reads_listpacks_and_compactions_by_entries_and_aliases(
+    redis_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Aliases are records in the buckets and members of the log: a whole-store read plans
+    by both counts, and so do the listpack advice and the compaction trigger at open."""
+    import redis
+
+    from nearduppipe.stores.redis import base
+
+    uri = f"{redis_server.url}{'&' if '?' in redis_server.url else '?'}prefix=test:sizes"
+    seq = pages("clustered", 200, 5)
+    client = redis.Redis.from_url(redis_server.url)
+    with open_store(uri, rule=RULE, reset=True) as store:
+        _crawl(store, seq)
+        meta = store._k("meta")  # type: ignore[attr-defined]
+        n_aliases = int(client.hget(meta, "aliases") or 0)
+        assert n_aliases > 0 and store._hint() == len(store) + n_aliases  # type: ignore[attr-defined]
+    client.hset(meta, mapping={"dead": 12_000, "live": 1_000, "aliases": 20_000})
+    compacted, sized = [], []
+    monkeypatch.setattr(base, "compact", lambda shard: compacted.append(shard) or True)
+    monkeypatch.setattr(base.RedisBase, "_check_listpack", lambda self, n: sized.append(n))
+    open_store(uri).close()  # (12,000 dead members against 21,000 live records: kept)
+    assert not compacted and sized == [21_000]
+    client.hset(meta, "dead", 22_000)
+    open_store(uri).close()
+    assert len(compacted) == 1
+
+
+def test_info_counts_the_aliases(store_uri: str) -> None:
+    """`nearduppipe info` (and Store.info) counts a store's aliases beside its entries."""
+    import json
+
+    from ..support.cli import run
+
+    seq = pages("clustered", 120, 7)
+    want = brute(seq, RULE)
+    with open_store(store_uri, rule=RULE, reset=True) as store:
+        _crawl(store, seq)
+        info = store.info()
+    n = sum(w is not None for w in want)
+    assert n > 0 and (info.entries, info.aliases) == (len(seq) - n, n)
+    data = json.loads(run("info", store_uri, "--format", "json").stdout)
+    assert (data["entries"], data["aliases"]) == (len(seq) - n, n)
+    assert f"aliases:    {n} (dropped pages" in run("info", store_uri).stdout
+
+
+def test_copy_names_the_aliases_it_leaves_and_a_new_copy_keeps_the_setting(
+    store_uri: str, tmp_path
+) -> None:
+    from ..support.cli import run
+
+    seq = pages("clustered", 80, 3)
+    n = sum(w is not None for w in brute(seq, RULE))
+    with open_store(store_uri, rule=RULE, reset=True) as store:
+        _crawl(store, seq)
+    out = run("copy", store_uri, str(tmp_path / "copy.sqlite"))
+    assert out.returncode == 0, out.stderr
+    assert f"its {n} aliases (dropped pages kept as candidates) are not copied" in out.stderr
+    with open_store(str(tmp_path / "copy.sqlite"), read_only=True) as copy:
+        assert copy.rule.aliases and len(copy) == len(seq) - n and copy.info().aliases == 0

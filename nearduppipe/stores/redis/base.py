@@ -305,7 +305,8 @@ class RedisBase(Store):
             if "new_total" not in meta:  # a store from before it was counted: its entries
                 self._client.eval(_COUNT_ENTRIES_LUA, 1, self._k("meta"))
             self._compact_if_needed(meta)
-            self._check_listpack(live)  # (memory: the writers' business)
+            # (memory: the writers' business; a bucket holds aliases as records too)
+            self._check_listpack(live + int(meta.get("aliases", "0")))
         self._shard.epoch = meta["epoch"]  # (no id was read yet: the names cache is empty)
 
     def _settle_meta(self, meta: dict[str, str]) -> None:
@@ -334,21 +335,22 @@ class RedisBase(Store):
         if found != had:
             raise self._guard.lose(recreated(self._where(), had, found))
 
-    def _check_listpack(self, live: int) -> None:
+    def _check_listpack(self, records: int) -> None:
         """Warn when the server would keep the bucket hashes as hash tables (~1.4x memory)."""
         try:
             limits = listpack_limits(self._client)
         except self._redis.RedisError:
             limits = None
         # (room to double before the next open: an outgrown bucket stays a hash table)
-        advice = listpack_advice(limits, LISTPACK[0], bucket_entries(2 * live, buckets.BUCKETS))
+        advice = listpack_advice(limits, LISTPACK[0], bucket_entries(2 * records, buckets.BUCKETS))
         if advice:
             logger.warning("%s: %s", self._where(), advice)
 
     def _compact_if_needed(self, meta: dict[str, str]) -> None:
-        """Compact the log once the members of removed entries outnumber the live ones."""
+        """Compact the log once the members of removed records outnumber the live ones
+        (entries and aliases: both are logged)."""
         dead = int(meta.get("dead", "0"))
-        if dead > max(10_000, int(meta.get("live", "0"))):
+        if dead > max(10_000, int(meta.get("live", "0")) + int(meta.get("aliases", "0"))):
             compact(self._shard)
 
     def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:

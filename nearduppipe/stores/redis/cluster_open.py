@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ...fingerprint.rule import Rule
@@ -204,6 +205,9 @@ def open_meta(
             f"{where}: format {meta.get('format')!r}: not a store this nearduppipe can read "
             "(format 3; a newer one wrote it?)"
         )
+    if rule is not None and rule.aliases and not rule.aliases_given:  # (the default)
+        logger.info("%s: a Redis Cluster store keeps no aliases yet (NEARDUP_ALIASES)", where)
+        rule = replace(rule, aliases=False)
     if rule is not None and rule.aliases:
         raise StoreError(
             f"{where}: a Redis Cluster store does not keep aliases yet (NEARDUP_ALIASES): "

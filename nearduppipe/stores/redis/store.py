@@ -274,9 +274,10 @@ class RedisStore(RedisBase):
             return self._size(self._client, self.prefix, aliases=self.rule.aliases)
 
     def _hint(self) -> int:
-        """The meta's counter: the size a whole-store read plans its calls by (``len()`` may
-        count every bucket for it)."""
-        return int(self._client.hget(self._k("meta"), "live") or 0)
+        """The meta's counters: the records a whole-store read plans its calls by (``len()``
+        may count every bucket for it), aliases included (they are read too)."""
+        live, aliases = self._client.hmget(self._k("meta"), ["live", "aliases"])
+        return int(live or 0) + int(aliases or 0)
 
     def entries(self) -> Iterator[Entry]:
         if self._f1 is not None:
@@ -305,7 +306,7 @@ class RedisStore(RedisBase):
             return int(self._client.llen(self._k("d")))
 
     def counters(self) -> dict[str, int]:
-        names = list(COUNTERS)
+        names = [*COUNTERS, "aliases"]  # (aliases: a counter of the meta, as live is)
         with self._errors("count"):
             values = self._client.hmget(self._k("meta"), names)
         counts = {n: int(v or 0) for n, v in zip(names, values, strict=True)}

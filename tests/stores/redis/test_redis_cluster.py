@@ -316,6 +316,16 @@ def test_cli_info_report_copy_and_forget(
         assert len(c) == 20 and [e.key for e in c.entries()] == [
             f"https://x/{i}" for i in range(20)
         ]
+    with open_store(str(copy), rule=Rule(aliases=True)) as s:  # (sqlite: aliases from now on)
+        assert s.check(pages[1], "https://x/alias").status == "duplicate"
+        assert s.info().aliases == 1
+    capsys.readouterr()  # a store with aliases copied into the Cluster: its kept pages
+    assert main(["copy", str(copy), cluster.url + "?prefix=test:cli-aliases"]) == 0
+    assert "its 1 aliases (dropped pages kept as candidates) are not copied" in (
+        capsys.readouterr().err
+    )
+    with open_store(cluster.url + "?prefix=test:cli-aliases", read_only=True) as c:
+        assert len(c) == 20 and not c.rule.aliases
     # the same cluster through another node's address: --reset would empty the source
     other = f"redis+cluster://localhost:{cluster.ports[2]}/"
     capsys.readouterr()
@@ -456,3 +466,8 @@ def test_a_cluster_store_refuses_aliases(cluster: LocalCluster) -> None:
     """Aliases (NEARDUP_ALIASES) are kept by the single-node store only, so far: one line."""
     with pytest.raises(StoreError, match="does not keep aliases yet"):
         open_store(cluster.url, rule=Rule(aliases=True), prefix="test:aliases")
+    default = Rule(aliases=True, aliases_given=False)  # (NEARDUP_ALIASES unset: no refusal)
+    with open_store(cluster.url, rule=default, prefix="test:aliases", reset=True) as store:
+        assert not store.rule.aliases
+        assert store.check_and_add(Fingerprints(1, 1), "a") is None
+        assert store.check_and_add(Fingerprints(1, 1), "b") is not None
