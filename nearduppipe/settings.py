@@ -264,9 +264,10 @@ class NearDupConfig:
             require_extractor(extractor)
         except ExtractorUnavailable as e:
             raise NearDupConfigError(str(e)) from None
-        aliases_given = not _unset(get("NEARDUP_ALIASES"))
+        raw = get("NEARDUP_ALIASES")  # (an empty value is false, as it was before None)
+        aliases_given = not (raw is None or str(raw).strip().lower() == "none")
         aliases = (
-            _bool("NEARDUP_ALIASES", get("NEARDUP_ALIASES"))
+            _bool("NEARDUP_ALIASES", raw)
             if aliases_given
             else similarity is not None  # (the paper's rule has no verdict to judge one by)
         )

@@ -123,6 +123,11 @@ def _worker_init(params: FingerprintParams, parent: int) -> None:
 
 
 # -- the executor -------------------------------------------------------------------------------
+# Seconds beyond the page time limit that pages may wait with none ending before the pool is
+# taken as stuck: its workers, new ones too, are started (spawn, dictionaries: ~1-3 s) by then.
+STALL_GRACE = 10.0
+
+
 class _PoolGone(NearDupError):
     """The pool a page was queued on broke or was replaced before the page ran."""
 
@@ -149,7 +154,13 @@ class Executor:
     executor's own; when a pool breaks (noticed by a page that fails with it, by a schedule that
     is refused, or by a watch that looks once a second while pages wait) it is replaced once,
     the pages it held are failed over to the new pool and retried there once, and a second
-    failure is :class:`WorkerDied`. ``on_restart(reason)`` is told of each replacement."""
+    failure is :class:`WorkerDied`. ``on_restart(reason)`` is told of each replacement.
+
+    A pool can also stop without breaking: a worker killed while it holds the lock of the
+    pool's task channel (pebble#163) leaves every other worker waiting for that lock, and the
+    pool never notices. Every page a worker runs ends within the time limit, so when pages
+    wait and none has ended for ``timeout + STALL_GRACE`` seconds, the watch replaces the pool
+    as a broken one."""
 
     def __init__(
         self,
@@ -171,6 +182,7 @@ class Executor:
         # pages on the current pool
         self._waiting: set[concurrent.futures.Future[Any] | _LoopWaiter] = set()
         self._closed = threading.Event()
+        self._progress = time.monotonic()  # the last page ended, or pages began to wait
         self._processes: ProcessPool | None = self._new_pool() if workers else None
         if workers:
             threading.Thread(target=self._watch, name="neardup-pool-watch", daemon=True).start()
@@ -224,6 +236,7 @@ class Executor:
                         f"worker processes died twice while this page waited: {e}"
                     ) from None
             finally:
+                self._progress = time.monotonic()
                 if waiter is not None:
                     self._waiting.discard(waiter)
         raise AssertionError("unreachable")
@@ -257,6 +270,8 @@ class Executor:
             except RuntimeError:  # the pool broke (every worker died while idle): a new one
                 self._replace_locked("the worker pool broke while idle")
                 inner = self._processes.schedule(fn, args=args, timeout=self.timeout)
+            if not self._waiting:  # (the stall clock starts when pages begin to wait)
+                self._progress = time.monotonic()
             self._waiting.add(waiter)
             return inner, self._generation
 
@@ -271,6 +286,7 @@ class Executor:
 
     def _forget(self, future: concurrent.futures.Future[Any]) -> None:
         with self._lock:
+            self._progress = time.monotonic()
             self._waiting.discard(future)
 
     def _replace_pool(self, generation: int, reason: str) -> None:
@@ -281,6 +297,7 @@ class Executor:
 
     def _replace_locked(self, reason: str) -> None:
         broken, self._processes = self._processes, self._new_pool()
+        self._progress = time.monotonic()
         self._generation += 1
         self.restarts += 1
         orphans, self._waiting = self._waiting, set()
@@ -294,7 +311,7 @@ class Executor:
 
     def _watch(self) -> None:
         """Once a second while pages wait: a pool that broke with nobody to notice (every page
-        it held still queued) is replaced, and its pages retried."""
+        it held still queued), or that stalled, is replaced, and its pages retried."""
         while not self._closed.wait(1.0):
             with self._lock:
                 pool = self._processes
@@ -302,6 +319,12 @@ class Executor:
                     return
                 if self._waiting and not pool.active:
                     self._replace_locked("the worker pool stopped working")
+                elif self._waiting and stalled(self._progress, self.timeout, time.monotonic()):
+                    self._replace_locked(
+                        f"no page ended in {self.timeout + STALL_GRACE:g} s while "
+                        f"{len(self._waiting)} waited (a worker killed while it held the "
+                        "pool's task channel)"
+                    )
 
     def close(self) -> None:
         """Stop the workers (running pages are abandoned) and the idle threads."""
@@ -314,6 +337,12 @@ class Executor:
         if pool is not None:
             _stop_pool(pool)
         self.threads.shutdown(wait=False, cancel_futures=True)
+
+
+def stalled(progress: float, timeout: float, now: float) -> bool:
+    """Whether pages waiting since ``progress`` (the last page that ended) with none ending
+    mean a stuck pool: each page a worker runs ends within ``timeout``."""
+    return now - progress > timeout + STALL_GRACE
 
 
 class _LoopWaiter:

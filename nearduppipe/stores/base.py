@@ -266,6 +266,12 @@ class Store(ABC):
     def decision_count(self) -> int:
         """Number of recorded decisions still held."""
 
+    @property
+    def alias_count(self) -> int:
+        """Aliases the store holds (:attr:`Rule.aliases`): pages dropped, kept as candidates
+        for their kept page; none in a store without them."""
+        return 0
+
     @abstractmethod
     def counters(self) -> dict[str, int]:
         """Every name in :data:`COUNTERS`: ``new_total`` (entries stored as new, by checks
@@ -344,7 +350,7 @@ class Store(ABC):
             c.get("new_total", 0),
             Tally(*(c.get(f"items_{status}", 0) for status in STATUSES)),
             c.get("claimed", 0),
-            c.get("aliases", 0),
+            self.alias_count,
         )
 
     def __enter__(self) -> Store:

@@ -426,7 +426,7 @@ class IndexedStore(Store):
 
     def counters(self) -> dict[str, int]:
         with self._lock:
-            return {**self._counters, "aliases": self._alias_count}
+            return dict(self._counters)
 
     def _import_records(self, entries: Iterable[Entry], decisions: Iterable[Decision]) -> int:
         n = 0

@@ -159,7 +159,8 @@ def test_pages_queued_in_a_pool_that_breaks_all_end() -> None:
     queue builds up), every worker SIGKILLed three times 1.2 s apart, the second time while the
     replacements start. Every page ends: checked, or WorkerDied when its own worker was killed
     or its pool broke twice under it. Before the fix, 57-284 of the 1,000 never ended (five
-    runs)."""
+    runs); before the stall watch, 914 did in about one run of eight (a worker killed while it
+    held the pool's channel lock: the next test)."""
     import asyncio
 
     from nearduppipe.fingerprint.page import FingerprintParams
@@ -167,8 +168,8 @@ def test_pages_queued_in_a_pool_that_breaks_all_end() -> None:
 
     async def scenario() -> tuple[int, int, int, int]:
         restarts: list[str] = []
-        ex = Executor(
-            threads=4, workers=2, timeout=30, params=FingerprintParams(),
+        ex = Executor(  # (a time limit of 10 s: a stalled pool is replaced after 20 s)
+            threads=4, workers=2, timeout=10, params=FingerprintParams(),
             on_restart=restarts.append,
         )  # fmt: skip
         try:
@@ -208,3 +209,55 @@ def test_pages_queued_in_a_pool_that_breaks_all_end() -> None:
         f"{never} of 1000 pages never ended ({ok} checked, {died} failed, {restarts} restarts)"
     )
     assert ok + died == 1000 and ok > 0
+
+
+def die_holding_the_channel_lock() -> None:
+    """In a worker: take the lock of pebble's task channel and die holding it, as a worker
+    SIGKILLed (or OOM-killed) inside pebble's task transaction does (pebble#163)."""
+    import gc
+
+    from pebble.pool.channel import WorkerChannel
+
+    (channel,) = [o for o in gc.get_objects() if isinstance(o, WorkerChannel)]
+    channel.mutex.acquire()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_pool_stalled_by_a_worker_killed_holding_its_channel_lock_is_replaced() -> None:
+    """Every other worker then waits for the lock forever, and the pool never breaks: its
+    queued pages would never end. The executor's watch sees pages waiting with none ending
+    for the time limit + STALL_GRACE, replaces the pool, and they end on the new one."""
+    import asyncio
+
+    from nearduppipe.fingerprint.page import FingerprintParams
+    from nearduppipe.runtime.executor import STALL_GRACE, Executor, WorkerDied
+
+    timeout = 2.0
+
+    async def scenario() -> tuple[list[str], list[int], float]:
+        restarts: list[str] = []
+        ex = Executor(
+            threads=4, workers=2, timeout=timeout, params=FingerprintParams(),
+            on_restart=restarts.append,
+        )  # fmt: skip
+        try:
+            await ex.compute(nap, -1)
+            with pytest.raises(WorkerDied):
+                await ex.compute(die_holding_the_channel_lock)
+            t0 = time.monotonic()
+            pages = [asyncio.ensure_future(ex.compute(nap, i)) for i in range(20)]
+            done, pending = await asyncio.wait(pages, timeout=timeout + STALL_GRACE + 30)
+            for p in pending:
+                p.cancel()
+            return restarts, sorted(p.result() for p in done), time.monotonic() - t0
+        finally:
+            ex.close()
+
+    loop = asyncio.new_event_loop()
+    try:
+        restarts, ended, took = loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+    assert ended == list(range(20)), f"{20 - len(ended)} of 20 pages never ended"
+    assert len(restarts) == 1 and "no page ended in 12 s while 20 waited" in restarts[0]
+    assert took > timeout + STALL_GRACE  # (replaced by the watch, not by a broken pool)

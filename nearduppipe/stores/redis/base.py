@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any, cast
 
 from ...fingerprint.rule import Fingerprints, Rule
@@ -355,6 +356,8 @@ class RedisBase(Store):
 
     def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:
         entries = read_format1(self._client, self.prefix)
+        if rule is not None and rule.aliases and not rule.aliases_given:
+            rule = replace(rule, aliases=False)  # (an existing store: no aliases unless asked)
         self._set_layout(rule or Rule(), blocks)
         if self.read_only:
             self.format_version = 1
@@ -366,7 +369,10 @@ class RedisBase(Store):
         # migrate in place: the entries, then the meta's switch (a crash at any point leaves
         # a readable store: format1.switch_format1)
         self.import_records(entries, [])
-        self._shard.epoch = switch_format1(self._client, self.prefix, self.rule, self.layout)
+        self.format_version = ALIASES_FORMAT if self.rule.aliases else FORMAT_VERSION
+        self._shard.epoch = switch_format1(
+            self._client, self.prefix, self.rule, self.layout, self.format_version
+        )
         self._settle_meta(self._meta())
 
     def _reset(self, blocks: int | None, rule: Rule | None) -> None:

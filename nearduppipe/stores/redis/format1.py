@@ -49,7 +49,7 @@ def read_format1(client: Any, prefix: str) -> list[Entry]:
     return [row[2] for row in sorted(newest.values(), key=lambda r: r[:2])]
 
 
-def switch_format1(client: Any, prefix: str, rule: Rule, layout: Layout) -> str:
+def switch_format1(client: Any, prefix: str, rule: Rule, layout: Layout, version: int) -> str:
     """The end of a format-1 store's migration at open, once its entries are written as
     format 3 (names format 1 never used): switch the meta in one transaction, then drop the
     old keys. A crash before the switch leaves a format-1 store that the next open migrates
@@ -61,7 +61,7 @@ def switch_format1(client: Any, prefix: str, rule: Rule, layout: Layout) -> str:
     pipe.hset(
         key(prefix, "meta"),
         mapping={
-            "format": "3",
+            "format": str(version),  # (3, or 4 for a store that keeps aliases: base.py)
             "rule": json.dumps(rule.as_dict()),
             "blocks": str(layout.n_blocks),
             "decisions_total": str(n_decisions),

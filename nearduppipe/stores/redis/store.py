@@ -273,6 +273,18 @@ class RedisStore(RedisBase):
         with self._errors("count"):
             return self._size(self._client, self.prefix, aliases=self.rule.aliases)
 
+    @property
+    def alias_count(self) -> int:
+        """The meta's counter; counted in the buckets when the store's keys expire (an
+        expired bucket's aliases leave uncounted, as its entries do: ``buckets.Size``)."""
+        if not self.rule.aliases or self._f1 is not None:
+            return 0
+        with self._errors("count"):
+            n = int(self._client.hget(self._k("meta"), "aliases") or 0)
+            if n and self._client.pttl(self._k("n")) != -1:
+                n = buckets.count_aliases(self._client, self.prefix)
+        return n
+
     def _hint(self) -> int:
         """The meta's counters: the records a whole-store read plans its calls by (``len()``
         may count every bucket for it), aliases included (they are read too)."""
@@ -306,7 +318,7 @@ class RedisStore(RedisBase):
             return int(self._client.llen(self._k("d")))
 
     def counters(self) -> dict[str, int]:
-        names = [*COUNTERS, "aliases"]  # (aliases: a counter of the meta, as live is)
+        names = list(COUNTERS)
         with self._errors("count"):
             values = self._client.hmget(self._k("meta"), names)
         counts = {n: int(v or 0) for n, v in zip(names, values, strict=True)}

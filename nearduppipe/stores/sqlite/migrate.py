@@ -14,17 +14,18 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ...fingerprint.rule import Rule
 from ..base import Store, StoreError
 from .files import (
-    PLAIN_FORMAT,
     TABLE,
     FileLock,
     decode,
     encode,
+    format_for,
     not_a_store_file,
     prepare_path,
     read_connection,
@@ -79,6 +80,10 @@ def prepare_file(
 
 def migrate_v1(path: Path, rule: Rule | None) -> None:
     started = time.monotonic()
+    rule = rule or Rule()
+    if rule.aliases and not rule.aliases_given:  # (an existing store: no aliases unless asked)
+        rule = replace(rule, aliases=False)
+    version = format_for(rule.aliases)
     conn = sqlite3.connect(str(path), isolation_level=None)
     try:
         conn.execute("PRAGMA busy_timeout=5000")
@@ -97,8 +102,8 @@ def migrate_v1(path: Path, rule: Rule | None) -> None:
             "decisions_total": n_decisions,
         }
         rows += [
-            ("m:format", encode(PLAIN_FORMAT)),
-            ("m:rule", encode((rule or Rule()).as_dict())),
+            ("m:format", encode(version)),
+            ("m:rule", encode(rule.as_dict())),
             ("m:state", encode(state)),
         ]
         conn.execute(f"DELETE FROM \"{TABLE}\" WHERE key >= 'e:' AND key < 'e;'")
@@ -116,7 +121,7 @@ def migrate_v1(path: Path, rule: Rule | None) -> None:
         "nearduppipe: %s: migrated from store format 1 to %d: %d entries (newest per key), "
         "%d decisions, in %.1f s",
         path,
-        PLAIN_FORMAT,
+        version,
         len(entries),
         n_decisions,
         time.monotonic() - started,

@@ -353,7 +353,17 @@ def _write_format1(client: redis.Redis, prefix: str, entries: list[tuple[str, in
     )
 
 
-def test_format1_store_read_only_then_migrated(redis_server: RedisServer) -> None:
+@pytest.mark.parametrize("asked", [None, "default", "aliases"])
+def test_format1_store_read_only_then_migrated(
+    redis_server: RedisServer, asked: str | None
+) -> None:
+    """Migrated with the opener's rule; aliases only when asked, not by their default (which
+    is for new stores): then format 4, which earlier releases refuse."""
+    rule = {
+        None: None,
+        "default": Rule(aliases=True, aliases_given=False),
+        "aliases": Rule(aliases=True),
+    }[asked]
     client = _client(redis_server)
     prefix = "test:f1"
     RedisStore(redis_server.url, prefix=prefix, reset=True).close()
@@ -373,9 +383,10 @@ def test_format1_store_read_only_then_migrated(redis_server: RedisServer) -> Non
         with pytest.raises(StoreError, match="read-only"):
             s.check(A, "c")
     assert _dump_all(client) == before  # nothing written
-    with RedisStore(redis_server.url, prefix=prefix) as s:
-        assert s.format_version == 3 and len(s) == 2
-        assert client.hget("{test:f1}:meta", "format") == b"3"
+    want = 4 if asked == "aliases" else 3
+    with RedisStore(redis_server.url, rule, prefix=prefix) as s:
+        assert s.format_version == want and len(s) == 2 and s.rule.aliases is (asked == "aliases")
+        assert client.hget("{test:f1}:meta", "format") == str(want).encode()
         assert not [k for k in client.keys("{test:f1}:g*")] and not client.exists("{test:f1}:seq")
         assert s.get("a") == Entry("a", A ^ 0xF, 3.0, "text a", None, None)
         assert s.check(A ^ 0xF ^ 0x7, "c").status == "duplicate"

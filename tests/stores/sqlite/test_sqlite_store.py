@@ -243,7 +243,15 @@ def _format_1(path: Path) -> None:
     conn.close()
 
 
-def test_format_1_is_read_as_is_and_migrated_on_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize("asked", [None, "default", "aliases"])
+def test_format_1_is_read_as_is_and_migrated_on_write(tmp_path: Path, asked: str | None) -> None:
+    """Migrated with the opener's rule; aliases only when asked (NEARDUP_ALIASES = True), not
+    by their default, which is for new stores: then format 3, which earlier releases refuse."""
+    rule = {
+        None: None,
+        "default": Rule(aliases=True, aliases_given=False),
+        "aliases": Rule(aliases=True),
+    }[asked]
     path = tmp_path / "v1.sqlite"
     _format_1(path)
     before = path.read_bytes()
@@ -254,16 +262,20 @@ def test_format_1_is_read_as_is_and_migrated_on_write(tmp_path: Path) -> None:
         ]
         assert len(s) == 2 and s.decision_count() == 1
     assert path.read_bytes() == before
-    with open_store(str(path)) as s:
+    with open_store(str(path), rule=rule) as s:
         assert len(s) == 2 and s.get("https://a/1").wide is None
+        assert s.rule.aliases is (asked == "aliases")
         # legacy entries: 64-bit distance <= 3, whatever the wide side says
         assert s.check(Fingerprints(A ^ 0xF0F0F0F0F0 ^ 0b111, W), "x").match.key == "https://a/1"
         assert s.check(Fingerprints(A ^ 0xF0F0F0F0F0 ^ 0b1111, W), "y").status == "new"
         assert [d.key for d in s.decisions()] == ["https://a/3", "x"]
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT count(*) FROM neardup WHERE key LIKE 'e:%'").fetchone() == (0,)
-    assert conn.execute("SELECT value FROM neardup WHERE key = 'm:format'").fetchone() == ("2",)
+    want = "3" if asked == "aliases" else "2"
+    assert conn.execute("SELECT value FROM neardup WHERE key = 'm:format'").fetchone() == (want,)
     conn.close()
+    with open_store(str(path), read_only=True) as s:
+        assert s.rule.aliases is (asked == "aliases") and s.format_version == int(want)
 
 
 def test_ttl_prunes_at_open_and_vacuum_shrinks_the_file(tmp_path: Path) -> None:
