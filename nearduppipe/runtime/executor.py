@@ -124,8 +124,9 @@ def _worker_init(params: FingerprintParams, parent: int) -> None:
 
 # -- the executor -------------------------------------------------------------------------------
 # Seconds beyond the page time limit that pages may wait with none ending before the pool is
-# taken as stuck: its workers, new ones too, are started (spawn, dictionaries: ~1-3 s) by then.
-STALL_GRACE = 10.0
+# taken as stuck: its workers, new ones too, are started by then (spawn and dictionaries take
+# ~1-3 s, several times that on a loaded machine; a false alarm only retries its pages once).
+STALL_GRACE = 20.0
 
 
 class _PoolGone(NearDupError):

@@ -147,7 +147,11 @@ def test_three_crawls_print_the_sums_of_their_stats(site: str, store_uri: str) -
     assert (info["pages"], info["items"]) == (pages, items)
     counts = {k: v for k, v in info.items() if isinstance(v, int)}
     assert {k: counts[k] for k in expected} == expected
-    assert set(counts) - set(expected) <= {"format", "max_decisions", "file_bytes", "extraction"}
+    # (aliases: dropped pages kept as candidates, at most one per page dropped)
+    assert 0 < counts["aliases"] <= dropped
+    assert set(counts) - set(expected) <= {
+        "format", "max_decisions", "file_bytes", "extraction", "aliases"
+    }  # fmt: skip
     assert info["duplicate_rate"] == round(rate, 6)
 
     # nearduppipe info, text
