@@ -43,6 +43,7 @@ __all__ = [
     "scope_of",
     "scoped",
     "settle_rule",
+    "unasked_aliases_off",
     "unmask",
 ]
 
@@ -140,6 +141,12 @@ def recorded_rule(where: str, raw: str | bytes) -> Rule:
         raise StoreError(f"{where}: its recorded rule is damaged ({e})") from None
 
 
+def unasked_aliases_off(rule: Rule) -> Rule:
+    """``rule`` for a store that exists, or cannot keep aliases: aliases that are only the
+    default for new stores (:attr:`Rule.aliases_given` false) are off."""
+    return replace(rule, aliases=False) if rule.aliases and not rule.aliases_given else rule
+
+
 def settle_rule(where: str, stored: Rule | None, asked: Rule | None) -> Rule | None:
     """The rule a store opens with: the asked one, on the stored one's extraction version.
 
@@ -170,6 +177,6 @@ def settle_rule(where: str, stored: Rule | None, asked: Rule | None) -> Rule | N
                 "set NEARDUP_SIMILARITY, or use another store"
             )
         asked = replace(asked, aliases=True, alias_similarity=stored.alias_similarity)
-    elif asked.aliases and not asked.aliases_given:  # (the default is for new stores only)
-        asked = replace(asked, aliases=False)
+    else:  # (the default is for new stores only)
+        asked = unasked_aliases_off(asked)
     return replace(asked, extraction=stored.extraction)

@@ -15,14 +15,13 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from typing import Any, cast
 
 from ...fingerprint.rule import Fingerprints, Rule
 from ...index.layout import Layout
 from ..base import Store, StoreError, StoreUnavailable
 from ..memory import MemoryStore
-from ..scope import recorded_rule, settle_rule
+from ..scope import recorded_rule, settle_rule, unasked_aliases_off
 from ..ttl_rule import encode_ttl, settle_ttl
 from . import buckets
 from . import keys as rk
@@ -356,8 +355,8 @@ class RedisBase(Store):
 
     def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:
         entries = read_format1(self._client, self.prefix)
-        if rule is not None and rule.aliases and not rule.aliases_given:
-            rule = replace(rule, aliases=False)  # (an existing store: no aliases unless asked)
+        if rule is not None:  # (an existing store: no aliases unless asked)
+            rule = unasked_aliases_off(rule)
         self._set_layout(rule or Rule(), blocks)
         if self.read_only:
             self.format_version = 1

@@ -120,17 +120,17 @@ def existing(client: Any, prefix: str, bits: int = 16) -> list[str]:
 def count(client: Any, prefix: str, bits: int = 16, aliases: bool = False) -> int:
     """The records the buckets hold: 1,024 buckets per call (~1.6 ms of the server's time
     each, ~100 ms for a store's 65,536); with ``aliases``, the entries among them."""
-    script = client.register_script(_COUNT_ENTRIES if aliases else _COUNT)
-    return sum(
-        int(script(keys=[key(prefix, "meta")], args=[start, end, stride]))
-        for start, end, stride in _ranges(1024, bits)
-    )
+    return _summed(client, prefix, bits, _COUNT_ENTRIES if aliases else _COUNT)
 
 
 def count_aliases(client: Any, prefix: str, bits: int = 16) -> int:
     """The aliases the buckets hold (format 4): exact where the meta's counter is not, under
     a TTL (an expired bucket's aliases leave uncounted, as its entries do: :class:`Size`)."""
-    script = client.register_script(_COUNT_ALIASES)
+    return _summed(client, prefix, bits, _COUNT_ALIASES)
+
+
+def _summed(client: Any, prefix: str, bits: int, lua: str) -> int:
+    script = client.register_script(lua)
     return sum(
         int(script(keys=[key(prefix, "meta")], args=[start, end, stride]))
         for start, end, stride in _ranges(1024, bits)

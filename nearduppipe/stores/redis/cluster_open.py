@@ -21,13 +21,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ...fingerprint.rule import Rule
 from ...index.layout import Layout
 from ..base import StoreError
-from ..scope import recorded_rule, settle_rule
+from ..scope import recorded_rule, settle_rule, unasked_aliases_off
 from ..ttl_rule import encode_ttl, settle_ttl
 from . import buckets
 from . import keys as rk
@@ -207,7 +206,7 @@ def open_meta(
         )
     if rule is not None and rule.aliases and not rule.aliases_given:  # (the default)
         logger.info("%s: a Redis Cluster store keeps no aliases yet (NEARDUP_ALIASES)", where)
-        rule = replace(rule, aliases=False)
+        rule = unasked_aliases_off(rule)
     if rule is not None and rule.aliases:
         raise StoreError(
             f"{where}: a Redis Cluster store does not keep aliases yet (NEARDUP_ALIASES): "

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ...fingerprint.rule import Rule
 from ..base import Store, StoreError
+from ..scope import unasked_aliases_off
 from .files import (
     TABLE,
     FileLock,
@@ -80,9 +80,7 @@ def prepare_file(
 
 def migrate_v1(path: Path, rule: Rule | None) -> None:
     started = time.monotonic()
-    rule = rule or Rule()
-    if rule.aliases and not rule.aliases_given:  # (an existing store: no aliases unless asked)
-        rule = replace(rule, aliases=False)
+    rule = unasked_aliases_off(rule or Rule())  # (an existing store: no aliases unless asked)
     version = format_for(rule.aliases)
     conn = sqlite3.connect(str(path), isolation_level=None)
     try:
