@@ -9,6 +9,7 @@ text; the `simhash` package's default Simhash with its SimhashIndex at the same 
     python benchmarks/quality.py [--tune] [--extractor trafilatura,trafilatura-fast,resiliparse]
     python benchmarks/quality.py --set real-pages --seed 7 --orders 20
     python benchmarks/quality.py --set both --cache /tmp/nearduppipe-study   # texts kept
+    python benchmarks/quality.py --set real-pages --extractor trafilatura,trafilatura@1
 
 ``--set real-pages`` scores the labelled set of real pages (benchmarks/real_set.py: saved pages
 of real sites, committed compressed in benchmarks/real_set/; not ``crawl.py --site real``, which
@@ -22,7 +23,8 @@ variants; trafilatura by default), features, SimHash, and a store's check_and_ad
 (each group's original first, the rest shuffled). A drop is right when the matched page is of
 the same group. With several extractors, each gets its rows, then one summary line each:
 precision and recall overall and per language, and the CPU time of extraction per page (median
-and mean of ``time.process_time`` around each page's extraction).
+and mean of ``time.process_time`` around each page's extraction). ``NAME@V`` is extraction
+version V of that extractor (``trafilatura@1``: what stores made before version 2 extract).
 """
 
 from __future__ import annotations
@@ -51,10 +53,10 @@ from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
 from nearduppipe.fingerprint.rule import Rule
 from nearduppipe.fingerprint.text import (
     EXTRACTORS,
-    Extractor,
     normalise_whitespace,
     require_extractor,
 )
+from nearduppipe.fingerprint.versions import settled_extraction
 from nearduppipe.index.words import wide_words
 from nearduppipe.settings import NearDupConfig
 
@@ -324,12 +326,24 @@ def report(name: str, r: dict[str, float]) -> None:
     )
 
 
+def extractor_spec(spec: str) -> str:
+    """``NAME`` or ``NAME@VERSION`` (an extraction version other than the newest, e.g.
+    ``trafilatura@1``: the text as stores made before version 2 extract it), checked."""
+    name, _, version = spec.strip().partition("@")
+    require_extractor(name)
+    if version:
+        settled_extraction(name, int(version))
+    return spec.strip()
+
+
 def extract_all(
-    pages: list[Page], extractor: Extractor, cache: Path | None = None
+    pages: list[Page], extractor: str, cache: Path | None = None
 ) -> tuple[list[tuple[Page, str | None]], list[float]]:
     """Each page's text and the CPU milliseconds its extraction took (kept in ``cache``, when
-    given, with the milliseconds measured when the page was first extracted)."""
-    texts, cpu = extract_cached(pages, extractor, cache)
+    given, with the milliseconds measured when the page was first extracted); ``extractor``
+    as :func:`extractor_spec` reads it."""
+    name, _, version = extractor.partition("@")
+    texts, cpu = extract_cached(pages, name, cache, int(version) if version else None)
     return list(zip(pages, texts, strict=True)), cpu
 
 
@@ -371,7 +385,10 @@ def main() -> None:
     ap.add_argument(
         "--extractor",
         default="trafilatura",
-        help="comma-separated extractors to compare, of: " + ", ".join(EXTRACTORS),
+        help="comma-separated extractors to compare, of: "
+        + ", ".join(EXTRACTORS)
+        + "; NAME@V for extraction version V (e.g. trafilatura@1: the text of stores made "
+        "before version 2)",
     )
     ap.add_argument(
         "--set",
@@ -398,12 +415,12 @@ def main() -> None:
     if args.set in ("synthetic", "both"):
         synthetic(args)
     if args.set in ("real-pages", "both"):
-        extractors = [require_extractor(e.strip()) for e in args.extractor.split(",")]
+        extractors = [extractor_spec(e) for e in args.extractor.split(",")]
         real_pages(args.seed, args.orders, args.cache, args.order == "random", extractors)
 
 
 def synthetic(args: argparse.Namespace) -> None:
-    extractors = [require_extractor(e.strip()) for e in args.extractor.split(",")]
+    extractors = [extractor_spec(e) for e in args.extractor.split(",")]
     pages = build(args.zh, args.en, seed=args.seed)
     print(f"evaluation set: {len(pages)} pages, {Counter(p.kind for p in pages)}")
     lines = []
@@ -524,7 +541,7 @@ def real_pages(
     orders: int,
     cache: Path | None = None,
     any_order: bool = False,
-    extractors: list[Extractor] | None = None,
+    extractors: list[str] | None = None,
 ) -> None:
     """The labelled set of real pages: the defaults, the paper's rule and the MinHash peer,
     over crawl orders (``any_order``: originals not necessarily first; see :func:`score`), for

@@ -262,15 +262,16 @@ def build(n_zh: int = 100, n_en: int = 60, seed: int = 7) -> list[Page]:
 
 
 def extract_cached(
-    pages: list[Page], extractor: str, cache: Path | None
+    pages: list[Page], extractor: str, cache: Path | None, version: int | None = None
 ) -> tuple[list[str | None], list[float]]:
     """Each page's extracted text and the CPU milliseconds its extraction took, kept in
     ``cache``/texts-EXTRACTOR.pkl by a digest of the page's URL and HTML (trafilatura costs
-    ~20 ms a page: benchmarks that score many variants of one extraction share it)."""
+    ~20 ms a page: benchmarks that score many variants of one extraction share it).
+    ``version``: the extraction version (None: the extractor's newest)."""
     from nearduppipe.fingerprint.text import extract_text
     from nearduppipe.fingerprint.versions import latest_extraction
 
-    version = latest_extraction(extractor)  # (another version's texts are another file's)
+    version = version or latest_extraction(extractor)  # (another version's texts: another file)
     name = extractor if version == 1 else f"{extractor}-v{version}"
     path = cache / f"texts-{name}.pkl" if cache else None
     known: dict[bytes, tuple[str | None, float]] = {}
@@ -282,7 +283,7 @@ def extract_cached(
         hit = known.get(key)
         if hit is None:
             t0 = time.process_time()
-            text = extract_text(p.html, p.url, extractor=extractor)  # type: ignore[arg-type]
+            text = extract_text(p.html, p.url, extractor=extractor, version=version)  # type: ignore[arg-type]
             hit = known[key] = (text, (time.process_time() - t0) * 1000)
             fresh += 1
         texts.append(hit[0])

@@ -72,8 +72,9 @@ from nearduppipe.fingerprint.tokenize import get_segmenter  # noqa: E402
 sys.setrecursionlimit(20000)
 DATA = HERE / "real_set" / "pages.jsonl.xz"
 # 2: originals whose edits do not reach their text left out; one-original languages' edits
-# draw words from other articles (2026-11-29)
-REVISION = 2
+# draw words from other articles (2026-11-29). 3: the article found in the page a reader sees,
+# without dialogs and consent managers (article_lines; 2026-11-30)
+REVISION = 3
 
 POSITIVE = [
     "chrome_swap",
@@ -276,12 +277,18 @@ def shingles(text: str) -> set[int]:
 # -- the article node in a page's DOM ------------------------------------------------------------
 def article_lines(html: str, url: str) -> str:
     """trafilatura's text of the page with its line breaks (the pipeline's call, whose text
-    nearduppipe then joins into one line): the lines are what is looked for in the DOM."""
+    nearduppipe then joins into one line): the lines are what is looked for in the DOM.
+    Revision 3: of the page a reader sees, without its dialogs and consent managers (the
+    package's ``without_overlays``, trafilatura's extraction version 2): revision 2 took
+    nbcnews.com's cookie notice for r0020's article and a staff letter in a hidden modal for
+    r0476's, so their variants edited text no reader sees."""
     import trafilatura
+
+    from nearduppipe.fingerprint.overlays import without_overlays
 
     return (
         trafilatura.extract(
-            html,
+            without_overlays(html),
             url=url,
             include_comments=False,
             include_tables=True,

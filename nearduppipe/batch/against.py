@@ -85,20 +85,28 @@ _RULE_FLAGS = (
 
 
 def against_rule(
-    store: Store, *, scope: str, extractor: str, rule: Rule | None = None, where: str = ""
+    store: Store,
+    *,
+    scope: str,
+    extractor: str,
+    rule: Rule | None = None,
+    where: str = "",
+    extraction: int | None = None,
 ) -> Rule:
-    """The rule a run against ``store`` uses: the store's own. A ``scope`` or ``extractor``
-    other than the store's is refused (its fingerprints are masked by their scope and made from
-    one extractor's text, so they cannot answer another), and so is a ``rule`` the user stated
-    that differs from the store's (the batch's own pairs and the store's answers would follow
-    two rules); ``rule=None`` takes the store's. Raises :class:`StoreError` naming both."""
+    """The rule a run against ``store`` uses: the store's own. A ``scope``, ``extractor`` or
+    ``extraction`` version other than the store's is refused (its fingerprints are masked by
+    their scope and made from one extraction's text, so they cannot answer another), and so is
+    a ``rule`` the user stated that differs from the store's (the batch's own pairs and the
+    store's answers would follow two rules); ``rule=None`` takes the store's. Raises
+    :class:`StoreError` naming both."""
     stored = store.rule
     where = where or f"--against {store.uri}"
     for what, flag, have, asked in (
         ("scope", "--scope", stored.scope, scope),
         ("extractor", "--extractor", stored.extractor, extractor),
+        ("extraction version", "--extraction", stored.extraction, extraction),
     ):
-        if have != asked:
+        if have != asked and asked is not None:  # (None: no extraction version asked)
             raise StoreError(
                 f"{where}: the store was built with {what} {have!r} and this run asks for "
                 f"{asked!r} ({flag}): its fingerprints cannot answer another {what}. Run with "

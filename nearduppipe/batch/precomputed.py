@@ -62,10 +62,15 @@ def precomputed(
             return None
         check_comparable(found, params)
     except IncomparableFingerprint as e:
+        asked = (
+            f"extraction version {e.extraction}"
+            if e.extraction is not None
+            else "extractor and feature settings"
+        )
         raise MixedFingerprintsError(
             f"{where}: its {field!r} was {e}. Fingerprints of other settings are not "
-            f"comparable: run with the crawl's extractor and feature settings, or without "
-            f"reading {field!r}, to extract every record again"
+            f"comparable: run with the crawl's {asked}, or without reading {field!r}, to "
+            "extract every record again"
         ) from None
     except CompactFormError as e:
         raise MixedFingerprintsError(f"{where}: field {field!r}: {e}") from None

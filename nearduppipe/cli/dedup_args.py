@@ -77,6 +77,15 @@ def add_parsers(sub: Any) -> None:
         "the store's)",
     )
     p.add_argument(
+        "--extraction",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the extraction version of the HTML field's text, as a store records it: the "
+        "extractor's newest by default, or with --against the store's (records that carry "
+        "fingerprints from a crawl on a store of an earlier release are of that store's)",
+    )
+    p.add_argument(
         "--fingerprint-field",
         default=DEFAULT_FIELD,
         metavar="NAME",

@@ -16,6 +16,7 @@ from ..batch.fs import full_name
 from ..batch.inputs import Input, InputError, check_extras, expand_inputs
 from ..batch.pairs_out import check_pyarrow, pairs_format, write_pairs
 from ..fingerprint.rule import Rule
+from ..fingerprint.versions import settled_extraction
 from ..stores import Store
 from ..stores.report import KeepChoice
 from ._io import (
@@ -141,13 +142,33 @@ def _open_against(args: argparse.Namespace) -> Store | None:
     except CliError:
         if not args.add:
             raise
-    rule = dataclasses.replace(
+    return open_cli_store(args.against, read_only=False, rule=_run_rule(args))
+
+
+def _checked_extraction(args: argparse.Namespace, extractor: str) -> None:
+    """One line for an ``--extraction`` version ``extractor`` does not have (0 included: it is
+    no version, though a rule reads it as the newest)."""
+    if args.extraction is None:
+        return
+    try:
+        if args.extraction < 1:
+            raise ValueError("a version is 1 or more")
+        settled_extraction(extractor, args.extraction)
+    except ValueError as e:
+        raise CliError(f"--extraction {args.extraction}: {e}") from None
+
+
+def _run_rule(args: argparse.Namespace) -> Rule:
+    """The rule of a run without a store (or making one with ``--add``): the flags', on the
+    extractor's newest extraction version unless ``--extraction`` names another."""
+    extractor = args.extractor or "trafilatura"
+    _checked_extraction(args, extractor)
+    return dataclasses.replace(
         rule_from_args(args) or Rule(),
         scope=args.scope or "global",
-        extractor=args.extractor or "trafilatura",
-        extraction=0,  # (the extractor's newest, as a crawl's new store: Rule() is trafilatura's)
+        extractor=extractor,
+        extraction=args.extraction or 0,  # (0: the newest, as a crawl's new store)
     )
-    return open_cli_store(args.against, read_only=False, rule=rule)
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
@@ -170,6 +191,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                 # the store's own scope and extractor unless given; a contradiction refused
                 args.scope = args.scope or store.rule.scope
                 args.extractor = args.extractor or store.rule.extractor
+                _checked_extraction(args, args.extractor)
                 try:
                     rule = against_rule(
                         store,
@@ -177,17 +199,13 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                         extractor=args.extractor,
                         rule=rule_from_args(args),
                         where=f"--against {redact(args.against)}",
+                        extraction=args.extraction,
                     )
                 except StoreError as e:
                     raise CliError(str(e)) from None
                 against = Against(store, add=args.add)
             else:
-                rule = dataclasses.replace(
-                    rule_from_args(args) or Rule(),
-                    scope=args.scope or "global",
-                    extractor=args.extractor or "trafilatura",
-                    extraction=0,  # (the extractor's newest)
-                )
+                rule = _run_rule(args)
             try:  # (the extra missing: one line naming it, before any input is read)
                 params = FingerprintParams(
                     extractor=require_extractor(rule.extractor), extraction=rule.extraction

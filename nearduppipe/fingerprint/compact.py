@@ -33,6 +33,7 @@ without settings (:data:`LEGACY`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from typing import NamedTuple
@@ -43,6 +44,7 @@ from ..errors import NearDupError
 from .features import FeatureConfig
 from .page import FingerprintParams
 from .rule import Fingerprints
+from .versions import extraction_versions
 
 __all__ = [
     "FORMAT",
@@ -77,7 +79,11 @@ class CompactFormError(NearDupError, ValueError):
 
 class IncomparableFingerprint(CompactFormError):
     """A well-formed value made with another extractor or other feature settings than the
-    run that reads it: comparing the two would be meaningless, so it is refused."""
+    run that reads it: comparing the two would be meaningless, so it is refused.
+    ``extraction``: the other extraction version it was made with, when that is the one
+    difference."""
+
+    extraction: int | None = None
 
 
 class Compact(NamedTuple):
@@ -203,9 +209,29 @@ def check_comparable(found: Compact, params: FingerprintParams) -> None:
     if source_ok and found.settings == want:
         return
     made = f"extractor {found.source!r}" if found.source != TEXT_SOURCE else "a text field"
-    raise IncomparableFingerprint(
+    version = _made_with_version(found, params) if found.source == params.extractor else None
+    error = IncomparableFingerprint(
         f"made from {made} with feature settings {found.settings}, but this run uses extractor "
         f"{params.extractor!r} with feature settings {want}"
         + ("" if source_ok else " (the extractor differs)")
-        + ("" if found.settings == want else f" (the {_what_digests(found.source)} differ)")
+        + (
+            ""
+            if found.settings == want
+            else f" (the {_what_digests(found.source)} differ)"
+            if version is None
+            else f" (made with extraction version {version}, and this run's is {params.extraction})"
+        )
     )
+    error.extraction = version
+    raise error
+
+
+def _made_with_version(found: Compact, params: FingerprintParams) -> int | None:
+    """The other extraction version of ``params.extractor`` whose settings ``found`` names, if
+    one does (a crawl on a store made by an earlier release): the run can then be told which
+    version to ask for."""
+    for version in extraction_versions(params.extractor):
+        other = dataclasses.replace(params, extraction=version)
+        if version != params.extraction and settings_digest(other) == found.settings:
+            return version
+    return None

@@ -23,6 +23,7 @@ from trafilatura.settings import use_config
 
 from . import fast_text
 from .fast_text import ExtractorUnavailable
+from .overlays import without_overlays
 from .versions import latest_extraction
 
 __all__ = [
@@ -135,7 +136,7 @@ def extract(
             text = fast_text.main_text(html, limits.max_tree_size, version)
         else:
             text = trafilatura.extract(
-                html,
+                without_overlays(html, limits.max_html_bytes) if version >= 2 else html,
                 url=url,
                 fast=extractor == "trafilatura-fast",  # no fallback extractors
                 include_comments=False,

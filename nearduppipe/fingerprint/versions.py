@@ -6,7 +6,11 @@ version's text with another's (a recrawled page would turn ``changed``, a copy w
 New stores get their extractor's newest version; ``--reset`` (``NEARDUP_RESET``) starts a store
 on it. A store that records no version was made before versions: version 1.
 
-* ``trafilatura``, ``trafilatura-fast``: 1 only (trafilatura's text as it is).
+* ``trafilatura``, ``trafilatura-fast``:
+
+  1. trafilatura's text as it is (every store made before version 2: they record none);
+  2. dialogs and cookie-consent managers removed from the page first (:mod:`.overlays`): a
+     page whose text was its cookie notice gives its article.
 * ``resiliparse`` (:mod:`.fast_text`):
 
   1. resiliparse's reduced HTML cleaned block by block (releases up to 0.2, and every
@@ -24,8 +28,8 @@ __all__ = ["EXTRACTIONS", "extraction_versions", "latest_extraction", "settled_e
 # every version any extractor has (what a recorded rule may name)
 EXTRACTIONS = frozenset({1, 2, 3})
 _VERSIONS: dict[str, tuple[int, ...]] = {
-    "trafilatura": (1,),
-    "trafilatura-fast": (1,),
+    "trafilatura": (1, 2),
+    "trafilatura-fast": (1, 2),
     "resiliparse": (1, 2, 3),
 }
 

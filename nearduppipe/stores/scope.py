@@ -38,6 +38,7 @@ from .base import StoreError
 __all__ = [
     "SCOPES",
     "Scope",
+    "format1_rule",
     "mask_of",
     "recorded_rule",
     "scope_of",
@@ -145,6 +146,13 @@ def unasked_aliases_off(rule: Rule) -> Rule:
     """``rule`` for a store that exists, or cannot keep aliases: aliases that are only the
     default for new stores (:attr:`Rule.aliases_given` false) are off."""
     return replace(rule, aliases=False) if rule.aliases and not rule.aliases_given else rule
+
+
+def format1_rule(rule: Rule | None) -> Rule:
+    """The rule of a format-1 store (it records none), opened with ``rule``: an existing
+    store's (aliases only if asked), on extraction version 1, which every store made before
+    versions holds (a new release's newest would extract its recrawls differently)."""
+    return replace(unasked_aliases_off(rule or Rule()), extraction=1)
 
 
 def settle_rule(where: str, stored: Rule | None, asked: Rule | None) -> Rule | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nearduppipe.fingerprint.compact import encode_for
 from nearduppipe.fingerprint.features import FeatureConfig
-from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
+from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_html, fingerprint_text
 
 from ..batch.test_against import _exports
 
@@ -83,3 +83,51 @@ def test_fingerprints_of_other_settings_are_refused(tmp_path: Path) -> None:
         "record 1 (http://one.test/p0)" in proc.stderr and "feature settings differ" in proc.stderr
     )
     assert _dedup(str(tmp_path / "f.jsonl"), "--fingerprint-field", "").returncode == 0
+
+
+def test_fingerprints_of_an_earlier_extraction_version_name_it(
+    tmp_path: Path, store_uri: str
+) -> None:
+    """A crawl on a store made by an earlier release wrote version-1 values (trafilatura's text
+    as it is); this release extracts pages with version 2. dedup names the version the records
+    carry and runs with it when asked (``--extraction 1``: nothing extracted again); a version
+    the extractor lacks, or another than an ``--against`` store's, is one line."""
+    v1 = dataclasses.replace(PARAMS, extraction=1)
+    path = tmp_path / "pages.jsonl"
+    with path.open("w") as f:
+        for n in range(6):
+            body = " ".join(
+                f"Page {n} sentence {i} about river bridges and buses." for i in range(40)
+            )
+            html = f"<html><body><article><h1>Page {n}</h1><p>{body}</p></article></body></html>"
+            fps = fingerprint_html(html, None, v1).fingerprints
+            assert fps is not None
+            record = {"url": f"http://one.test/p{n}", "html": html}
+            record["fingerprint"] = encode_for(fps, v1, from_text=False)
+            f.write(json.dumps(record) + "\n")
+    proc = _dedup(str(path), "--html-field", "html")
+    assert proc.returncode == 2
+    assert "made with extraction version 1, and this run's is 2" in proc.stderr
+    assert "run with the crawl's extraction version 1" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    proc = _dedup(str(path), "--html-field", "html", "--extraction", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "6 records carried fingerprints" in proc.stderr
+    for bad in ("7", "0", "-1", "0x"):
+        proc = _dedup(str(path), "--html-field", "html", "--extraction", bad)
+        assert (
+            proc.returncode == 2
+            and "--extraction" in proc.stderr
+            and "Traceback" not in proc.stderr
+        )
+    proc = _dedup(
+        str(path), "--html-field", "html", "--against", store_uri, "--add", "--extraction", "1"
+    )
+    assert proc.returncode == 0, proc.stderr
+    proc = _dedup(str(path), "--html-field", "html", "--against", store_uri, "--extraction", "2")
+    assert proc.returncode == 2
+    assert "extraction version 1" in proc.stderr and "--extraction 1" in proc.stderr
+    proc = _dedup(str(path), "--html-field", "html", "--against", store_uri, "--extraction", "9")
+    assert (
+        proc.returncode == 2 and "--extraction 9: extraction version of trafilatura" in proc.stderr
+    )

@@ -2,7 +2,7 @@
 crawls against a loopback site, sqlite and Redis: a resiliparse store made before version 2
 (its rule records no version) is crawled with version 1, so its pages come back ``unchanged``
 although version 2 extracts them to other texts; a new store is made and crawled with
-the newest version (3)."""
+the newest version (3). Likewise trafilatura's versions 1 and 2 (dialogs removed first)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,13 @@ from nearduppipe.fingerprint.rule import Rule
 from ..support.server import serve_directory
 from .test_changed_page_crawl import crawl
 
-pytest.importorskip("resiliparse")
-pytest.importorskip("selectolax")
-
 PAGES = 3
+
+
+@pytest.fixture
+def fast_extra() -> None:
+    pytest.importorskip("resiliparse")
+    pytest.importorskip("selectolax")
 
 
 def sentence(rng: random.Random, words: list[str]) -> str:
@@ -62,8 +65,14 @@ def site(tmp_path: Path) -> Path:
     return root
 
 
-def fingerprints(root: Path, base: str, extraction: int) -> dict[str, object]:
-    params = FingerprintParams(min_text_length=100, extractor="resiliparse", extraction=extraction)
+def fingerprints(
+    root: Path, base: str, extraction: int, extractor: str = "resiliparse"
+) -> dict[str, object]:
+    params = FingerprintParams(
+        min_text_length=100,
+        extractor=extractor,  # type: ignore[arg-type]
+        extraction=extraction,
+    )
     return {
         base + p.name: fingerprint_html(p.read_bytes(), base + p.name, params).fingerprints
         for p in sorted(root.glob("*.html"))
@@ -86,6 +95,7 @@ def recorded_rule(store: str) -> dict[str, object]:
     return dict(json.loads(value))
 
 
+@pytest.mark.usefixtures("fast_extra")
 def test_an_old_store_is_crawled_with_its_own_version(tmp_path: Path, store_uri: str) -> None:
     with open_store(store_uri, rule=Rule(extractor="resiliparse", extraction=1)):
         pass  # what a release before versions made: a rule without "extraction"
@@ -107,6 +117,7 @@ def test_an_old_store_is_crawled_with_its_own_version(tmp_path: Path, store_uri:
     assert "extraction" not in recorded_rule(store_uri)  # (still what older releases read)
 
 
+@pytest.mark.usefixtures("fast_extra")
 def test_a_new_store_is_made_and_crawled_with_the_newest_version(
     tmp_path: Path, store_uri: str
 ) -> None:
@@ -121,3 +132,50 @@ def test_a_new_store_is_made_and_crawled_with_the_newest_version(
         second = crawl(tmp_path, urls, store_uri, "second", NEARDUP_EXTRACTOR="resiliparse")
         assert second["stats"].get("neardup/revisit/unchanged") == PAGES  # type: ignore[union-attr]
     assert recorded_rule(store_uri)["extraction"] == 3
+
+
+def dialog_story(n: int) -> str:
+    """An article, and a staff letter in a modal dialog longer than it (as on eff.org):
+    trafilatura's version 1 takes the letter, version 2 the article."""
+    rng = random.Random(100 + n)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choices(letters, k=rng.randint(3, 9))) for _ in range(300)]
+    article = "".join(
+        f"<p>{' '.join(sentence(rng, words) for _ in range(3))}</p>" for _ in range(3)
+    )
+    letter = "".join(f"<p>{' '.join(sentence(rng, words) for _ in range(4))}</p>" for _ in range(8))
+    return (
+        f"<html><head><title>Story {n}</title></head><body>"
+        f"<div class='main'><h1>Story {n}</h1><div class='body'>{article}</div></div>"
+        f"<div id='letter' class='modal fade' role='dialog'><div>{letter}</div></div>"
+        "</body></html>"
+    )
+
+
+def test_trafilatura_stores_keep_their_version(tmp_path: Path, store_uri: str) -> None:
+    """A store made before trafilatura's version 2 (no version recorded) is crawled with
+    version 1: its pages come back ``unchanged`` although version 2 extracts other texts; a
+    reset starts it on version 2, recorded."""
+    root = tmp_path / "site"
+    root.mkdir()
+    for n in range(PAGES):
+        (root / f"a{n}.html").write_text(dialog_story(n), "utf-8")
+    with open_store(store_uri, rule=Rule(extraction=1)):
+        pass  # what a release before trafilatura's version 2 made
+    assert "extraction" not in recorded_rule(store_uri)
+    with serve_directory(root) as base:
+        urls = [base + f"a{n}.html" for n in range(PAGES)]
+        v1 = fingerprints(root, base, 1, "trafilatura")
+        v2 = fingerprints(root, base, 2, "trafilatura")
+        assert all(v1[u] != v2[u] for u in urls)  # the two versions' texts differ
+        crawl(tmp_path, urls, store_uri, "first")
+        with open_store(store_uri, read_only=True) as store:
+            assert store.rule.extraction == 1
+            assert {u: store.get(u).fingerprints for u in urls} == v1  # type: ignore[union-attr]
+        second = crawl(tmp_path, urls, store_uri, "second")
+        assert second["stats"].get("neardup/revisit/unchanged") == PAGES, second["stats"]  # type: ignore[union-attr]
+        crawl(tmp_path, urls, store_uri, "third", NEARDUP_RESET=True)
+        with open_store(store_uri, read_only=True) as store:
+            assert store.rule.extraction == 2
+            assert {u: store.get(u).fingerprints for u in urls} == v2  # type: ignore[union-attr]
+    assert recorded_rule(store_uri)["extraction"] == 2

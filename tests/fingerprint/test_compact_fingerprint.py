@@ -142,21 +142,28 @@ def test_a_page_s_value_names_its_extraction_version_and_a_text_field_s_does_not
     """Fingerprints of one page under two extraction versions (fingerprint.versions: resiliparse
     has several) are of two texts: refused; a text field's value compares under any (no extraction
     touched it). The digests of version 1 are those of releases before versions, whose values
-    stay usable; trafilatura has version 1 only."""
+    stay usable; trafilatura has versions 1 and 2."""
     pytest.importorskip("resiliparse")
     fps = fingerprint_text("one two three " * 100, PARAMS).fingerprints
     assert fps is not None
     new = dataclasses.replace(PARAMS, extractor="resiliparse", extraction=0)  # 0: the newest
     old = dataclasses.replace(new, extraction=1)
-    assert (PARAMS.extraction, new.extraction, old.extraction) == (1, 3, 1)
+    v1 = dataclasses.replace(PARAMS, extraction=1)  # trafilatura's text as it is
+    assert (PARAMS.extraction, new.extraction, old.extraction) == (2, 3, 1)
     assert settings_digest(old) != settings_digest(new)
-    assert settings_digest(old) == settings_digest(new, from_text=True) == settings_digest(PARAMS)
+    assert settings_digest(old) == settings_digest(new, from_text=True) == settings_digest(v1)
+    assert settings_digest(v1) != settings_digest(PARAMS)
+    assert settings_digest(v1, from_text=True) == settings_digest(PARAMS, from_text=True)
     check_comparable(decode(encode_for(fps, old, from_text=True)), new)
     check_comparable(decode(encode_for(fps, old, from_text=False)), old)
-    with pytest.raises(IncomparableFingerprint, match="extraction version differ"):
+    with pytest.raises(IncomparableFingerprint, match="made with extraction version 1, and") as e:
         check_comparable(decode(encode_for(fps, old, from_text=False)), new)
+    assert e.value.extraction == 1  # (the run can be told which version to ask for)
+    with pytest.raises(IncomparableFingerprint, match="extraction version differ") as e:
+        check_comparable(decode(encode_for(fps, PARAMS, from_text=False)), new)
+    assert e.value.extraction is None  # (another extractor's version: not named)
     with pytest.raises(ValueError, match="extraction version"):
-        dataclasses.replace(PARAMS, extraction=2)  # (trafilatura has no version 2)
+        dataclasses.replace(PARAMS, extraction=3)  # (trafilatura has no version 3)
 
 
 def test_precomputed_takes_only_what_this_run_can_use() -> None:

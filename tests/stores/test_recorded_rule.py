@@ -59,10 +59,10 @@ def test_a_damaged_recorded_rule_is_one_line(store_uri: str, raw: str) -> None:
 
 def test_the_extraction_version_is_the_store_s(store_uri: str) -> None:
     """A resiliparse store made before version 2 (its rule records none: version 1) keeps
-    version 1 whoever opens it; a reset starts it on the newest; trafilatura has version 1."""
+    version 1 whoever opens it; a reset starts it on the newest; trafilatura has versions 1-2."""
     old = Rule(extractor="resiliparse", extraction=1)
     assert "extraction" not in old.as_dict()  # what releases before versions recorded
-    assert Rule(extractor="resiliparse").extraction == 3 and Rule().extraction == 1
+    assert Rule(extractor="resiliparse").extraction == 3 and Rule().extraction == 2
     with open_store(store_uri, rule=old) as store:
         assert store.rule.extraction == 1
     with open_store(store_uri, rule=Rule(extractor="resiliparse")) as store:  # the newest asked
@@ -77,7 +77,7 @@ def test_the_extraction_version_is_the_store_s(store_uri: str) -> None:
     with open_store(store_uri, read_only=True) as store:
         assert store.rule.extraction == 3
     with pytest.raises(ValueError, match="extraction version"):
-        Rule(extraction=2)  # (trafilatura has no version 2)
+        Rule(extraction=3)  # (trafilatura has no version 3)
 
 
 def test_a_radius_not_asked_for_is_the_store_s(store_uri: str) -> None:

@@ -21,7 +21,7 @@ from ...fingerprint.rule import Fingerprints, Rule
 from ...index.layout import Layout
 from ..base import Store, StoreError, StoreUnavailable
 from ..memory import MemoryStore
-from ..scope import recorded_rule, settle_rule, unasked_aliases_off
+from ..scope import format1_rule, recorded_rule, settle_rule
 from ..ttl_rule import encode_ttl, settle_ttl
 from . import buckets
 from . import keys as rk
@@ -355,9 +355,7 @@ class RedisBase(Store):
 
     def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:
         entries = read_format1(self._client, self.prefix)
-        if rule is not None:  # (an existing store: no aliases unless asked)
-            rule = unasked_aliases_off(rule)
-        self._set_layout(rule or Rule(), blocks)
+        self._set_layout(format1_rule(rule), blocks)  # (no aliases unless asked; version 1)
         if self.read_only:
             self.format_version = 1
             self._f1 = MemoryStore(

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...fingerprint.rule import Rule
 from ..base import Store, StoreError
-from ..scope import unasked_aliases_off
+from ..scope import format1_rule
 from .files import (
     TABLE,
     FileLock,
@@ -80,7 +80,7 @@ def prepare_file(
 
 def migrate_v1(path: Path, rule: Rule | None) -> None:
     started = time.monotonic()
-    rule = unasked_aliases_off(rule or Rule())  # (an existing store: no aliases unless asked)
+    rule = format1_rule(rule)  # (an existing store: no aliases unless asked; version 1)
     version = format_for(rule.aliases)
     conn = sqlite3.connect(str(path), isolation_level=None)
     try:
@@ -137,7 +137,7 @@ def read_only_view(path: Path, uri: str, rule: Rule | None, options: dict[str, A
         held = list(decisions)
     finally:
         conn.close()
-    store = MemoryStore(uri, rule, ttl=options.get("ttl"), max_decisions=None)
+    store = MemoryStore(uri, format1_rule(rule), ttl=options.get("ttl"), max_decisions=None)
     store.import_records(entries, held)
     store.read_only = True
     store.format_version = 1

@@ -372,7 +372,7 @@ def test_format1_store_read_only_then_migrated(
     _write_format1(client, prefix, [("a", A, 1.0), ("b", B, 2.0), ("a", A ^ 0xF, 3.0)])
     before = _dump_all(client)
     with RedisStore(redis_server.url, prefix=prefix, read_only=True) as s:
-        assert s.format_version == 1 and len(s) == 2
+        assert s.format_version == 1 and len(s) == 2 and s.rule.extraction == 1
         assert [(e.key, e.fingerprint, e.stored_at, e.text, e.wide) for e in s.entries()] == [
             ("b", B, 2.0, "text b", None),
             ("a", A ^ 0xF, 3.0, "text a", None),
@@ -386,6 +386,7 @@ def test_format1_store_read_only_then_migrated(
     want = 4 if asked == "aliases" else 3
     with RedisStore(redis_server.url, rule, prefix=prefix) as s:
         assert s.format_version == want and len(s) == 2 and s.rule.aliases is (asked == "aliases")
+        assert s.rule.extraction == 1  # (not the opener's newest: its pages are version 1's)
         assert client.hget("{test:f1}:meta", "format") == str(want).encode()
         assert not [k for k in client.keys("{test:f1}:g*")] and not client.exists("{test:f1}:seq")
         assert s.get("a") == Entry("a", A ^ 0xF, 3.0, "text a", None, None)
@@ -393,6 +394,8 @@ def test_format1_store_read_only_then_migrated(
         assert s.check(Fingerprints(B ^ 0xF, WA), "d").status == "new"  # 4 bits, legacy rule
         assert [d.key for d in s.decisions()] == ["gone", "c"]
         assert s.counters()["decisions_total"] == 2
+    with RedisStore(redis_server.url, prefix=prefix, read_only=True) as s:
+        assert s.rule.extraction == 1
 
 
 # -- connections ----------------------------------------------------------------------------------

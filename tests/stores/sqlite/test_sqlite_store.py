@@ -261,10 +261,12 @@ def test_format_1_is_read_as_is_and_migrated_on_write(tmp_path: Path, asked: str
             ("https://a/1", A ^ 0xF0F0F0F0F0),
         ]
         assert len(s) == 2 and s.decision_count() == 1
+        assert s.rule.extraction == 1  # (made before extraction versions)
     assert path.read_bytes() == before
     with open_store(str(path), rule=rule) as s:
         assert len(s) == 2 and s.get("https://a/1").wide is None
         assert s.rule.aliases is (asked == "aliases")
+        assert s.rule.extraction == 1  # (not the opener's newest: its pages are version 1's)
         # legacy entries: 64-bit distance <= 3, whatever the wide side says
         assert s.check(Fingerprints(A ^ 0xF0F0F0F0F0 ^ 0b111, W), "x").match.key == "https://a/1"
         assert s.check(Fingerprints(A ^ 0xF0F0F0F0F0 ^ 0b1111, W), "y").status == "new"
@@ -276,6 +278,7 @@ def test_format_1_is_read_as_is_and_migrated_on_write(tmp_path: Path, asked: str
     conn.close()
     with open_store(str(path), read_only=True) as s:
         assert s.rule.aliases is (asked == "aliases") and s.format_version == int(want)
+        assert s.rule.extraction == 1
 
 
 def test_ttl_prunes_at_open_and_vacuum_shrinks_the_file(tmp_path: Path) -> None:
