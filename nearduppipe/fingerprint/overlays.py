@@ -55,6 +55,7 @@ _WORDS = (
 _DIALOG_MARKS = ("<dialog", 'dialog"', "dialog'", "=dialog", "aria-modal", "<DIALOG")
 _DIALOGS = "//dialog | //*[@role='dialog' or @role='alertdialog' or @aria-modal='true']"
 _HOLDS_ARTICLE = "boolean(.//article | .//main | .//h1)"
+_SHOWN_TEXT = ".//text()[not(ancestor::script or ancestor::style or ancestor::template)]"
 _ARTICLE_TAGS = frozenset({"html", "body", "article", "main", "h1"})
 _DIALOG_ROLES = frozenset({"dialog", "alertdialog"})
 _CLOSED = frozenset({"fade", "hide", "hidden", "d-none", "is-hidden", "closed", "collapsed"})
@@ -91,6 +92,12 @@ def _hidden(el: Any) -> bool:
         return True
     tokens = set((el.get("class") or "").lower().split())
     return bool(tokens & _CLOSED) and not tokens & _OPEN
+
+
+def _text_chars(el: Any) -> int:
+    """Characters of text under ``el``, without scripts and styles (a page's inline JSON state
+    would make an app shell look small beside the whole page)."""
+    return sum(len(t) for t in el.xpath(_SHOWN_TEXT))
 
 
 def _in_id_or_class(lower: str, i: int) -> bool:
@@ -142,8 +149,8 @@ def without_overlays(html: str | bytes, max_size: int | None = None) -> Any:
         kind = _kind(el)
         if kind == "generic" and not _hidden(el):
             if page_chars is None:
-                page_chars = len(tree.text_content())
-            if 2 * len(el.text_content()) >= page_chars > 0:
+                page_chars = _text_chars(tree)
+            if 2 * _text_chars(el) >= page_chars > 0:
                 continue  # (half the page or more: not an overlay beside the page)
         if kind is not None:
             gone.append(el)

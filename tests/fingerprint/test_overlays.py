@@ -180,3 +180,16 @@ def test_a_hidden_dialog_goes_even_when_it_holds_most_of_the_text(opening: str) 
     )
     new = extract_text(html, version=2)
     assert new is not None and "Paragraph 5 of the report" in new and "Cookie Notice" not in new
+
+
+def test_a_shown_app_shell_stays_beside_a_large_inline_script() -> None:
+    """The half-of-the-page rule counts text a reader sees: 200 KB of inline state in the head
+    does not make the app shell's article small."""
+    state = '{"items": [' + ",".join(f'"item {i} of the state"' for i in range(8000)) + "]}"
+    html = (
+        f"<html><head><title>Bridge</title><script>window.STATE = {state};</script></head><body>"
+        f"<div aria-modal='true' class='app'><h2>Bridge</h2>{ARTICLE_PARAGRAPHS}</div>"
+        "</body></html>"
+    )
+    new = extract_text(html, version=2)
+    assert new is not None and "Paragraph 5 of the report" in new
