@@ -8,13 +8,13 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..fingerprint.rule import Rule
 from ..report.render import tally_text
-from ..stores import Decision, Entry, Store, StoreError
+from ..stores import Alias, Decision, Entry, Store, StoreError
 from ..stores.scope import settle_rule
 from ._io import (
     CliError,
@@ -223,13 +223,16 @@ def cmd_copy(args: argparse.Namespace) -> int:
             )
             or src.rule
         )
-        if rule.aliases:  # (not copied: the setting is the destination's default, so a new
-            # store keeps aliases from now on, a Redis Cluster one none, an existing one its own)
+        if rule.aliases:  # (the setting is the destination's default, so a new store keeps
+            # aliases from now on, a Redis Cluster one none, an existing one its own)
             rule = dataclasses.replace(rule, aliases_given=False)
-        left_aliases = src.info().aliases
+        src_aliases = src.info().aliases
         entries, decisions = tally.entries(src.entries()), tally.decisions(src.decisions())
+        carried: int | None = None  # (None: the destination keeps no aliases)
         if dst_file:
-            n = _copy_to_sqlite_file(args, dst_file, rule, entries, decisions)
+            n, carried = _copy_to_sqlite_file(
+                args, dst_file, rule, entries, decisions, src.aliases if src_aliases else None
+            )
             where = args.dst
         else:
             dst_options: dict[str, Any] = {"reset": args.reset}
@@ -249,6 +252,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
                     )
                 try:
                     n = dst.import_records(entries, decisions)
+                    if dst.rule.aliases and src_aliases:  # (after the pages they stand for)
+                        carried = dst.import_aliases(src.aliases())
                 except StoreError as e:  # (a damaged source record, met half-way)
                     partial = (
                         f"DST {redact(dst.uri)} may hold part of the copy: copy again with --reset"
@@ -258,17 +263,23 @@ def cmd_copy(args: argparse.Namespace) -> int:
                     raise
                 where = dst.uri
         left = copy_warnings(args.src, None, src, n)
-    if left_aliases:
+    if src_aliases and carried is None:
         left.append(
-            f"its {left_aliases} aliases (dropped pages kept as candidates) are not copied: "
-            "later copies of those pages may be kept once"
+            f"its {src_aliases} aliases (dropped pages kept as candidates) are not copied "
+            "(the destination keeps none): later copies of those pages may be kept once"
+        )
+    elif carried is not None and carried < src_aliases:
+        left.append(
+            f"{src_aliases - carried} of its {src_aliases} aliases stand for no page of the "
+            "copy (their kept page removed or expired) and are not copied"
         )
     for line in left:
         say(f"nearduppipe copy: warning: SRC {redact(args.src)}: {line}")
     texts = tally.texts
+    also = f", and {carried} aliases (dropped pages kept as candidates)" if carried else ""
     emit(
         f"copied {n} fingerprints and {tally.n_decisions} decisions ({texts} text samples) "
-        f"to {redact(where)}\n"
+        f"to {redact(where)}{also}\n"
     )
     return 0
 
@@ -279,11 +290,13 @@ def _copy_to_sqlite_file(
     rule: Rule,
     entries: Iterable[Entry],
     decisions: Iterable[Decision],
-) -> int:
+    aliases: Callable[[], Iterable[Alias]] | None,
+) -> tuple[int, int | None]:
     """Build the copy in a temporary store file beside the target and rename it over the
     target when complete: an interrupted copy leaves the old file (or none), never half a store.
     An existing target is opened first, which takes its lock (no crawl is writing it) and
-    closes it cleanly (its write-ahead log checkpointed away)."""
+    closes it cleanly (its write-ahead log checkpointed away). Returns the entries copied and
+    the aliases (``None``: the copy keeps none)."""
     target = Path(target_name)
     if target.exists():
         with open_cli_store(args.dst, read_only=False) as existing:
@@ -304,8 +317,11 @@ def _copy_to_sqlite_file(
     os.close(fd)
     os.unlink(tmp)  # the store creates its own file
     try:
+        carried = None
         with open_cli_store(tmp, read_only=False, rule=rule) as dst:
             n = dst.import_records(entries, decisions)
+            if dst.rule.aliases and aliases is not None:
+                carried = dst.import_aliases(aliases())
         for suffix in ("-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 Path(f"{target}{suffix}").unlink()
@@ -314,7 +330,7 @@ def _copy_to_sqlite_file(
         for leftover in (tmp, f"{tmp}-wal", f"{tmp}-shm", f"{tmp}.lock"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(leftover)
-    return n
+    return n, carried
 
 
 def add_parsers(sub: Any) -> None:
@@ -353,7 +369,8 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "copy",
         help="copy a store to another backend (e.g. sqlite to redis)",
-        description="Copy every entry (with its time and text sample) and every "
+        description="Copy every entry (with its time and text sample), every alias "
+        "(a dropped page kept as a candidate, where the destination keeps them) and every "
         "decision to another store, e.g. to seed a shared Redis store from a "
         "local crawl. The copy keeps the source's layout.",
     )

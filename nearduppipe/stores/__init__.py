@@ -24,6 +24,7 @@ from .backend import (
     scheme_of,
 )
 from .base import (
+    Alias,
     Decision,
     Entry,
     Match,
@@ -35,6 +36,7 @@ from .base import (
 )
 
 __all__ = [
+    "Alias",
     "Backend",
     "Damage",
     "Decision",

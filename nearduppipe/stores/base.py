@@ -35,6 +35,7 @@ from .checks import (
     check_key,
     check_source,
     check_time,
+    clean_aliases,
     clean_decision,
     clean_entries,
     clean_text,
@@ -45,6 +46,7 @@ from .counts import COUNTERS, STATUSES, Source, Status, StoreInfo, Tally
 __all__ = [
     "COUNTERS",
     "LEASE_SECONDS",
+    "Alias",
     "BadKey",
     "Columns",
     "Decision",
@@ -88,6 +90,22 @@ class Entry(NamedTuple):
     fingerprint: int
     stored_at: float
     text: str | None = None
+    wide: int | None = None
+    job: str | None = None
+
+    @property
+    def fingerprints(self) -> Fingerprints:
+        return Fingerprints(self.fingerprint, self.wide)
+
+
+class Alias(NamedTuple):
+    """A page dropped for the entry ``root`` (a page key), kept as a candidate for it
+    (:attr:`Rule.aliases`): its key, fingerprints, time and job, no text."""
+
+    key: str
+    fingerprint: int
+    stored_at: float
+    root: str
     wide: int | None = None
     job: str | None = None
 
@@ -214,6 +232,24 @@ class Store(ABC):
         backend. Returns the number of entries imported. Each entry is checked as it is
         read: a bad one stops the import there, the entries before it stored."""
         return self._import_records(clean_entries(entries), map(clean_decision, decisions))
+
+    def import_aliases(self, aliases: Iterable[Alias]) -> int:
+        """Store aliases (``nearduppipe copy``), after the entries they stand for: an alias
+        whose kept page is not a live entry here, or whose key holds an entry, is skipped (it
+        would stand for nothing). Returns the number stored. A store that keeps no aliases
+        refuses the first one with :class:`StoreError`."""
+        return self._import_aliases(clean_aliases(aliases))
+
+    def aliases(self) -> Iterator[Alias]:
+        """Every alias that stands for a live entry (:meth:`import_aliases` takes them); a
+        store without aliases has none."""
+        return iter(())
+
+    def _import_aliases(self, aliases: Iterable[Alias]) -> int:
+        """:meth:`import_aliases`, each alias checked and cleaned as it is read."""
+        for _ in aliases:
+            raise StoreError(f"store {self.uri}: keeps no aliases (NEARDUP_ALIASES)")
+        return 0
 
     @abstractmethod
     def _check(

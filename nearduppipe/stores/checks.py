@@ -13,7 +13,7 @@ from ..errors import NearDupError
 from ..fingerprint.rule import Fingerprints
 from .counts import Source
 
-# an Entry or a Decision (stores/base.py, which calls these checks and is not imported back:
+# an Entry, Alias or Decision (stores/base.py, which calls these checks and is not imported back:
 # the checks read their fields and return them through NamedTuple's _replace, of their type)
 _R = TypeVar("_R", bound=tuple[Any, ...])
 
@@ -111,6 +111,21 @@ def check_source(source: object) -> Source:
     if source != "pages" and source != "items":
         raise ValueError(f"a check's source is 'pages' or 'items', not {source!r}")
     return source
+
+
+def clean_aliases(aliases: Iterable[_R]) -> Iterator[_R]:
+    """Each alias as every backend can store it, checked as it is read."""
+    for alias in aliases:
+        a: Any = alias
+        fps = check_fingerprints(a.fingerprints)
+        yield a._replace(
+            key=check_key(a.key),
+            fingerprint=fps.fp,
+            stored_at=check_time(a.stored_at),
+            root=check_key(a.root),
+            wide=fps.wide,
+            job=clean_text(a.job),
+        )
 
 
 def clean_entries(entries: Iterable[_R]) -> Iterator[_R]:

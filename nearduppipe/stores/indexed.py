@@ -12,7 +12,7 @@ import math
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from . import aliases
 from .base import (
     COUNTERS,
     DEFAULT_MAX_DECISIONS,
+    Alias,
     Columns,
     Decision,
     Entry,
@@ -439,6 +440,50 @@ class IndexedStore(Store):
                 self._record(decision)
         return n
 
+    def _import_aliases(self, aliases: Iterable[Alias]) -> int:
+        n = 0
+        with self._lock:
+            self._check_open(write=True)
+            if not self.rule.aliases:
+                return super()._import_aliases(aliases)
+            now = self.clock()
+            for a in aliases:
+                root, own = self._find(a.root), self._find(a.key)
+                if root is None or self._is_alias(root[0]) or self._expired(root[0], now):
+                    continue  # (it would stand for nothing)
+                if own is not None and not self._is_alias(own[0]):
+                    continue  # (the key's own entry: a page kept)
+                replaces = None if own is None else own[0]
+                self._store_alias(a.fingerprints, a.key, a.stored_at, a.job, root[0], replaces)
+                n += 1
+        return n
+
+    def aliases(self) -> Iterator[Alias]:
+        """The live aliases whose kept page is live and within the TTL, 1,024 per read."""
+        with self._lock:
+            self._check_open()
+            n = self._index.id_count
+            if not self._alias_count:
+                return
+            alive = self._index.alive()[:n]
+            roots = self._root1[:n].astype(np.int64) - 1
+            ids = np.flatnonzero(alive & (roots >= 0))
+            ok = alive[roots[ids]] & (self._root1[roots[ids]] == 0)
+            if self.ttl is not None:
+                ok &= self._times[roots[ids]] >= self.clock() - self.ttl
+            ids = ids[ok]
+        for start in range(0, len(ids), 1024):
+            part = ids[start : start + 1024].tolist()
+            with self._lock:
+                self._check_open()
+                live = self._index.alive()
+                part = [i for i in part if live[i] and self._is_alias(i)]
+                rows = self._aliases_at(part)
+                root_keys = self._keys_at([int(self._root1[i]) - 1 for i in part])
+                head = [(self._fingerprints_of(i), float(self._times[i])) for i in part]
+            for (key, job), root, (fps, t) in zip(rows, root_keys, head, strict=True):
+                yield Alias(key, fps.fp, t, root, fps.wide, job)
+
     def now(self) -> float:
         return float(self.clock())
 
@@ -466,6 +511,10 @@ class IndexedStore(Store):
     def _keys_at(self, ids: list[int]) -> list[str]:
         """The keys of many ids at once (a backend may read them in fewer round trips)."""
         return [self._key_of(i) for i in ids]
+
+    def _aliases_at(self, ids: list[int]) -> list[tuple[str, str | None]]:
+        """(key, job) of many aliases' ids at once."""
+        return [(self._key_of(i), self._extra_of(i)[1]) for i in ids]
 
     @property
     def index_nbytes(self) -> int:

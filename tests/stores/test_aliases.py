@@ -5,6 +5,9 @@ on its own fingerprints, and counts only while that page is live and within the 
 from __future__ import annotations
 
 import random
+import time
+from pathlib import Path
+from uuid import uuid4
 
 import pytest
 
@@ -396,17 +399,108 @@ def test_info_counts_the_aliases(store_uri: str) -> None:
     assert f"aliases:    {n} (dropped pages" in run("info", store_uri).stdout
 
 
-def test_copy_names_the_aliases_it_leaves_and_a_new_copy_keeps_the_setting(
-    store_uri: str, tmp_path
-) -> None:
+def _other(store_uri: str, name: str) -> str:
+    """A second store on ``store_uri``'s backend: a file beside it, or another prefix."""
+    if store_uri.startswith("redis"):
+        return f"{store_uri}-{name}"
+    return str(Path(store_uri).with_name(f"{name}.sqlite"))
+
+
+def test_imported_aliases_answer_as_the_source_does(store_uri: str) -> None:
+    """Entries then aliases imported into a new store: the later pages of the crawl get the
+    source's verdicts (and the brute force's), which entries alone do not give them."""
+    seq = pages("clustered", 240, 11)
+    want = brute(seq, RULE)
+    with open_store(store_uri, rule=RULE, reset=True) as src:
+        assert _crawl(src, seq[:160]) == want[:160]
+        src_aliases = sorted(src.aliases())
+        assert len(src_aliases) == src.info().aliases > 0
+        with (
+            open_store(_other(store_uri, "copy"), rule=RULE, reset=True) as dst,
+            open_store(_other(store_uri, "bare"), rule=RULE, reset=True) as bare,
+        ):
+            dst.import_records(src.entries(), [])
+            bare.import_records(src.entries(), [])
+            assert dst.import_aliases(src.aliases()) == len(src_aliases)
+            assert sorted(dst.aliases()) == src_aliases  # (times and jobs as they were)
+            assert dst.info().aliases == len(src_aliases) and len(dst) == len(src)
+            rest = seq[160:]
+            assert _crawl(dst, rest) == _crawl(src, rest) == want[160:]
+            assert _crawl(bare, rest) != want[160:]  # (the aliases decide some of them)
+
+
+def test_an_alias_that_would_stand_for_nothing_is_not_imported(store_uri: str) -> None:
+    from nearduppipe.stores import Alias, StoreError
+
+    a, b, c = _abc()
+    now = time.time()
+    with open_store(store_uri, rule=RULE, reset=True, ttl=3600) as s:
+        s.add(a, "https://x/kept", stored_at=now)
+        s.add(b, "https://x/old", stored_at=now - 5000)  # (past the TTL, not yet swept)
+        s.add(c, "https://x/entry", stored_at=now)
+
+        def alias(key: str, root: str) -> Alias:
+            return Alias(key, b.fp, now, root, b.wide, "job-1")
+
+        got = s.import_aliases(
+            [
+                alias("https://x/a1", "https://x/kept"),
+                alias("https://x/a2", "https://x/none"),  # no such page
+                alias("https://x/a3", "https://x/old"),  # expired
+                alias("https://x/entry", "https://x/kept"),  # the key's own entry stays
+                alias("https://x/a4", "https://x/a1"),  # an alias stands for no alias
+            ]
+        )
+        assert got == 1 and s.info().aliases == 1
+        assert [(x.key, x.root, x.job) for x in s.aliases()] == [
+            ("https://x/a1", "https://x/kept", "job-1")
+        ]
+        assert s.get("https://x/entry") is not None and s.get("https://x/a1") is None
+    with open_store(_other(store_uri, "none"), rule=Rule(aliases=False), reset=True) as s:
+        s.add(a, "https://x/kept")
+        with pytest.raises(StoreError, match="keeps no aliases"):
+            s.import_aliases([alias("https://x/a1", "https://x/kept")])
+        assert list(s.aliases()) == [] and s.import_aliases([]) == 0
+
+
+def test_copy_carries_the_aliases(store_uri: str, tmp_path, redis_server) -> None:
+    """`nearduppipe copy` to a sqlite file and to a Redis store: the aliases come along and
+    the copies answer the rest of the crawl as the source does."""
+    from ..support.cli import run
+
+    seq = pages("clustered", 200, 3)
+    want = brute(seq, RULE)
+    with open_store(store_uri, rule=RULE, reset=True) as store:
+        _crawl(store, seq[:140])
+        n = store.info().aliases
+    assert n > 0
+    join = "&" if "?" in redis_server.url else "?"
+    copies = [str(tmp_path / "copy.sqlite"), f"{redis_server.url}{join}prefix=test:{uuid4()}"]
+    for copy_uri in copies:
+        out = run("copy", store_uri, copy_uri)
+        assert out.returncode == 0, out.stderr
+        assert f", and {n} aliases (dropped pages kept as candidates)" in out.stdout
+        assert "not copied" not in out.stderr
+        with open_store(copy_uri) as copy:
+            assert copy.rule.aliases and copy.info().aliases == n
+            assert _crawl(copy, seq[140:]) == want[140:]
+
+
+def test_copy_names_the_aliases_it_leaves(store_uri: str, redis_server) -> None:
+    """A destination that keeps no aliases (an empty Redis store made without them; with
+    --reset it would be a new store, which keeps them) gets the entries, and the copy says
+    what it left."""
     from ..support.cli import run
 
     seq = pages("clustered", 80, 3)
     n = sum(w is not None for w in brute(seq, RULE))
     with open_store(store_uri, rule=RULE, reset=True) as store:
         _crawl(store, seq)
-    out = run("copy", store_uri, str(tmp_path / "copy.sqlite"))
+    join = "&" if "?" in redis_server.url else "?"
+    dst = f"{redis_server.url}{join}prefix=test:{uuid4()}"
+    open_store(dst, rule=Rule(aliases=False), reset=True).close()  # (empty: no --reset)
+    out = run("copy", store_uri, dst)
     assert out.returncode == 0, out.stderr
     assert f"its {n} aliases (dropped pages kept as candidates) are not copied" in out.stderr
-    with open_store(str(tmp_path / "copy.sqlite"), read_only=True) as copy:
-        assert copy.rule.aliases and len(copy) == len(seq) - n and copy.info().aliases == 0
+    with open_store(dst, read_only=True) as copy:
+        assert not copy.rule.aliases and len(copy) == len(seq) - n and copy.info().aliases == 0

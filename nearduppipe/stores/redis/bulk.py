@@ -13,10 +13,10 @@ when sent twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ...fingerprint.rule import Fingerprints
-from ..base import Decision, Entry, StoreUnavailable
+from ..base import Alias, Decision, Entry, StoreUnavailable
 from .codec import encode_decision
 from .loss import STALE
 from .names import Names
@@ -25,9 +25,10 @@ from .shard import Shard, send_many
 BATCH = 500  # entries or decisions per script call
 ROUND = 20  # script calls per round trip
 _Row = tuple[Entry, Fingerprints, float, int]  # an entry, checked: fingerprints, time, ticket
+_P = TypeVar("_P", _Row, Alias)  # what a call carries: entries or aliases
 Refresh = Callable[[], None]  # drops the cached host and job ids, reads the shards' epochs
 
-__all__ = ["import_cluster", "import_records"]
+__all__ = ["import_aliases", "import_cluster", "import_records"]
 
 
 def import_records(
@@ -52,11 +53,11 @@ def import_records(
                 calls.append((shard, part))
                 part = []
                 if len(calls) >= ROUND:
-                    _send(calls, names, refresh, now)
+                    _send(calls, names, refresh, now, "add", _entry_args)
                     calls = []
         if part:
             calls.append((shard, part))
-        _send(calls, names, refresh, now)
+        _send(calls, names, refresh, now, "add", _entry_args)
         _decide(shard, decisions, now)
     return n
 
@@ -90,10 +91,10 @@ def import_cluster(
         if len(parts[s]) >= BATCH:
             calls.append((shards[s], parts.pop(s)))
             if len(calls) >= ROUND:
-                _send(calls, names, refresh, now)
+                _send(calls, names, refresh, now, "add", _entry_args)
                 calls = []
     calls.extend((shards[s], part) for s, part in parts.items())
-    _send(calls, names, refresh, now)
+    _send(calls, names, refresh, now, "add", _entry_args)
     _decide(top, decisions, now)
     return n
 
@@ -103,31 +104,73 @@ def _row(e: Entry, ticket: int) -> _Row:
     return (e, e.fingerprints, e.stored_at, ticket)
 
 
+def _entry_args(names: Names, row: _Row) -> tuple[bytes | None, ...]:
+    e, f, t, ticket = row
+    return (names.address(e.key), names.record(f, e.key, t, e.job, e.text, ticket))
+
+
+def _alias_args(names: Names, a: Alias) -> tuple[bytes | None, ...]:
+    rec = names.record(a.fingerprints, a.key, a.stored_at, a.job, None)
+    return (names.address(a.key), rec, names.address(a.root))
+
+
 def _send(
-    calls: list[tuple[Shard, list[_Row]]], names: Names, refresh: Refresh, now: float | str
-) -> None:
-    """One round trip of ``add`` calls, each with its shard's epoch (read before the ids);
+    calls: list[tuple[Shard, list[_P]]],
+    names: Names,
+    refresh: Refresh,
+    now: float | str,
+    mode: str,
+    encode: Callable[[Names, _P], tuple[bytes | None, ...]],
+) -> list[Any]:
+    """One round trip of ``mode`` calls, each with its shard's epoch (read before the ids);
     those refused as stale are encoded again and sent again (only they: the others wrote,
-    and a second add of an entry would log it twice)."""
+    and a second add of an entry would log it twice). Returns the calls' replies."""
+    out: list[Any] = []
     for _ in range(4):
         if not calls:
-            return
+            return out
         shard = calls[0][0]
         with shard.guard.errors("import", write=True):
             wire: list[tuple[Shard, list[Any]]] = []
             for target, part in calls:
-                args = target.head("add", now, 0, target.epoch)  # (before the ids)
-                for e, f, t, ticket in part:
-                    rec = names.record(f, e.key, t, e.job, e.text, ticket)
-                    args += (names.address(e.key), rec)
+                args = target.head(mode, now, 0, target.epoch)  # (before the ids)
+                for row in part:
+                    args += encode(names, row)
                 wire.append((target, args))
-            refused = _stale(send_many(wire))
+            replies = send_many(wire)
+            refused = _stale(replies)
+            out += [r for r, stale in zip(replies, refused, strict=True) if not stale]
             calls = [c for c, stale in zip(calls, refused, strict=True) if stale]
             if calls:
                 refresh()
     if calls:
         where = calls[0][0].guard.where
         raise StoreUnavailable(f"{where}: import: the store kept being reset under it")
+    return out
+
+
+def import_aliases(
+    shard: Shard, names: Names, refresh: Refresh, aliases: Iterable[Alias], now: float | str
+) -> int:
+    """Write ``aliases`` to a single-node store's ``shard`` (after the entries they stand
+    for), 500 per call; returns the number the script stored (it skips an alias that would
+    stand for nothing). A call sent again after a stale refusal wrote nothing the first time."""
+    n = 0
+    calls: list[tuple[Shard, list[Alias]]] = []
+    part: list[Alias] = []
+    with shard.guard.errors("import", write=True):
+        for a in aliases:
+            part.append(a)
+            if len(part) >= BATCH:
+                calls.append((shard, part))
+                part = []
+                if len(calls) >= ROUND:
+                    n += sum(map(int, _send(calls, names, refresh, now, "alias", _alias_args)))
+                    calls = []
+        if part:
+            calls.append((shard, part))
+        n += sum(map(int, _send(calls, names, refresh, now, "alias", _alias_args)))
+    return n
 
 
 def _decide(shard: Shard, decisions: Iterable[Decision], now: float | str) -> None:

@@ -19,17 +19,20 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import xxhash
 
 from ...fingerprint.rule import Fingerprints
-from ..base import Entry, Match, StoreUnavailable
+from ..base import Alias, Entry, Match, StoreUnavailable
 from .codec import NO_WIDE
 from .format3 import Record, chunk, decode_record, encode_record, split_key, varint
 from .keys import key
 
 __all__ = ["Names"]
+
+_Raw = TypeVar("_Raw")
+_Row = TypeVar("_Row")
 
 # assign ids to names: KEYS meta, id -> name, name -> id; ARGV counter field, names...
 _ASSIGN_LUA = """if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -186,17 +189,51 @@ class Names:
         self.jobs.names({r.job_id for r in recs})
         return [(r.seq, self._entry(r)) for r in recs]
 
+    def aliases(self, rows: list[tuple[bytes, bytes]], cutoff: float) -> list[tuple[int, Alias]]:
+        """(sequence number, alias) of the aliases among a whole store's (address, record)
+        ``rows`` that stand for an entry among them (the one at their kept page's address,
+        with the sequence number they hold) stored at ``cutoff`` or later (the TTL). Only the
+        aliases and their kept pages are decoded."""
+        aliases = [decode_record(raw) for _, raw in rows if raw[:1] >= b"\x04"]
+        wanted = {r.root[:8] for r in aliases if r.root is not None}
+        kept = {a: decode_record(raw) for a, raw in rows if a in wanted and raw[:1] < b"\x04"}
+        pairs = []
+        for r in aliases:
+            assert r.root is not None
+            root = kept.get(r.root[:8])
+            seq = int.from_bytes(r.root[8:14], "big")
+            if root is not None and root.seq == seq and root.stored_at >= cutoff:
+                pairs.append((r, root))
+        self.prefixes.names({x.prefix_id for pair in pairs for x in pair})
+        self.jobs.names({r.job_id for r, _ in pairs})
+        out = []
+        for r, root in pairs:
+            e, kept_key = self._entry(r), self.prefixes.name(root.prefix_id) + root.suffix
+            out.append((r.seq, Alias(e.key, r.fp, r.stored_at, kept_key, r.wide, e.job)))
+        return out
+
     def scan(
         self, read: Callable[[], list[bytes]], refresh: Callable[[], None], where: str
     ) -> list[Entry]:
         """The entries of the records ``read()`` returns (a whole store's), in the order
         stored (sequence numbers, or a Cluster's tickets), read again after ``refresh()``
         when a reset meanwhile changed the ids they were decoded with (:meth:`current`)."""
+        return self.stable(read, self.entries, refresh, where)
+
+    def stable(
+        self,
+        read: Callable[[], _Raw],
+        decode: Callable[[_Raw], list[tuple[int, _Row]]],
+        refresh: Callable[[], None],
+        where: str,
+    ) -> list[_Row]:
+        """``decode(read())`` in sequence order, read again after ``refresh()`` when a reset
+        meanwhile changed the ids the rows were decoded with (:meth:`current`)."""
         for _ in range(4):
-            rows = self.entries(read())
+            rows = decode(read())
             if self.current():
                 rows.sort(key=lambda r: r[0])
-                return [entry for _, entry in rows]
+                return [row for _, row in rows]
             refresh()
         raise StoreUnavailable(f"{where}: scan: the store kept being reset under this client")
 

@@ -33,7 +33,8 @@ local function modes()
   end
   -- A call that sends page-key addresses or records carries the epoch its host and job ids
   -- were read under ('': a call that sends none): a store reset since has new tables.
-  if EPOCH ~= '' and (mode == 'add' or mode == 'get' or mode == 'remove' or mode == 'lease') then
+  if EPOCH ~= '' and (mode == 'add' or mode == 'alias' or mode == 'get' or mode == 'remove'
+      or mode == 'lease') then
     local e = redis.call('HGET', META, 'epoch')
     if e and e ~= EPOCH then return redis.error_reply(STALE) end
   end
@@ -91,6 +92,30 @@ local function modes()
     end
     sweep()
     return #keys
+  elseif mode == 'alias' then
+    -- imported aliases (nearduppipe copy; ARGV from 12: address argument, record, the kept
+    -- page's address argument): each stands for the kept page's entry as it is now, and is
+    -- skipped when there is none (no entry, an alias, past the TTL), when its own key holds
+    -- an entry, or when two other keys hold both its addresses
+    if not ABOUND then return redis.error_reply('NEARDUP_NO_ALIASES this store keeps none') end
+    local n = 0
+    for i = 12, #ARGV, 3 do
+      local raddr, rrec = own(ARGV[i + 2])
+      local live = rrec and not is_alias(rrec)
+      if live and ttl then
+        local _, rt = head(rrec)
+        live = rt >= now - ttl
+      end
+      if live then
+        local id, rec = own(ARGV[i])
+        if (id and is_alias(rec)) or (not id and free_addr(ARGV[i])) then
+          store(ARGV[i], alias_rec(stamped(ARGV[i + 1], 10), raddr, seq_part(rrec)), id, rec)
+          n = n + 1
+        end
+      end
+    end
+    sweep()
+    return n
   elseif mode == 'lease' then
     -- a crawl job's lease (Store.lease): ARGV[12] its job part in hex, ARGV[13] seconds (0:
     -- ended); read by revisit() against the same clock

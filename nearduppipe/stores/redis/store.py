@@ -61,12 +61,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, cast
 
 from ...fingerprint.rule import Fingerprints, Rule
 from ..base import (
     COUNTERS,
     DEFAULT_MAX_DECISIONS,
+    Alias,
     Decision,
     Entry,
     Match,
@@ -302,6 +304,29 @@ class RedisStore(RedisBase):
         with self._errors("scan"):  # (in the order stored: base.Store.entries)
             entries = self._names.scan(read, self._refresh_names, self._where())
         yield from entries
+
+    def aliases(self) -> Iterator[Alias]:
+        if self._f1 is not None or not self.rule.aliases:
+            return
+        now = rk.call_time(self.clock, stamp=False)
+
+        def read() -> list[tuple[bytes, bytes]]:
+            return list(buckets.records(self._client, self.prefix, self._hint()))
+
+        with self._errors("scan"):  # (in the order stored)
+            t = rk.server_time(self._client) if isinstance(now, str) else now
+            cutoff = -math.inf if self.ttl is None else t - self.ttl
+            found = self._names.stable(
+                read, partial(self._names.aliases, cutoff=cutoff), self._refresh_names,
+                self._where(),
+            )  # fmt: skip
+        yield from found
+
+    def _import_aliases(self, aliases: Iterable[Alias]) -> int:
+        if self._f1 is not None or not self.rule.aliases:
+            return super()._import_aliases(aliases)
+        now = rk.call_time(self.clock, stamp=False)
+        return bulk.import_aliases(self._shard, self._names, self._refresh_names, aliases, now)
 
     def decisions(self) -> Iterator[Decision]:
         start, step = 0, 1000

@@ -281,6 +281,16 @@ class SqliteStore(IndexedStore):
         """Many entries' keys in a few reads (``dedup --against``'s matched rows: one ``IN``
         list per :data:`KEYS_PER_READ` rows instead of a statement per row), each row checked
         for its key alone."""
+        where = f"{self.path}: record"
+        return [parse_entry_key(v, f"{where} {k}") for k, v in self._values_at(ids)]
+
+    def _aliases_at(self, ids: list[int]) -> list[tuple[str, str | None]]:
+        where = f"{self.path}: record"
+        rows = [parse_alias(v, f"{where} {k}")[0] for k, v in self._values_at(ids)]
+        return [(e.key, e.job) for e in rows]
+
+    def _values_at(self, ids: list[int]) -> list[tuple[str, Any]]:
+        """(row key, value) of ids' rows, read as :meth:`_keys_at` says."""
         row_keys = [self._row_key(i) for i in ids]
         values: dict[str, Any] = {}
         todo = []
@@ -303,13 +313,13 @@ class SqliteStore(IndexedStore):
                     )
                 except sqlite3.DatabaseError as e:  # (a damaged page found by this read)
                     raise StoreError(f"{self.path}: cannot read rows {some[0]!r}..: {e}") from None
-        keys = []
+        out = []
         for row_key in row_keys:
             value = values.get(row_key)
             if value is None:
                 raise StoreError(f"{self.path}: record {row_key} is missing")
-            keys.append(parse_entry_key(value, f"{self.path}: record {row_key}"))
-        return keys
+            out.append((row_key, value))
+        return out
 
     def _extra_of(self, i: int) -> tuple[str | None, str | None]:
         e = self._entry_at(i)
