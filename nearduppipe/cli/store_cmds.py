@@ -276,10 +276,10 @@ def cmd_copy(args: argparse.Namespace) -> int:
     for line in left:
         say(f"nearduppipe copy: warning: SRC {redact(args.src)}: {line}")
     texts = tally.texts
-    also = f", and {carried} aliases (dropped pages kept as candidates)" if carried else ""
+    also = f", {carried} aliases (dropped pages kept as candidates)" if carried else ""
     emit(
-        f"copied {n} fingerprints and {tally.n_decisions} decisions ({texts} text samples) "
-        f"to {redact(where)}{also}\n"
+        f"copied {n} fingerprints{also} and {tally.n_decisions} decisions ({texts} text "
+        f"samples) to {redact(where)}\n"
     )
     return 0
 

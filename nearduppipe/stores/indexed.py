@@ -459,30 +459,44 @@ class IndexedStore(Store):
         return n
 
     def aliases(self) -> Iterator[Alias]:
-        """The live aliases whose kept page is live and within the TTL, 1,024 per read."""
+        """The live aliases whose kept page is live and within the TTL, 1,024 per read; an
+        alias or kept page changed meanwhile (another thread, or a crawl writing the file a
+        read-only store reads) is left out."""
         with self._lock:
             self._check_open()
-            n = self._index.id_count
             if not self._alias_count:
                 return
-            alive = self._index.alive()[:n]
-            roots = self._root1[:n].astype(np.int64) - 1
-            ids = np.flatnonzero(alive & (roots >= 0))
-            ok = alive[roots[ids]] & (self._root1[roots[ids]] == 0)
-            if self.ttl is not None:
-                ok &= self._times[roots[ids]] >= self.clock() - self.ttl
-            ids = ids[ok]
+            ids = self._standing(np.flatnonzero(self._root1[: self._index.id_count] > 0))
         for start in range(0, len(ids), 1024):
-            part = ids[start : start + 1024].tolist()
             with self._lock:
                 self._check_open()
-                live = self._index.alive()
-                part = [i for i in part if live[i] and self._is_alias(i)]
-                rows = self._aliases_at(part)
-                root_keys = self._keys_at([int(self._root1[i]) - 1 for i in part])
+                part = self._standing(ids[start : start + 1024]).tolist()
+                rows = self._alias_rows(part, [int(self._root1[i]) - 1 for i in part])
                 head = [(self._fingerprints_of(i), float(self._times[i])) for i in part]
-            for (key, job), root, (fps, t) in zip(rows, root_keys, head, strict=True):
-                yield Alias(key, fps.fp, t, root, fps.wide, job)
+            for row, (fps, t) in zip(rows, head, strict=True):
+                if row is not None:
+                    key, job, root = row
+                    yield Alias(key, fps.fp, t, root, fps.wide, job)
+
+    def _standing(self, ids: np.ndarray) -> np.ndarray:
+        """Of alias ids, those live whose kept page is a live entry within the TTL."""
+        alive = self._index.alive()
+        ids = ids[alive[ids] & (self._root1[ids] > 0)]
+        roots = self._root1[ids].astype(np.int64) - 1
+        ok = alive[roots] & (self._root1[roots] == 0)
+        if self.ttl is not None:
+            ok &= self._times[roots] >= self.clock() - self.ttl
+        return np.asarray(ids[ok])
+
+    def _alias_rows(
+        self, ids: list[int], roots: list[int]
+    ) -> list[tuple[str, str | None, str] | None]:
+        """(key, job, kept page's key) of aliases (``None``: a row gone from under a
+        read-only store)."""
+        return [
+            (self._key_of(i), self._extra_of(i)[1], self._key_of(r))
+            for i, r in zip(ids, roots, strict=True)
+        ]
 
     def now(self) -> float:
         return float(self.clock())
@@ -511,10 +525,6 @@ class IndexedStore(Store):
     def _keys_at(self, ids: list[int]) -> list[str]:
         """The keys of many ids at once (a backend may read them in fewer round trips)."""
         return [self._key_of(i) for i in ids]
-
-    def _aliases_at(self, ids: list[int]) -> list[tuple[str, str | None]]:
-        """(key, job) of many aliases' ids at once."""
-        return [(self._key_of(i), self._extra_of(i)[1]) for i in ids]
 
     @property
     def index_nbytes(self) -> int:

@@ -463,6 +463,55 @@ def test_an_alias_that_would_stand_for_nothing_is_not_imported(store_uri: str) -
         assert list(s.aliases()) == [] and s.import_aliases([]) == 0
 
 
+def test_only_aliases_that_stand_for_a_kept_page_are_listed(store_uri: str) -> None:
+    """An alias whose kept page was stored again with other content, removed, or is past the
+    TTL stands for nothing: ``aliases()`` leaves it out (a copy would make it stand for the
+    page's new content, or for nothing)."""
+    rng = random.Random(4)
+
+    def crawl(s: object, names: tuple[str, ...]) -> None:
+        for name in names:
+            a = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+            b = Fingerprints(flip(a.fp, 64, 4, rng), flip(a.wide or 0, 512, 50, rng))
+            assert s.check(a, f"https://x/{name}").status == "new"  # type: ignore[attr-defined]
+            assert s.check(b, f"https://x/{name}-copy").status == "duplicate"  # type: ignore[attr-defined]
+
+    with open_store(store_uri, rule=RULE, reset=True) as s:  # (no TTL: nothing swept)
+        crawl(s, ("again", "removed", "fine"))
+        assert len(list(s.aliases())) == 3
+        s.add(_abc()[0], "https://x/again")  # (other content: a new entry)
+        assert s.remove("https://x/removed")
+        assert [(x.key, x.root) for x in s.aliases()] == [("https://x/fine-copy", "https://x/fine")]
+    t = [1.0e9]
+    with open_store(
+        _other(store_uri, "ttl"), rule=RULE, reset=True, ttl=100, clock=lambda: t[0]
+    ) as s:
+        crawl(s, ("old",))
+        t[0] += 60
+        crawl(s, ("fine",))
+        assert len(list(s.aliases())) == 2
+        t[0] += 50  # ("old" stored 110 s ago, "fine" 50 s ago)
+        assert [(x.key, x.root) for x in s.aliases()] == [("https://x/fine-copy", "https://x/fine")]
+
+
+def test_importing_aliases_twice_changes_nothing(store_uri: str) -> None:
+    seq = pages("clustered", 120, 8)
+    with open_store(store_uri, rule=RULE, reset=True) as src:
+        _crawl(src, seq)
+        with open_store(_other(store_uri, "twice"), rule=RULE, reset=True) as dst:
+            dst.import_records(src.entries(), [])
+            n = dst.import_aliases(src.aliases())
+            before = (dst.info().aliases, sorted(dst.aliases()), _log_length(dst))
+            assert dst.import_aliases(src.aliases()) == n > 0
+            assert (dst.info().aliases, sorted(dst.aliases()), _log_length(dst)) == before
+
+
+def _log_length(store: object) -> int | None:
+    """The Redis store's log (one member per record written: a second would never compact)."""
+    client = getattr(store, "_client", None)
+    return None if client is None else int(client.llen(store._k("n")))  # type: ignore[attr-defined]
+
+
 def test_copy_carries_the_aliases(store_uri: str, tmp_path, redis_server) -> None:
     """`nearduppipe copy` to a sqlite file and to a Redis store: the aliases come along and
     the copies answer the rest of the crawl as the source does."""
@@ -479,11 +528,22 @@ def test_copy_carries_the_aliases(store_uri: str, tmp_path, redis_server) -> Non
     for copy_uri in copies:
         out = run("copy", store_uri, copy_uri)
         assert out.returncode == 0, out.stderr
-        assert f", and {n} aliases (dropped pages kept as candidates)" in out.stdout
+        assert f"fingerprints, {n} aliases (dropped pages kept as candidates) and" in out.stdout
         assert "not copied" not in out.stderr
         with open_store(copy_uri) as copy:
             assert copy.rule.aliases and copy.info().aliases == n
             assert _crawl(copy, seq[140:]) == want[140:]
+    with open_store(store_uri) as store:  # a kept page removed: its aliases stand for nothing
+        root = next(iter(store.aliases())).root
+        left = sum(a.root != root for a in store.aliases())
+        assert store.remove(root)
+    out = run("copy", store_uri, str(tmp_path / "again.sqlite"))
+    assert out.returncode == 0, out.stderr
+    assert f"fingerprints, {left} aliases" in out.stdout
+    if store_uri.startswith("redis"):  # (a sqlite store counts at its open only the aliases
+        # whose kept page it holds)
+        warning = f"{n - left} of its {n} aliases stand for no page of the copy"
+        assert warning in out.stderr
 
 
 def test_copy_names_the_aliases_it_leaves(store_uri: str, redis_server) -> None:

@@ -10,8 +10,9 @@ import random
 import time
 from typing import Any
 
-from nearduppipe.fingerprint.rule import Fingerprints
+from nearduppipe.fingerprint.rule import Fingerprints, Rule
 from nearduppipe.stores.redis.cluster import RedisClusterStore
+from nearduppipe.stores.redis.format3 import decode_record
 
 
 def _flip(x: int, n: int, bits: int, rng: random.Random) -> int:
@@ -58,11 +59,17 @@ def race_worker(
 
 
 def run_race(
-    url: str, prefix: str, groups: int, distinct: int, procs: int = 8, shared: bool = False
+    url: str,
+    prefix: str,
+    groups: int,
+    distinct: int,
+    procs: int = 8,
+    shared: bool = False,
+    rule: Rule | None = None,
 ) -> dict[str, Any]:
     """Race ``procs`` processes; returns the kept counts, the statuses and the time taken."""
     queues = race_queues(groups, distinct, procs, seed=groups, shared=shared)
-    RedisClusterStore(url, prefix=prefix, reset=True).close()
+    RedisClusterStore(url, rule, prefix=prefix, reset=True).close()
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
     ps = [ctx.Process(target=race_worker, args=(url, prefix, q, barrier, out)) for q in queues]
@@ -133,3 +140,46 @@ def race_with_a_kill(
         "seconds_after_kill": took,
         "stored_unique": len(set(keys)) == len(keys),
     }
+
+
+def replay_worker(
+    url: str, prefix: str, items: list[tuple[int, int, str]], barrier: Any, out: Any
+) -> None:
+    store = RedisClusterStore(url, prefix=prefix)
+    store.near(Fingerprints(0, 0))  # read the logs before the start
+    barrier.wait()
+    verdicts = []
+    for fp, wide, key in items:
+        v = store.check(Fingerprints(fp, wide), key)
+        verdicts.append((key, v.status, v.match.key if v.match else None))
+    store.close()
+    out.put(verdicts)
+
+
+def race_in_order(
+    url: str, prefix: str, pages: list[tuple[str, Fingerprints]], procs: int, rule: Rule
+) -> tuple[dict[str, tuple[str, str | None]], list[str]]:
+    """``pages`` dealt round-robin to ``procs`` racing processes on a store of ``rule``
+    (aliases on: every page, kept or dropped, then holds a record carrying its check's
+    ticket). Returns each key's (status, matched key) and the keys in ticket order: the
+    order whose replay the verdicts must equal."""
+    queues: list[list[tuple[int, int, str]]] = [[] for _ in range(procs)]
+    for i, (key, f) in enumerate(pages):
+        queues[i % procs].append((f.fp, f.wide or 0, key))
+    RedisClusterStore(url, rule, prefix=prefix, reset=True).close()
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
+    ps = [ctx.Process(target=replay_worker, args=(url, prefix, q, barrier, out)) for q in queues]
+    for p in ps:
+        p.start()
+    barrier.wait(timeout=120)
+    verdicts = {k: (st, m) for _ in ps for k, st, m in out.get(timeout=600)}
+    for p in ps:
+        p.join(timeout=60)
+    tickets: list[tuple[int, str]] = []
+    with RedisClusterStore(url, prefix=prefix, read_only=True) as s:
+        for shard in range(s.shards):
+            for _, raw in s._records(shard):
+                r = decode_record(raw)
+                tickets.append((r.seq, r.suffix))  # (keys without a URL prefix)
+    return verdicts, [k for _, k in sorted(tickets)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .codec import DamagedRecord
@@ -24,6 +24,7 @@ from .keys import key
 __all__ = [
     "BUCKETS",
     "Size",
+    "alias_records",
     "bucket_names",
     "count",
     "damaged",
@@ -31,6 +32,7 @@ __all__ = [
     "existing",
     "expiring",
     "persist",
+    "read_at",
     "records",
 ]
 
@@ -49,6 +51,19 @@ _READ = (
   for i = 1, #items, 2 do
     out[#out + 1] = struct.pack('>I2', b) .. items[i]
     out[#out + 1] = items[i + 1]
+  end
+end
+return out"""
+)
+# only the aliases (format 4: the record's flags byte >= 4; aliases(): a copy's source)
+_READ_ALIASES = (
+    _HEAD
+    + """  local items = redis.call('HGETALL', name)
+  for i = 1, #items, 2 do
+    if string.byte(items[i + 1], 1) >= 4 then
+      out[#out + 1] = struct.pack('>I2', b) .. items[i]
+      out[#out + 1] = items[i + 1]
+    end
   end
 end
 return out"""
@@ -105,6 +120,33 @@ def records(client: Any, prefix: str, live: int, bits: int = 16) -> Iterator[tup
         flat = script(keys=[key(prefix, "meta")], args=[start, end, stride])
         for i in range(0, len(flat), 2):
             yield flat[i], flat[i + 1]
+
+
+def alias_records(
+    client: Any, prefix: str, live: int, bits: int = 16
+) -> Iterator[tuple[bytes, bytes]]:
+    """(address, record) of every alias, read as :func:`records` reads (the entries are not
+    sent: a store's aliases without its whole size in memory)."""
+    n = 1 << bits
+    script = client.register_script(_READ_ALIASES)
+    for start, end, stride in _ranges(max(16, min(n, n * 20_000 // max(live, 1))), bits):
+        flat = script(keys=[key(prefix, "meta")], args=[start, end, stride])
+        for i in range(0, len(flat), 2):
+            yield flat[i], flat[i + 1]
+
+
+def read_at(client: Any, prefix: str, addresses: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
+    """(address, record) of the records at ``addresses`` that hold one, 1,000 per round
+    trip."""
+    out: list[tuple[bytes, bytes]] = []
+    todo = list(addresses)
+    for i in range(0, len(todo), 1000):
+        part = todo[i : i + 1000]
+        pipe = client.pipeline(transaction=False)
+        for a in part:
+            pipe.hget(key(prefix, f"b{a[:2].hex()}"), a[2:])
+        out += [(a, raw) for a, raw in zip(part, pipe.execute(), strict=True) if raw]
+    return out
 
 
 def existing(client: Any, prefix: str, bits: int = 16) -> list[str]:

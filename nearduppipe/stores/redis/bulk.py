@@ -12,7 +12,7 @@ when sent twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ...fingerprint.rule import Fingerprints
@@ -25,10 +25,11 @@ from .shard import Shard, send_many
 BATCH = 500  # entries or decisions per script call
 ROUND = 20  # script calls per round trip
 _Row = tuple[Entry, Fingerprints, float, int]  # an entry, checked: fingerprints, time, ticket
-_P = TypeVar("_P", _Row, Alias)  # what a call carries: entries or aliases
+_Placed = tuple[Alias, bytes, int]  # an alias, its kept page's root, its ticket
+_P = TypeVar("_P")  # what a call carries: entries, aliases
 Refresh = Callable[[], None]  # drops the cached host and job ids, reads the shards' epochs
 
-__all__ = ["import_aliases", "import_cluster", "import_records"]
+__all__ = ["import_aliases", "import_cluster", "import_cluster_aliases", "import_records"]
 
 
 def import_records(
@@ -124,26 +125,29 @@ def _send(
 ) -> list[Any]:
     """One round trip of ``mode`` calls, each with its shard's epoch (read before the ids);
     those refused as stale are encoded again and sent again (only they: the others wrote,
-    and a second add of an entry would log it twice). Returns the calls' replies."""
-    out: list[Any] = []
+    and a second add of an entry would log it twice). Returns the calls' replies, in order."""
+    out: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
     for _ in range(4):
-        if not calls:
+        if not todo:
             return out
-        shard = calls[0][0]
-        with shard.guard.errors("import", write=True):
+        with calls[0][0].guard.errors("import", write=True):
             wire: list[tuple[Shard, list[Any]]] = []
-            for target, part in calls:
+            for i in todo:
+                target, part = calls[i]
                 args = target.head(mode, now, 0, target.epoch)  # (before the ids)
                 for row in part:
                     args += encode(names, row)
                 wire.append((target, args))
             replies = send_many(wire)
             refused = _stale(replies)
-            out += [r for r, stale in zip(replies, refused, strict=True) if not stale]
-            calls = [c for c, stale in zip(calls, refused, strict=True) if stale]
-            if calls:
+            for i, reply, stale in zip(todo, replies, refused, strict=True):
+                if not stale:
+                    out[i] = reply
+            todo = [i for i, stale in zip(todo, refused, strict=True) if stale]
+            if todo:
                 refresh()
-    if calls:
+    if todo:
         where = calls[0][0].guard.where
         raise StoreUnavailable(f"{where}: import: the store kept being reset under it")
     return out
@@ -171,6 +175,63 @@ def import_aliases(
             calls.append((shard, part))
         n += sum(map(int, _send(calls, names, refresh, now, "alias", _alias_args)))
     return n
+
+
+def import_cluster_aliases(
+    top: Shard,
+    shards: Sequence[Shard],
+    shard_of: Callable[[str], int],
+    names: Names,
+    refresh: Refresh,
+    aliases: Iterable[Alias],
+    now: float | str,
+) -> int:
+    """The same to a Redis Cluster store, 500 aliases at a time: the kept pages' roots read
+    from their shards (``refs``), then each alias written to its own key's shard with its
+    root and a ticket (``alias``). A kept page changed between the two calls leaves its alias
+    standing for nothing, as any later change does."""
+    n = 0
+    for chunk in _chunks(aliases, BATCH):
+        by_root: dict[int, list[Alias]] = {}
+        for a in chunk:
+            by_root.setdefault(shard_of(a.root), []).append(a)
+        calls = [(shards[s], part) for s, part in by_root.items()]
+        refs = _send(calls, names, refresh, now, "refs", _root_args)
+        found: list[tuple[Alias, bytes]] = []
+        for (s, part), reply in zip(by_root.items(), refs, strict=True):
+            tail = s.to_bytes(2, "big")
+            found += [(a, ref + tail) for a, ref in zip(part, reply, strict=True) if ref]
+        if not found:
+            continue
+        with top.guard.errors("import", write=True):
+            last = int(top.client.hincrby(top.key("meta"), "order", len(found)))
+        by_key: dict[int, list[_Placed]] = {}
+        for ticket, (a, root) in enumerate(found, last - len(found) + 1):
+            by_key.setdefault(shard_of(a.key), []).append((a, root, ticket))
+        calls2 = [(shards[s], part2) for s, part2 in by_key.items()]
+        n += sum(map(int, _send(calls2, names, refresh, now, "alias", _placed_args)))
+    return n
+
+
+def _chunks(items: Iterable[Alias], size: int) -> Iterator[list[Alias]]:
+    chunk: list[Alias] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _root_args(names: Names, a: Alias) -> tuple[bytes | None, ...]:
+    return (names.address(a.root),)
+
+
+def _placed_args(names: Names, row: _Placed) -> tuple[bytes | None, ...]:
+    a, root, ticket = row
+    rec = names.record(a.fingerprints, a.key, a.stored_at, a.job, None, ticket)
+    return (names.address(a.key), rec, root)
 
 
 def _decide(shard: Shard, decisions: Iterable[Decision], now: float | str) -> None:

@@ -42,6 +42,7 @@ refused until ``nearduppipe migrate URI`` converts it (:mod:`.cluster_migrate`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any, cast
@@ -50,6 +51,7 @@ from ...fingerprint.rule import Fingerprints, Rule
 from ..base import (
     COUNTERS,
     DEFAULT_MAX_DECISIONS,
+    Alias,
     Decision,
     Entry,
     StoreError,
@@ -59,6 +61,7 @@ from ..base import (
 )
 from . import buckets, bulk
 from . import keys as rk
+from .base import ALIASES_FORMAT
 from .cluster_check import ClusterBase
 from .cluster_log import READ_LUA, ShardLogs
 from .cluster_open import (
@@ -78,7 +81,7 @@ from .log import compact
 from .loss import Watch, fresh_ids, parse_flag
 from .names import Names
 from .program import CLUSTER
-from .shard import ClusterShard, Guard, Limits
+from .shard import ClusterShard, Guard, Limits, send_many
 
 __all__ = ["RedisClusterStore"]
 
@@ -162,6 +165,7 @@ class RedisClusterStore(ClusterBase):
                 Recorded(self.ttl, bool(change_ttl), carried),
             )
             self.rule, self.layout, self.shards, self.bits = opened[:4]
+            self.format_version = ALIASES_FORMAT if self.rule.aliases else 3
             guard.identity = opened.identity
             exists = opened.exists
             self._names = Names(self._client, self.prefix, self.bits)
@@ -271,9 +275,21 @@ class RedisClusterStore(ClusterBase):
     def __len__(self) -> int:
         with self._errors("count"):  # (per shard, as on one node)
             return sum(
-                size(self._client, shard.tag, self.bits)
+                size(self._client, shard.tag, self.bits, aliases=self.rule.aliases)
                 for size, shard in zip(self._sizes, self._shards, strict=True)
             )
+
+    @property
+    def alias_count(self) -> int:
+        """The shards' alias counters (records, as on one node; under a TTL an expired
+        bucket's aliases leave uncounted, as its entries do)."""
+        if not self.rule.aliases:
+            return 0
+        with self._errors("count"):
+            pipe = self._client.pipeline(transaction=False)
+            for shard in self._shards:
+                pipe.hget(shard.key("meta"), "aliases")
+            return sum(int(v or 0) for v in pipe.execute())
 
     def _records(self, shard: int) -> Iterator[tuple[bytes, bytes]]:
         """(address, record) of every entry stored in ``shard`` (pending ones are not)."""
@@ -330,29 +346,103 @@ class RedisClusterStore(ClusterBase):
             self._empty = False
         return n
 
+    def _import_aliases(self, aliases: Iterable[Alias]) -> int:
+        if not self.rule.aliases:
+            return super()._import_aliases(aliases)
+        now = rk.call_time(self.clock, stamp=False)
+        return bulk.import_cluster_aliases(
+            self._top, self._shards, self.shard, self._names, self._refresh_names, aliases, now
+        )
+
+    def aliases(self) -> Iterator[Alias]:
+        """Every shard's aliases whose kept page (in any shard) is the entry they stand for."""
+        if not self.rule.aliases:
+            return
+        now = rk.call_time(self.clock, stamp=False)
+
+        def where(root: bytes) -> tuple[int, bytes]:
+            return int.from_bytes(root[14:16], "big"), root[:8]
+
+        def read() -> list[tuple[tuple[int, bytes], bytes]]:
+            rows: list[tuple[tuple[int, bytes], bytes]] = []
+            for s, shard in enumerate(self._shards):
+                live = int(self._client.hget(shard.key("meta"), "aliases") or 0)
+                found = buckets.alias_records(self._client, shard.tag, live, self.bits)
+                rows += [((s, a), raw) for a, raw in found]
+            roots: dict[int, set[bytes]] = {}
+            for _, raw in rows:
+                rs, address = where(raw[-16:])
+                if rs < self.shards:
+                    roots.setdefault(rs, set()).add(address)
+            for rs, addresses in roots.items():
+                kept = buckets.read_at(self._client, self._shards[rs].tag, addresses)
+                rows += [((rs, a), raw) for a, raw in kept]
+            return rows
+
+        with self._errors("scan"):
+            t = rk.server_time(self._client) if isinstance(now, str) else now
+            cutoff = -math.inf if self.ttl is None else t - self.ttl
+            decode = partial(self._names.aliases, cutoff=cutoff, root_at=where)
+            found = self._names.stable(read, decode, self._refresh_names, self._where())
+        yield from found
+
     def now(self) -> float:
         t = rk.call_time(self.clock, stamp=False)
         with self._errors("time"):
             return rk.server_time(self._client) if isinstance(t, str) else t
 
     def prune(self) -> int:
-        """Delete every entry older than the TTL now, shard by shard, then compact the logs."""
-        if self.ttl is None:
+        """Delete every entry older than the TTL now, shard by shard, and every alias whose
+        kept page is gone (read from its shard: a shard's script cannot), then compact the
+        logs."""
+        if self.ttl is None and not self.rule.aliases:
             return 0
         now, removed = rk.call_time(self.clock, stamp=False), 0
+        aliases: list[tuple[int, bytes, bytes]] = []  # shard, address, root
         for s in range(self.shards):
             with self._errors("prune", write=True):
                 t = rk.server_time(self._client) if isinstance(now, str) else now
-                old = [
-                    address
-                    for address, raw in self._records(s)
-                    if decode_record(raw).stored_at < t - self.ttl
-                ]
+                cutoff = -math.inf if self.ttl is None else t - self.ttl
+                old = []
+                for address, raw in self._records(s):
+                    r = decode_record(raw)
+                    if r.stored_at < cutoff:
+                        old.append(address)
+                    elif r.root is not None:
+                        aliases.append((s, address, r.root))
             for i in range(0, len(old), _BATCH):
                 removed += int(
                     self._call("prune", s, [*self._head("prune", now), *old[i : i + _BATCH]])
                 )
+        removed += self._prune_aliases(aliases, now)
         self.compact()
+        return removed
+
+    def _prune_aliases(self, aliases: list[tuple[int, bytes, bytes]], now: float | str) -> int:
+        """Delete the ``aliases`` whose kept page is no longer the entry they stand for (each
+        only if it still holds that root when the script runs)."""
+        removed = 0
+        for i in range(0, len(aliases), _BATCH):
+            part = aliases[i : i + _BATCH]
+            by_shard: dict[int, list[tuple[int, bytes, bytes]]] = {}
+            for a in part:
+                rs = int.from_bytes(a[2][14:16], "big")
+                by_shard.setdefault(rs if rs < self.shards else -1, []).append(a)
+            dead = by_shard.pop(-1, [])  # (a root naming no shard of the store)
+            calls = [
+                (self._shards[rs], [*self._head("roots", now), *(a[2][:14] for a in items)])
+                for rs, items in by_shard.items()
+            ]
+            with self._errors("prune"):
+                replies = send_many(calls)
+            for items, reply in zip(by_shard.values(), replies, strict=True):
+                if isinstance(reply, Exception):
+                    with self._errors("prune"):
+                        raise reply
+                dead += [a for a, raw in zip(items, reply, strict=True) if not raw]
+            for s in {a[0] for a in dead}:
+                args = [x for a in dead if a[0] == s for x in a[1:]]
+                removed += int(self._call("prune", s, [*self._head("unalias", now), *args]))
         return removed
 
     def compact(self, min_dead: int = 1) -> bool:

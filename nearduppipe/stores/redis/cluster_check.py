@@ -6,14 +6,16 @@ short. :class:`ClusterBase` is the base of :class:`~.cluster.RedisClusterStore`.
 from __future__ import annotations
 
 import os
+import struct
 import time
 import zlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 from ...errors import NearDupError
-from ...fingerprint.rule import Fingerprints
+from ...fingerprint.rule import Fingerprints, distances
 from ...index.layout import Layout
 from ..base import (
     Decision,
@@ -27,8 +29,8 @@ from ..base import (
 from . import keys as rk
 from .cluster_log import ShardLogs, reader
 from .cluster_wire import ClusterWire
-from .codec import encode_decision
-from .loss import recreated
+from .codec import NO_WIDE, encode_decision
+from .loss import fresh_ids, recreated
 from .names import Names
 from .shard import ClusterShard, Guard, send_many
 
@@ -64,12 +66,29 @@ def kept_for(pending_timeout: float) -> float:
 
 
 class _Hit:
-    __slots__ = ("id", "match", "shard", "state", "ticket")
+    """A near entry a look found: kept ('K') or pending ('P', 'C'), in shard ``shard`` at
+    address (or pending id) ``id``. ``root``: a kept entry's reference as an alias of it
+    records it (address, sequence slot, shard: 16 bytes); ``rank``: the order of the alias
+    it was found through (its own distances and ticket), else its own."""
 
-    def __init__(self, state: bytes, shard: int, eid: bytes, match: Match, ticket: int) -> None:
+    __slots__ = ("id", "match", "rank", "root", "shard", "state", "ticket")
+
+    def __init__(
+        self,
+        state: bytes,
+        shard: int,
+        eid: bytes,
+        match: Match,
+        ticket: int,
+        root: bytes = b"",
+        rank: tuple[int, int, int] | None = None,
+    ) -> None:
         self.state, self.shard, self.id, self.match, self.ticket = state, shard, eid, match, ticket
+        self.root, self.rank = root, rank
 
     def order(self) -> tuple[int, int, int]:
+        if self.rank is not None:
+            return self.rank
         m = self.match
         return (
             8 * m.distance if m.wide_distance is None else m.wide_distance,
@@ -127,6 +146,10 @@ class ClusterBase(Store):
         """Each shard's epoch under which the cached host and job ids were read."""
         return [shard.epoch for shard in self._shards]
 
+    def _refresh_names(self) -> None:
+        """Drop the cached host and job ids (:class:`~.cluster.RedisClusterStore`)."""
+        raise NotImplementedError
+
     def _adopt_logs(self) -> None:
         """After the logs were (re)loaded: the ids are read again under their epochs."""
         self._names.forget()  # (first: cluster.py _refresh_names)
@@ -167,15 +190,20 @@ class ClusterBase(Store):
     # -- the search over every shard ---------------------------------------------------------
     def _look(
         self,
-        fp: int,
+        fps: Fingerprints,
         qrec: bytes,
         skip_key: bytes,
         own: tuple[int, bytes, bytes] | None,
         clean: bool,
+        skip: str | None = None,
     ) -> list[_Hit]:
         """Every shard's near entries (not gone) for the query record, but those of the key
-        whose key bytes are ``skip_key``; ``own`` (shard, pending id, ticket) also writes this
-        check's ticket."""
+        whose key bytes are ``skip_key`` (the page key ``skip``); ``own`` (shard, pending id,
+        ticket) also writes this check's ticket. An alias found stands for its kept page
+        (:meth:`_roots`)."""
+        hits: list[_Hit] = []
+        aliases: list[tuple[tuple[int, int, int], bytes]] = []  # (rank, root) of each alias
+        fp = fps.fp
         if not self._logs.loaded:
             with self._errors("load"):
                 self._logs.load(self._reader())
@@ -184,7 +212,6 @@ class ClusterBase(Store):
                 self._adopt_logs()  # (a reset since an add or get read the ids)
         now = rk.call_time(self.clock)
         todo = list(range(self.shards))
-        hits: list[_Hit] = []
         for _ in range(8):
             cands = self._logs.candidates(fp, self.rule.radius)
             calls = []
@@ -223,11 +250,17 @@ class ClusterBase(Store):
                 pos = 1
                 while pos < len(blob):
                     state, eid = blob[pos : pos + 1], blob[pos + 1 : pos + 9]
+                    d, wide, n = struct.unpack_from(">HHI", blob, pos + 9)
+                    raw = blob[pos + 17 : pos + 17 + n]
+                    if state == b"K" and raw[:1] >= b"\x04":  # (an alias: its kept page is read)
+                        w = None if wide == NO_WIDE else wide
+                        aliases.append(((8 * d if w is None else w, d, ticket_of(raw)), raw[-16:]))
+                        pos += 17 + n
+                        continue
                     with self._errors("search"):  # (a host not seen yet: its name is read)
-                        m, end = self._names.match(blob, pos + 9)
-                    raw = blob[pos + 17 : end]
-                    hits.append(_Hit(state, s, eid, m, ticket_of(raw)))
-                    pos = end
+                        m, pos = self._names.match(blob, pos + 9)
+                    root = eid + raw[17:23] + s.to_bytes(2, "big")
+                    hits.append(_Hit(state, s, eid, m, ticket_of(raw), root))
             if reload:
                 with self._errors("load"):
                     self._logs.load(self._reader())
@@ -235,17 +268,81 @@ class ClusterBase(Store):
                 # (a log compacted, or the store reset: then its host and job ids are new)
                 self._adopt_logs()
             if not again:
-                return hits
+                return hits + self._roots(aliases, fps, now, skip)
             todo = again
         raise StoreUnavailable(f"{self._where()}: search: the logs kept changing under this client")
 
-    def _wait(self, hits: list[_Hit], ticket: int) -> _Hit | None:
+    def _root_of(self, best: _Hit, now: float | str) -> bytes:
+        """What the dropped page's alias records of the kept page ``best`` (its root, empty:
+        no alias). A page kept while this check waited for it was pending at the look, which
+        gave its pending id: its address is read from its shard, and taken only if it still
+        holds that entry (its ticket; unknown when it took one and was kept between two polls:
+        the key's entry then, a moment after)."""
+        if best.state == b"K":
+            return best.root
+        shard = self._shards[best.shard]
+
+        def attempt() -> Any:
+            head = shard.head("refs", now, 0, shard.epoch)  # (before the ids)
+            address = self._names.address(best.match.key, assign=False)
+            return [b""] if address is None else shard.send([*head, address])
+
+        errors = partial(self._errors, "check", write=True)
+        (ref,) = fresh_ids(attempt, self._refresh_names, errors, f"{self._where()}: check")
+        if not ref or best.ticket not in (0, int.from_bytes(ref[8:14], "big")):
+            return b""
+        return bytes(ref) + best.shard.to_bytes(2, "big")
+
+    def _roots(
+        self, aliases: list[tuple[tuple[int, int, int], bytes]], fps: Fingerprints,
+        now: float | str, skip: str | None,
+    ) -> list[_Hit]:  # fmt: skip
+        """The kept pages the ``aliases`` (rank and root of each) stand for, read from
+        their shards: each still the entry it was when its alias was made, not the query's
+        own key ``skip``, and within the rule's alias bound of the query, ranked as its alias
+        (as the single node's search does)."""
+        bound = self.rule.alias_threshold
+        by_shard: dict[int, list[tuple[tuple[int, int, int], bytes]]] = {}
+        for rank, root in aliases:
+            rs = int.from_bytes(root[14:16], "big")
+            if rs < self.shards:  # (else no shard of this store's: stands for nothing)
+                by_shard.setdefault(rs, []).append((rank, root))
+        if not by_shard or bound is None:
+            return []
+        calls = [
+            (self._shards[rs], [*self._head("roots", now), *(root[:14] for _, root in items)])
+            for rs, items in by_shard.items()
+        ]
+        with self._errors("search"):
+            replies = send_many(calls)
+        out: list[_Hit] = []
+        for (rs, items), reply in zip(by_shard.items(), replies, strict=True):
+            if isinstance(reply, Exception):
+                with self._errors("search"):
+                    raise reply
+            for (rank, root), raw in zip(items, reply, strict=True):
+                if not raw:
+                    continue  # (the kept page removed, replaced, or past the TTL)
+                with self._errors("search"):
+                    entry = self._names.entry(raw)
+                d, dw = distances(entry.fingerprints, fps)
+                if entry.key == skip or dw is None or dw > bound:
+                    continue
+                m = Match(entry.key, entry.fingerprint, d, dw)
+                out.append(_Hit(b"K", rs, root[:8], m, ticket_of(raw), root, rank))
+        return out
+
+    def _wait(self, hits: list[_Hit], ticket: int) -> tuple[_Hit | None, bool]:
         """The nearest kept entry this check yields to, after waiting out every near pending
-        entry without a ticket or with an earlier one; None: the check keeps its page."""
+        entry without a ticket or with an earlier one (None: the check keeps its page), and
+        whether one of those went (dropped, or its check gave up)."""
+        gone = False
         kept = [h for h in hits if h.state == b"K"]
         waiting = [h for h in hits if h.state == b"C" or (h.state == b"P" and h.ticket < ticket)]
         delay, give_up = 0.001, time.monotonic() + 2 * self.pending_timeout + 10
-        while waiting and not kept:
+        # with aliases, which kept page a page is dropped for matters (its alias stands for
+        # it): wait for every earlier near check, as their order would decide
+        while waiting and (not kept or self.rule.aliases):
             if time.monotonic() > give_up:
                 raise StoreUnavailable(f"{self._where()}: check: waited too long for other checks")
             time.sleep(delay)
@@ -265,11 +362,15 @@ class ClusterBase(Store):
                     with self._errors("check"):
                         raise reply
                 for h, st in zip(hs, reply, strict=True):
+                    if st[:1] == b"P":
+                        h.ticket = int.from_bytes(st[1:9], "big")  # (the root an alias keeps)
                     if st == b"K":
                         kept.append(h)
-                    elif st == b"C" or (st[:1] == b"P" and int.from_bytes(st[1:9], "big") < ticket):
+                    elif st == b"C" or (st[:1] == b"P" and h.ticket < ticket):
                         waiting.append(h)
-        return min(kept, key=_Hit.order) if kept else None
+                    elif st == b"G":
+                        gone = True
+        return (min(kept, key=_Hit.order) if kept else None), gone
 
     # -- the interface -----------------------------------------------------------------------
     def _check(
@@ -315,8 +416,16 @@ class ClusterBase(Store):
             query = self._record(fps, "", 0.0, None, None)  # the fingerprints, not the text
             try:
                 own = (s, pid, ticket.to_bytes(8, "big"))
-                hits = self._look(fps.fp, query, address[16:], own, True)
-                best = self._wait(hits, ticket)
+                hits = self._look(fps, query, address[16:], own, True, key)
+                best, gone = self._wait(hits, ticket)
+                for _ in range(8):
+                    if not gone or not self.rule.aliases:
+                        break
+                    # an earlier check this one waited for went: dropped, it may now be an
+                    # alias of a kept page this page is near (docs/operations.md, "Redis
+                    # Cluster"): look again, as a check after it would
+                    hits = self._look(fps, query, address[16:], own, True, key)
+                    best, gone = self._wait(hits, ticket)
             except _Restart:
                 continue
             if self._names_read != names_read:
@@ -331,6 +440,7 @@ class ClusterBase(Store):
                 "D" if best else "K",
                 src,
                 kept_for(self.pending_timeout),
+                self._root_of(best, now) if best and self.rule.aliases else b"",
             ]
             status = self._call("check", s, settle)
             if status == b"X":
@@ -352,5 +462,11 @@ class ClusterBase(Store):
             with self._errors("near"):
                 away = self._names.address(exclude, assign=False)
             skip = b"" if away is None else away[16:]  # (its key bytes)
-        hits = self._look(fps.fp, self._record(fps, "", 0.0, None, None), skip, None, False)
-        return [h.match for h in sorted((h for h in hits if h.state == b"K"), key=_Hit.order)]
+        hits = self._look(fps, self._record(fps, "", 0.0, None, None), skip, None, False, exclude)
+        seen: set[str] = set()  # (a page found directly and through aliases: at its nearest)
+        out = []
+        for h in sorted((h for h in hits if h.state == b"K"), key=_Hit.order):
+            if h.match.key not in seen:
+                seen.add(h.match.key)
+                out.append(h.match)
+        return out

@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from ..base import StoreError
 from . import keys as rk
+from .base import ALIASES_FORMAT
 from .cluster_open import bucket_bits, client_uri, shard_tags
 from .codec import entry_head
 from .migrate import TIMEOUTS, mark, migrate_part, migration_errors, set_if_format2, unmark
@@ -103,8 +104,8 @@ def _migrate_locked(
     if meta.get("cluster") != "1":
         raise StoreError(f"{where}: a single-node Redis store: migrate it with redis://")
     fmt = meta.get("format")
-    if fmt == "3" and "migrating" not in meta:
-        return 0
+    if fmt in ("3", str(ALIASES_FORMAT)) and "migrating" not in meta:
+        return 0  # (format 4: format 3 with aliases)
     if fmt not in ("2", "3"):
         raise StoreError(f"{where}: format {fmt!r}: not a store this nearduppipe migrates")
     shards = int(meta["shards"])

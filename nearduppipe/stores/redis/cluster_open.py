@@ -26,11 +26,11 @@ from typing import Any, NamedTuple
 from ...fingerprint.rule import Rule
 from ...index.layout import Layout
 from ..base import StoreError
-from ..scope import recorded_rule, settle_rule, unasked_aliases_off
+from ..scope import recorded_rule, settle_rule
 from ..ttl_rule import encode_ttl, settle_ttl
 from . import buckets
 from . import keys as rk
-from .base import LISTPACK, migrate_first
+from .base import ALIASES_FORMAT, LISTPACK, migrate_first
 from .format3 import listpack_advice, listpack_limits
 from .log import new_epoch
 from .loss import lost_at_open, new_identity
@@ -52,6 +52,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_SHARDS = 12
+# A store whose rule keeps aliases: its shards' buckets hold alias records (redis_cluster.lua),
+# which releases before Cluster aliases would read as entries: they refuse the format.
+_ALIASES = str(ALIASES_FORMAT)
 # A meta is created only where none of its keys is left (else the server lost part of the
 # store: loss.py), and a shard's only until the store recorded all of them (``shards_ready``
 # in ARGV[1]): after that a missing shard meta is a lost shard (a master restarted empty).
@@ -199,18 +202,10 @@ def open_meta(
             f"{where}: a migration from format 2 was interrupted; finish it: "
             f"nearduppipe migrate {uri}"
         )
-    if meta and meta.get("format") != "3":
+    if meta and meta.get("format") not in ("3", _ALIASES):
         raise StoreError(
             f"{where}: format {meta.get('format')!r}: not a store this nearduppipe can read "
-            "(format 3; a newer one wrote it?)"
-        )
-    if rule is not None and rule.aliases and not rule.aliases_given:  # (the default)
-        logger.info("%s: a Redis Cluster store keeps no aliases yet (NEARDUP_ALIASES)", where)
-        rule = unasked_aliases_off(rule)
-    if rule is not None and rule.aliases:
-        raise StoreError(
-            f"{where}: a Redis Cluster store does not keep aliases yet (NEARDUP_ALIASES): "
-            "turn them off, or use a single-node Redis or sqlite store"
+            f"(format 3, or {_ALIASES} with aliases; a newer one wrote it?)"
         )
     if not meta:
         rule = rule or Rule()
@@ -219,7 +214,7 @@ def open_meta(
         if read_only:
             return Opened(rule, layout, n, bucket_bits(n), False, None)
         fields = {
-            "format": "3",
+            "format": _ALIASES if rule.aliases else "3",
             "cluster": "1",
             "shards": str(n),
             "bucket_bits": str(bucket_bits(n)),
@@ -247,7 +242,10 @@ def open_meta(
         raise StoreError(f"{where}: the store has {n} shards, not {shards} (reset it to change)")
     identity = meta.get("id") if read_only else _settle(client, where, key, meta, recorded)
     if rule is not None and rule != stored and not read_only:
-        client.hset(key, "rule", json.dumps(rule.as_dict()))
+        fields = {"rule": json.dumps(rule.as_dict())}
+        if rule.aliases and not stored.aliases:  # (releases without aliases refuse it)
+            fields["format"] = _ALIASES
+        client.hset(key, mapping=fields)
     if not read_only:
         ready = meta.get("shards_ready") == "1"
         for tag in shard_tags(prefix, n):

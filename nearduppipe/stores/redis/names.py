@@ -32,6 +32,7 @@ from .keys import key
 __all__ = ["Names"]
 
 _Raw = TypeVar("_Raw")
+_Loc = TypeVar("_Loc")  # where a record is: an address, or a Cluster's (shard, address)
 _Row = TypeVar("_Row")
 
 # assign ids to names: KEYS meta, id -> name, name -> id; ARGV counter field, names...
@@ -189,18 +190,24 @@ class Names:
         self.jobs.names({r.job_id for r in recs})
         return [(r.seq, self._entry(r)) for r in recs]
 
-    def aliases(self, rows: list[tuple[bytes, bytes]], cutoff: float) -> list[tuple[int, Alias]]:
-        """(sequence number, alias) of the aliases among a whole store's (address, record)
-        ``rows`` that stand for an entry among them (the one at their kept page's address,
-        with the sequence number they hold) stored at ``cutoff`` or later (the TTL). Only the
-        aliases and their kept pages are decoded."""
+    def aliases(
+        self,
+        rows: list[tuple[_Loc, bytes]],
+        cutoff: float,
+        root_at: Callable[[bytes], _Loc],
+    ) -> list[tuple[int, Alias]]:
+        """(sequence number, alias) of the aliases among a whole store's (place, record)
+        ``rows`` that stand for an entry among them (the one at the place ``root_at`` reads
+        from their root: an address, or a Cluster's shard and address; with the sequence
+        number they hold) stored at ``cutoff`` or later (the TTL). Only the aliases and their
+        kept pages are decoded."""
         aliases = [decode_record(raw) for _, raw in rows if raw[:1] >= b"\x04"]
-        wanted = {r.root[:8] for r in aliases if r.root is not None}
+        wanted = {root_at(r.root) for r in aliases if r.root is not None}
         kept = {a: decode_record(raw) for a, raw in rows if a in wanted and raw[:1] < b"\x04"}
         pairs = []
         for r in aliases:
             assert r.root is not None
-            root = kept.get(r.root[:8])
+            root = kept.get(root_at(r.root))
             seq = int.from_bytes(r.root[8:14], "big")
             if root is not None and root.seq == seq and root.stored_at >= cutoff:
                 pairs.append((r, root))

@@ -25,8 +25,18 @@
 --            their deadline
 --   poll:    pending ids -> per id 'K' kept, 'G' gone, 'C' no ticket yet, 'P' .. ticket
 --   settle:  pending id, address argument, 'K' (keep) or 'D' (dropped), source, seconds a
---            kept marker lives -> 'N', 'C', 'D' or 'X'
+--            kept marker lives, and for 'D' in a store with aliases the kept page's root
+--            (16 bytes: address, sequence slot, shard index; '' = none) -> 'N', 'C', 'D' or 'X'
 --   ticket:  (none; called with the store's global keys) -> the next ticket
+--   roots:   kept pages' roots (14 bytes: address, sequence slot) -> per root its record if
+--            it is still that entry (no alias, within the TTL), else ''
+--   unalias: (address, root (16 bytes)) pairs -> the aliases still at those addresses with
+--            those roots deleted (the client's prune: their kept pages are gone); how many
+--   refs:    address arguments -> per key the root an alias of its live entry would record
+--            (address, sequence slot: 14 bytes; the client adds the shard), else ''
+--   alias:   (address argument, record, root (16 bytes)) triples: imported aliases, each
+--            skipped when its key holds a live entry or both its addresses are taken; how
+--            many were stored (the kept page was read by refs, in its own shard)
 local PEND, PKEY, MARK
 local NO_TICKET = '\0\0\0\0\0\0' -- (a library's load runs without the string library)
 
@@ -79,9 +89,13 @@ end
 -- The shard's own modes; nil for the others (the single-node modes that follow).
 local function cluster_modes()
   PEND, PKEY, MARK = KEYS[10], KEYS[11], KEYS[12]
-  KEEP_SEQ = true
+  KEEP_SEQ, DEFER_ROOTS = true, true
   -- (a shard's meta, or {P}:meta; a look would otherwise find nothing: behind() says 'G')
   if mode ~= 'get' and meta_gone() then return redis.error_reply(GONE) end
+  if EPOCH ~= '' and (mode == 'refs' or mode == 'alias') then -- (as the modes' add and get)
+    local e = redis.call('HGET', META, 'epoch')
+    if e and e ~= EPOCH then return redis.error_reply(STALE) end
+  end
   if mode == 'reserve' then
     local arg, tnow = ARGV[12], server_time()
     local a0 = string.sub(arg, 1, 8)
@@ -150,6 +164,55 @@ local function cluster_modes()
       end
     end
     return {table.concat(out), POS, since()}
+  elseif mode == 'roots' then
+    local out = {}
+    for i = 12, #ARGV do
+      local raddr, rseq = string.sub(ARGV[i], 1, 8), string.sub(ARGV[i], 9, 14)
+      local rec = read_rec(raddr)
+      local ok = rec and not is_alias(rec) and seq_part(rec) == rseq
+      if ok and ttl then
+        local _, t = head(rec)
+        ok = t >= now - ttl
+      end
+      out[#out + 1] = ok and rec or ''
+    end
+    return out
+  elseif mode == 'refs' then
+    local out = {}
+    for i = 12, #ARGV do
+      local addr, rec = own(ARGV[i])
+      local ok = addr and not is_alias(rec)
+      if ok and ttl then
+        local _, t = head(rec)
+        ok = t >= now - ttl
+      end
+      out[#out + 1] = ok and (addr .. seq_part(rec)) or ''
+    end
+    return out
+  elseif mode == 'alias' then
+    if not ABOUND then return redis.error_reply('NEARDUP_NO_ALIASES this store keeps none') end
+    local n = 0
+    for i = 12, #ARGV, 3 do
+      local id, rec = own(ARGV[i])
+      if (id and is_alias(rec)) or (not id and free_addr(ARGV[i])) then
+        local r = ARGV[i + 2]
+        store(ARGV[i], alias_rec(stamped(ARGV[i + 1], 10), string.sub(r, 1, 8),
+          string.sub(r, 9, 14), string.sub(r, 15, 16)), id, rec)
+        n = n + 1
+      end
+    end
+    sweep()
+    return n
+  elseif mode == 'unalias' then
+    local n = 0
+    for i = 12, #ARGV, 2 do
+      local rec = read_rec(ARGV[i])
+      if rec and is_alias(rec) and string.sub(rec, -16) == ARGV[i + 1] then
+        drop(ARGV[i], rec)
+        n = n + 1
+      end
+    end
+    return n
   elseif mode == 'ticket' then -- (on the store's global keys: KEYS[1] is {P}:meta)
     return redis.call('HINCRBY', META, 'order', 1)
   elseif mode == 'poll' then
@@ -185,6 +248,22 @@ local function cluster_modes()
       end
     else
       unpend(id, p)
+      local root = ARGV[17]
+      if ABOUND and root and #root == 16 then
+        -- the page stays as an alias of the one it was dropped for, unless its key has a
+        -- live entry of its own (a recrawl dropped: the entry stays) or no free address
+        local old_addr, old_rec = own(arg)
+        local live = old_addr and not is_alias(old_rec)
+        if live and ttl then
+          local _, ot = head(old_rec)
+          live = ot >= now - ttl
+        end
+        if not live and (old_addr or free_addr(arg)) then
+          local rec = alias_rec(string.sub(p, 18), string.sub(root, 1, 8), string.sub(root, 9, 14),
+            string.sub(root, 15, 16))
+          store(arg, rec, old_addr, old_rec)
+        end
+      end
     end
     if ARGV[15] == 'items' then redis.call('HINCRBY', META, ITEM_COUNTER[status], 1) end
     sweep()

@@ -22,6 +22,11 @@ local PFX, BPRE
 -- The Redis Cluster store's shards (redis_cluster.lua sets it) keep a record's sequence slot
 -- as the client or the check wrote it: there it holds the entry's ticket, the store's order.
 local KEEP_SEQ = false
+-- A Cluster shard's alias may stand for a page of another shard, whose record no call of this
+-- shard can read (its root names the shard: alias_rec's tail): its searches report aliases as
+-- they are and the client reads their kept pages (cluster_check.py), and its sweeps and prunes
+-- do not judge them (the client's prune does).
+local DEFER_ROOTS = false
 
 local function setup()
   setup_common()
@@ -69,14 +74,15 @@ local function key_part(rec)
 end
 
 -- The alias of a page (its record as the client sent it) for the kept page at raddr: the
--- head and key part without the text, then the kept page's address and sequence number.
-local function alias_rec(rec, raddr, rseq)
+-- head and key part without the text, then the kept page's address and sequence number, then
+-- two bytes: zero, or a Cluster shard's index of the kept page's shard.
+local function alias_rec(rec, raddr, rseq, tail)
   local _, _, _, fpos = head(rec)
   local _, kpos = job_span(rec, fpos)
   local _, spos = varint(rec, kpos)
   local n, p = varint(rec, spos)
   local flags = string.byte(rec, 1) % 2 + 4
-  return string.char(flags) .. string.sub(rec, 2, p + n - 1) .. raddr .. rseq .. '\0\0'
+  return string.char(flags) .. string.sub(rec, 2, p + n - 1) .. raddr .. rseq .. (tail or '\0\0')
 end
 
 local function key_of(rec)
@@ -105,7 +111,7 @@ local function alias_root(rec)
   if ttl and rt < now - ttl then return nil end
   return rrec, raddr
 end
-local function alias_dead(rec) return alias_root(rec) == nil end
+local function alias_dead(rec) return not DEFER_ROOTS and alias_root(rec) == nil end
 
 local function touch(addr)
   if ttl then redis.call('PEXPIRE', bucket(addr), math.ceil(2000 * ttl)) end

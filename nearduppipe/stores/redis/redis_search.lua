@@ -89,7 +89,8 @@ local function search(qrec, cand, exclude)
         if w and qw then dw = wide_distance(qw, w) end
         if is_near(d, dw) then
           local order = rec_order(ids[j], rec)
-          if not is_alias(rec) then
+          if not is_alias(rec) or (DEFER_ROOTS and ABOUND and qw) then
+            -- (a Cluster shard's alias as it is: the client reads its kept page)
             hits[#hits + 1] = {dw or d * 8, d, order, rec, dw, ids[j], d}
           elseif ABOUND and qw then
             -- an alias: a hit of the entry it stands for, if that entry is still the one it

@@ -311,15 +311,15 @@ class RedisStore(RedisBase):
         now = rk.call_time(self.clock, stamp=False)
 
         def read() -> list[tuple[bytes, bytes]]:
-            return list(buckets.records(self._client, self.prefix, self._hint()))
+            rows = list(buckets.alias_records(self._client, self.prefix, self._hint()))
+            roots = {raw[-16:-8] for _, raw in rows}  # (the kept pages' addresses)
+            return rows + buckets.read_at(self._client, self.prefix, roots)
 
         with self._errors("scan"):  # (in the order stored)
             t = rk.server_time(self._client) if isinstance(now, str) else now
             cutoff = -math.inf if self.ttl is None else t - self.ttl
-            found = self._names.stable(
-                read, partial(self._names.aliases, cutoff=cutoff), self._refresh_names,
-                self._where(),
-            )  # fmt: skip
+            decode = partial(self._names.aliases, cutoff=cutoff, root_at=_root_address)
+            found = self._names.stable(read, decode, self._refresh_names, self._where())
         yield from found
 
     def _import_aliases(self, aliases: Iterable[Alias]) -> int:
@@ -425,6 +425,11 @@ class RedisStore(RedisBase):
         finally:
             self._guard.closed = True
             self._client.close()
+
+
+def _root_address(root: bytes) -> bytes:
+    """Where an alias's kept page is on one node: the address its root begins with."""
+    return root[:8]
 
 
 def open_single(uri: str, rule: Rule | None = None, **options: Any) -> RedisStore:

@@ -284,13 +284,25 @@ class SqliteStore(IndexedStore):
         where = f"{self.path}: record"
         return [parse_entry_key(v, f"{where} {k}") for k, v in self._values_at(ids)]
 
-    def _aliases_at(self, ids: list[int]) -> list[tuple[str, str | None]]:
+    def _alias_rows(
+        self, ids: list[int], roots: list[int]
+    ) -> list[tuple[str, str | None, str] | None]:
+        """Each alias's row and its kept page's in a few reads; a row gone (a crawl writing
+        the file this read-only store reads replaced it) gives ``None``."""
         where = f"{self.path}: record"
-        rows = [parse_alias(v, f"{where} {k}")[0] for k, v in self._values_at(ids)]
-        return [(e.key, e.job) for e in rows]
+        values = self._values_at(ids + roots, missing_ok=True)
+        out: list[tuple[str, str | None, str] | None] = []
+        for (ak, av), (rk, rv) in zip(values[: len(ids)], values[len(ids) :], strict=True):
+            if av is None or rv is None:
+                out.append(None)
+                continue
+            alias = parse_alias(av, f"{where} {ak}")[0]
+            out.append((alias.key, alias.job, parse_entry_key(rv, f"{where} {rk}")))
+        return out
 
-    def _values_at(self, ids: list[int]) -> list[tuple[str, Any]]:
-        """(row key, value) of ids' rows, read as :meth:`_keys_at` says."""
+    def _values_at(self, ids: list[int], missing_ok: bool = False) -> list[tuple[str, Any]]:
+        """(row key, value) of ids' rows, read as :meth:`_keys_at` says (a missing row: an
+        error, or its value ``None`` if ``missing_ok``)."""
         row_keys = [self._row_key(i) for i in ids]
         values: dict[str, Any] = {}
         todo = []
@@ -316,7 +328,7 @@ class SqliteStore(IndexedStore):
         out = []
         for row_key in row_keys:
             value = values.get(row_key)
-            if value is None:
+            if value is None and not missing_ok:
                 raise StoreError(f"{self.path}: record {row_key} is missing")
             out.append((row_key, value))
         return out

@@ -321,13 +321,12 @@ def test_cli_info_report_copy_and_forget(
     with open_store(str(copy), rule=Rule(aliases=True)) as s:  # (sqlite: aliases from now on)
         assert s.check(pages[1], "https://x/alias").status == "duplicate"
         assert s.info().aliases == 1
-    capsys.readouterr()  # a store with aliases copied into the Cluster: its kept pages
+    capsys.readouterr()  # a store with aliases copied into a new Cluster store: they come too
     assert main(["copy", str(copy), cluster.url + "?prefix=test:cli-aliases"]) == 0
-    assert "its 1 aliases (dropped pages kept as candidates) are not copied" in (
-        capsys.readouterr().err
-    )
+    assert "fingerprints, 1 aliases (dropped pages kept as candidates)" in capsys.readouterr().out
     with open_store(cluster.url + "?prefix=test:cli-aliases", read_only=True) as c:
-        assert len(c) == 20 and not c.rule.aliases
+        assert len(c) == 20 and c.rule.aliases and c.info().aliases == 1
+        assert [(a.key, a.root) for a in c.aliases()] == [("https://x/alias", "https://x/1")]
     # the same cluster through another node's address: --reset would empty the source
     other = f"redis+cluster://localhost:{cluster.ports[2]}/"
     capsys.readouterr()
@@ -464,15 +463,87 @@ def test_scope_on_a_cluster(cluster: LocalCluster, request: pytest.FixtureReques
         open_store(cluster.url, prefix=prefix, rule=Rule())
 
 
-def test_a_cluster_store_refuses_aliases(cluster: LocalCluster) -> None:
-    """Aliases (NEARDUP_ALIASES) are kept by the single-node store only, so far: one line."""
-    with pytest.raises(StoreError, match="does not keep aliases yet"):
-        open_store(cluster.url, rule=Rule(aliases=True), prefix="test:aliases")
-    default = Rule(aliases=True, aliases_given=False)  # (NEARDUP_ALIASES unset: no refusal)
+@pytest.mark.parametrize("kind", ["clustered", "chains"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_cluster_aliases_decide_as_a_full_scan(cluster: LocalCluster, kind: str, seed: int) -> None:
+    """Aliases on a Redis Cluster store (their kept page often in another shard, read by the
+    client before it settles) give the decisions of a brute-force replay of the rule."""
+    from ..test_aliases import RULE, _crawl, brute, pages
+
+    seq = pages(kind, 150, seed)
+    want = brute(seq, RULE)
+    with open_store(cluster.url, rule=RULE, prefix=f"test:alias-{kind}{seed}", reset=True) as s:
+        assert _crawl(s, seq) == want
+        n = sum(w is not None for w in want)
+        assert (s.info().aliases, len(s), s.format_version) == (n, len(seq) - n, 4)
+        assert sorted(s.aliases()) == sorted(s.aliases())
+        assert {a.root for a in s.aliases()} <= {e.key for e in s.entries()}
+        assert any(s.shard(a.key) != s.shard(a.root) for a in s.aliases())  # (other shards)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_racing_processes_with_aliases_decide_as_their_ticket_order(
+    cluster: LocalCluster, seed: int
+) -> None:
+    """4 processes check drifting chains of pages at once: each page's verdict and the page
+    it was dropped for are those of a one-at-a-time replay in the order of the checks'
+    tickets (every page, kept or dropped, holds a record carrying its ticket). Before the
+    waits for earlier checks and the second look, 1-3 pages of 400 differed per run."""
+    from ...support.cluster_race import race_in_order
+    from ..test_aliases import RULE, brute, pages
+
+    seq = pages("chains", 400, seed)
+    verdicts, order = race_in_order(cluster.url, f"test:order{seed}", seq, 4, RULE)
+    assert sorted(order) == sorted(k for k, _ in seq)
+    fps = dict(seq)
+    want = brute([(k, fps[k]) for k in order], RULE)
+    got = [verdicts[k] for k in order]
+    assert got == [("new", None) if w is None else ("duplicate", w) for w in want]
+
+
+def test_cluster_aliases_of_a_removed_page_stand_for_nothing_and_prune_drops_them(
+    cluster: LocalCluster,
+) -> None:
+    from ..test_aliases import RULE, _crawl, pages
+
+    seq = pages("clustered", 150, 5)
+    with open_store(cluster.url, rule=RULE, prefix="test:alias-prune", reset=True) as s:
+        _crawl(s, seq)
+        before = s.info().aliases
+        roots = sorted({a.root for a in s.aliases()})[:3]
+        gone = [a for a in s.aliases() if a.root in roots]
+        for r in roots:
+            assert s.remove(r)
+        left = list(s.aliases())
+        assert len(left) == before - len(gone) and not {a.root for a in left} & set(roots)
+        for a in gone:  # a near copy of a dropped page no longer finds the removed page
+            assert all(m.key not in roots for m in s.near(a.fingerprints))
+        assert s.prune() == len(gone) and s.info().aliases == before - len(gone)
+        assert s.prune() == 0
+
+
+def test_a_cluster_store_keeps_aliases_as_asked(cluster: LocalCluster) -> None:
+    """A new store a crawl makes keeps aliases (the setting unset), format 4, which earlier
+    releases refuse; an existing store keeps its own setting until one asks for them."""
+    default = Rule(aliases=True, aliases_given=False)  # (NEARDUP_ALIASES unset)
     with open_store(cluster.url, rule=default, prefix="test:aliases", reset=True) as store:
-        assert not store.rule.aliases
+        assert store.rule.aliases and store.format_version == 4
         assert store.check_and_add(Fingerprints(1, 1), "a") is None
         assert store.check_and_add(Fingerprints(1, 1), "b") is not None
+        assert store.info().aliases == 1
+    client = redis.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+    assert client.hget("{test:aliases}:meta", "format") == b"4"
+    with open_store(cluster.url, rule=Rule(), prefix="test:plain", reset=True) as store:
+        assert not store.rule.aliases and store.format_version == 3
+    with open_store(cluster.url, rule=default, prefix="test:plain") as store:
+        assert not store.rule.aliases  # (an existing store: its own setting)
+    with open_store(cluster.url, rule=Rule(aliases=True), prefix="test:plain") as store:
+        assert store.rule.aliases and store.format_version == 4
+    assert client.hget("{test:plain}:meta", "format") == b"4"
+    client.hset("{test:plain}:meta", "format", "5")
+    with pytest.raises(StoreError, match="format '5': not a store this nearduppipe can read"):
+        open_store(cluster.url, prefix="test:plain")
+    client.close()
 
 
 def test_the_local_cluster_forms_when_a_node_misses_its_meet(tmp_path: Path) -> None:
