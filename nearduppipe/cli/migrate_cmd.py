@@ -21,7 +21,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         raise CliError("--batch must be at least 1")
     how = Migration(args.batch, args.pause, say if args.verbose else None, args.wait, say)
     moved = backend.migrate(args.store, args.prefix, how)
-    emit(f"{redact(args.store)}: format 3 ({moved} entries moved by this run)\n")
+    emit(f"{redact(args.store)}: format 3 or later ({moved} entries moved by this run)\n")
     return 0
 
 

@@ -148,10 +148,13 @@ def replay_worker(
     store = RedisClusterStore(url, prefix=prefix)
     store.near(Fingerprints(0, 0))  # read the logs before the start
     barrier.wait()
-    verdicts = []
-    for fp, wide, key in items:
-        v = store.check(Fingerprints(fp, wide), key)
-        verdicts.append((key, v.status, v.match.key if v.match else None))
+    verdicts: list[tuple[str, str, str | None]] = []
+    try:
+        for fp, wide, key in items:
+            v = store.check(Fingerprints(fp, wide), key)
+            verdicts.append((key, v.status, v.match.key if v.match else None))
+    except Exception as e:  # (said at once, not after the parent's wait runs out)
+        verdicts = [("", "error", repr(e))]
     store.close()
     out.put(verdicts)
 
@@ -173,7 +176,10 @@ def race_in_order(
     for p in ps:
         p.start()
     barrier.wait(timeout=120)
-    verdicts = {k: (st, m) for _ in ps for k, st, m in out.get(timeout=600)}
+    got = [v for _ in ps for v in out.get(timeout=600)]
+    errors = [m for _, st, m in got if st == "error"]
+    assert not errors, errors
+    verdicts = {k: (st, m) for k, st, m in got}
     for p in ps:
         p.join(timeout=60)
     tickets: list[tuple[int, str]] = []

@@ -225,7 +225,7 @@ def _chunks(items: Iterable[Alias], size: int) -> Iterator[list[Alias]]:
 
 
 def _root_args(names: Names, a: Alias) -> tuple[bytes | None, ...]:
-    return (names.address(a.root),)
+    return (names.address(a.root, assign=False) or b"",)  # (b"": no such host, no such page)
 
 
 def _placed_args(names: Names, row: _Placed) -> tuple[bytes | None, ...]:

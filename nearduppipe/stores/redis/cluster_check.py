@@ -39,6 +39,13 @@ __all__ = ["ClusterBase", "kept_for", "ticket_of"]
 _STATUS = rk.REPLY_STATUS
 
 
+# How long a check of a store with aliases that has found a kept near page still waits for
+# earlier near checks (they may be kept nearer, or dropped into aliases of a nearer page): a
+# live check settles in milliseconds; a dead client's lives pending_timeout (30 s), and the
+# page is a duplicate either way. Past it, the page is dropped for the nearest kept one.
+ORDER_WAIT = 5.0
+
+
 class _Restart(NearDupError):
     """This check's pending entry passed its deadline: others treat it as gone; start again."""
 
@@ -339,10 +346,14 @@ class ClusterBase(Store):
         gone = False
         kept = [h for h in hits if h.state == b"K"]
         waiting = [h for h in hits if h.state == b"C" or (h.state == b"P" and h.ticket < ticket)]
-        delay, give_up = 0.001, time.monotonic() + 2 * self.pending_timeout + 10
+        start = time.monotonic()
+        delay, give_up = 0.001, start + 2 * self.pending_timeout + 10
         # with aliases, which kept page a page is dropped for matters (its alias stands for
-        # it): wait for every earlier near check, as their order would decide
-        while waiting and (not kept or self.rule.aliases):
+        # it): wait for every earlier near check, as their order would decide; once a kept
+        # page is found, at most ORDER_WAIT seconds (a dead client's check: dropped anyway)
+        while waiting and (
+            not kept or (self.rule.aliases and time.monotonic() - start < ORDER_WAIT)
+        ):
             if time.monotonic() > give_up:
                 raise StoreUnavailable(f"{self._where()}: check: waited too long for other checks")
             time.sleep(delay)

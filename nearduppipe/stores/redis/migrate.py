@@ -38,6 +38,7 @@ import numpy as np
 from ..base import StoreError
 from . import buckets
 from . import keys as rk
+from .base import ALIASES_FORMAT
 from .codec import decode_entry
 from .log import new_epoch
 from .migrate_lock import FENCE_LUA, LOCK_TTL, LOST, MigrationLock
@@ -181,8 +182,8 @@ def _start(client: Any, meta_key: str, where: str, lock: MigrationLock) -> dict[
             "redis+cluster:// URI"
         )
     fmt = meta.get("format")
-    if fmt == "3" and "migrating" not in meta:
-        return meta
+    if fmt in ("3", str(ALIASES_FORMAT)) and "migrating" not in meta:
+        return meta  # (format 4: format 3 with aliases)
     if fmt not in ("2", "3"):
         raise StoreError(f"{where}: format {fmt!r}: open it once to migrate a format-1 store")
     if fmt == "2":

@@ -180,7 +180,8 @@ local function cluster_modes()
   elseif mode == 'refs' then
     local out = {}
     for i = 12, #ARGV do
-      local addr, rec = own(ARGV[i])
+      local addr, rec = nil, nil
+      if #ARGV[i] > 16 then addr, rec = own(ARGV[i]) end -- ('': a host the store never saw)
       local ok = addr and not is_alias(rec)
       if ok and ttl then
         local _, t = head(rec)
@@ -232,7 +233,7 @@ local function cluster_modes()
       if not old_addr and not free_addr(arg) then return redis.error_reply(COLLISION) end
       unpend(id, p)
       status = 'N'
-      if old_addr then
+      if old_addr and not is_alias(old_rec) then -- (the key's alias: it had no entry)
         local _, ot = head(old_rec)
         if not (ttl and ot < now - ttl) then status = 'C' end
       end

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -520,6 +520,96 @@ def test_cluster_aliases_of_a_removed_page_stand_for_nothing_and_prune_drops_the
             assert all(m.key not in roots for m in s.near(a.fingerprints))
         assert s.prune() == len(gone) and s.info().aliases == before - len(gone)
         assert s.prune() == 0
+
+
+@pytest.mark.parametrize("again", ["add", "changed"])
+def test_a_cluster_alias_stands_for_the_entry_it_was_dropped_for(
+    cluster: LocalCluster, again: str
+) -> None:
+    """The kept page stored again (an import of the same page, or other content): its
+    aliases, read from another shard, stand for nothing (the entry's new ticket)."""
+    from ..test_aliases import (
+        test_an_alias_stands_for_the_entry_it_was_dropped_for_on_every_backend,
+    )
+
+    uri = f"{cluster.url}?prefix=test:again-{again}"
+    test_an_alias_stands_for_the_entry_it_was_dropped_for_on_every_backend(uri, again)
+
+
+def test_a_dropped_page_recrawled_on_a_cluster_store(cluster: LocalCluster) -> None:
+    """A dropped page's key holds its alias: recrawled with other content it is `new` (no
+    entry of its own), dropped again it replaces its alias; the kept page recrawled near its
+    own alias is `changed`, never a duplicate of itself through it."""
+    from ..test_aliases import RULE, _abc
+
+    a, b, c = _abc()
+    rng = random.Random(3)
+    far = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+    with open_store(cluster.url, rule=RULE, prefix="test:recrawl", reset=True) as s:
+        assert s.check(a, "https://x/a").status == "new"
+        assert s.check(b, "https://x/b").status == "duplicate"
+        before = s.counters()
+        assert s.check(far, "https://x/b").status == "new"
+        after = s.counters()
+        assert after["new_total"] - before["new_total"] == 1
+        assert after["revisits_changed"] == before["revisits_changed"]
+        assert (len(s), s.info().aliases) == (2, 0)
+        assert s.check(b, "https://x/b2").status == "duplicate"
+        assert s.check(b, "https://x/b2").status == "duplicate"  # (its alias replaced)
+        assert s.info().aliases == 1
+        # "a" recrawled with c: near its own alias b2 (not near a): its own page, not a copy
+        assert s.check(c, "https://x/a").status == "changed"
+
+
+def test_a_dead_clients_check_delays_a_found_duplicate_at_most_order_wait(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With aliases a check waits for earlier near checks even when it has found a kept page;
+    a client that died after its look leaves a pending entry for pending_timeout (30 s), and
+    the page, a duplicate either way, is settled after ORDER_WAIT (here 1 s), not 30 s."""
+    from nearduppipe.stores.redis import cluster_check
+
+    monkeypatch.setattr(cluster_check, "ORDER_WAIT", 1.0)
+    near = lambda i: Fingerprints(A ^ (1 << i), W ^ (1 << (i + 100)))  # noqa: E731
+    opts: dict[str, Any] = {"rule": Rule(aliases=True), "prefix": "test:dead-order"}
+    with open_store(cluster.url, reset=True, **opts) as s:
+        assert s.check(Fingerprints(A, W), "https://x/kept").status == "new"
+    dying = open_store(cluster.url, **opts)
+
+    def die(self: object, hits: object, ticket: int) -> None:
+        raise SystemExit("the client dies after its look")
+
+    with monkeypatch.context() as m:
+        m.setattr(cluster_check.ClusterBase, "_wait", die)
+        with pytest.raises(SystemExit):
+            dying.check(near(1), "https://x/dies")
+    with open_store(cluster.url, **opts) as s:
+        t0 = time.monotonic()
+        v = s.check(near(2), "https://x/later")
+        took = time.monotonic() - t0
+    dying.close()
+    assert v.status == "duplicate" and v.match is not None and v.match.key == "https://x/kept"
+    assert 1.0 <= took < 10, took
+
+
+def test_unalias_deletes_only_an_alias_that_still_holds_the_root(cluster: LocalCluster) -> None:
+    """prune() reads an alias's kept page, then deletes the alias with the root it read: an
+    alias written again meanwhile (another root) stays."""
+    from ..test_aliases import RULE, _abc
+
+    a, b, _ = _abc()
+    with open_store(cluster.url, rule=RULE, prefix="test:unalias", reset=True) as s:
+        assert s.check(a, "https://x/a").status == "new"
+        assert s.check(b, "https://x/b").status == "duplicate"
+        store = cast(Any, s)
+        shard = store.shard("https://x/b")
+        ((address, raw),) = [(ad, r) for ad, r in store._records(shard) if r[:1] >= b"\x04"]
+        now = store.now()
+        wrong = bytes(16)
+        args = [*store._head("unalias", now), address, wrong]
+        assert store._call("prune", shard, args) == 0 and s.info().aliases == 1
+        args = [*store._head("unalias", now), address, raw[-16:]]
+        assert store._call("prune", shard, args) == 1 and s.info().aliases == 0
 
 
 def test_a_cluster_store_keeps_aliases_as_asked(cluster: LocalCluster) -> None:
