@@ -1,9 +1,10 @@
 """What aliases (``Rule(aliases=True)``, docs/verdicts.md "Aliases") cost: store-check CPU and
-bytes per page on the memory store, the sqlite store and a single-node Redis, with aliases off
+bytes per page on the memory store, the sqlite store, a single-node Redis and a 3-master Redis
+Cluster (``--backends …,cluster``: its masters' used_memory and CPU summed), with aliases off
 (the floor) and on, in the same run, alternating off, on, off, on, ... (medians of --runs).
 
     python benchmarks/alias_cost.py [--groups 16000] [--copies 4] [--fresh 0.25] [--runs 3]
-        [--chain-wide 40] [--max-decisions 1] [--backends memory,sqlite,redis]
+        [--chain-wide 40] [--max-decisions 1] [--backends memory,sqlite,redis[,cluster]]
 
 Workload (the same pages in every run, in one random order that keeps each group's order):
 --groups groups, each a kept page then --copies copies, 3 of 64 bits and 30 of 512 bits
@@ -131,6 +132,25 @@ def one(backend: str, aliases: bool, run: int, pages: list[Page], ctx: dict[str,
         out["bytes"] = sum(f.stat().st_size for f in files[:2] if f.exists())
         for f in files:
             f.unlink(missing_ok=True)
+    elif backend == "cluster":
+        nodes, prefix = ctx["nodes"], f"ac{run}{int(aliases)}"
+
+        def summed(section: str, keys: tuple[str, ...]) -> float:
+            return sum(sum(c.info(section)[k] for k in keys) for c in nodes)
+
+        for c in nodes:
+            c.flushall()
+        time.sleep(0.2)
+        base = summed("memory", ("used_memory",))
+        cpu = summed("cpu", ("used_cpu_user", "used_cpu_sys"))
+        store = open_store(ctx["cluster_url"], rule=rule, prefix=prefix, reset=True, **opts)
+        out["dropped"], out["cpu"], out["wall"] = run_pages(store, pages)
+        out["server"] = summed("cpu", ("used_cpu_user", "used_cpu_sys")) - cpu
+        out["bytes"] = summed("memory", ("used_memory",)) - base
+        out["kept"], out["aliases"] = len(store), store.alias_count
+        store.close()
+        for c in nodes:
+            c.flushall()
     else:
         client, prefix = ctx["client"], f"ac{run}{int(aliases)}"
         client.flushall()
@@ -180,6 +200,15 @@ def main() -> None:
 
             server = RedisServer(Path(tmp) / "redis").start()
             ctx["url"], ctx["client"] = server.url, redis.Redis.from_url(server.url)
+        cluster = None
+        if "cluster" in backends:
+            import redis
+
+            from tests.support.redis_cluster import LocalCluster
+
+            cluster = LocalCluster(Path(tmp) / "cluster").start()
+            ctx["cluster_url"] = cluster.url
+            ctx["nodes"] = [redis.Redis(host="127.0.0.1", port=p) for p in cluster.ports]
         try:
             for backend in backends:
                 for run in range(args.runs):
@@ -206,6 +235,10 @@ def main() -> None:
             if server is not None:
                 ctx["client"].close()
                 server.stop()
+            if cluster is not None:
+                for c in ctx["nodes"]:
+                    c.close()
+                cluster.stop()
     print(f"\nmedians of {args.runs} runs, per page checked ({n:,} pages):")
     head = (
         f"{'backend':8} {'aliases':7} {'dropped':>8} {'kept':>7} {'aliases':>8} "
