@@ -69,13 +69,7 @@ def run_race(
 ) -> dict[str, Any]:
     """Race ``procs`` processes; returns the kept counts, the statuses and the time taken."""
     queues = race_queues(groups, distinct, procs, seed=groups, shared=shared)
-    RedisClusterStore(url, rule, prefix=prefix, reset=True).close()
-    ctx = multiprocessing.get_context("spawn")
-    barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
-    ps = [ctx.Process(target=race_worker, args=(url, prefix, q, barrier, out)) for q in queues]
-    for p in ps:
-        p.start()
-    barrier.wait(timeout=120)
+    ps, out = _started(race_worker, url, prefix, queues, rule)
     t0 = time.perf_counter()
     results = [s for _ in ps for s in out.get(timeout=600)]
     took = time.perf_counter() - t0
@@ -105,6 +99,21 @@ def run_race(
         "statuses": sorted({status for _, status in results}),
         "exitcodes": [p.exitcode for p in ps],
     }
+
+
+def _started(
+    target: Any, url: str, prefix: str, queues: list[list[tuple[int, int, str]]], rule: Rule | None
+) -> tuple[list[Any], Any]:
+    """A new store of ``rule`` at ``prefix``, and one spawned process per queue running
+    ``target``, all past the start barrier; returns them and their output queue."""
+    RedisClusterStore(url, rule, prefix=prefix, reset=True).close()
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(len(queues) + 1), ctx.Queue()
+    ps = [ctx.Process(target=target, args=(url, prefix, q, barrier, out)) for q in queues]
+    for p in ps:
+        p.start()
+    barrier.wait(timeout=120)
+    return ps, out
 
 
 def race_with_a_kill(
@@ -169,13 +178,7 @@ def race_in_order(
     queues: list[list[tuple[int, int, str]]] = [[] for _ in range(procs)]
     for i, (key, f) in enumerate(pages):
         queues[i % procs].append((f.fp, f.wide or 0, key))
-    RedisClusterStore(url, rule, prefix=prefix, reset=True).close()
-    ctx = multiprocessing.get_context("spawn")
-    barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
-    ps = [ctx.Process(target=replay_worker, args=(url, prefix, q, barrier, out)) for q in queues]
-    for p in ps:
-        p.start()
-    barrier.wait(timeout=120)
+    ps, out = _started(replay_worker, url, prefix, queues, rule)
     got = [v for _ in ps for v in out.get(timeout=600)]
     errors = [m for _, st, m in got if st == "error"]
     assert not errors, errors

@@ -24,7 +24,6 @@ from .keys import key
 __all__ = [
     "BUCKETS",
     "Size",
-    "alias_records",
     "bucket_names",
     "count",
     "damaged",
@@ -111,24 +110,15 @@ def _ranges(count: int, bits: int) -> Iterator[tuple[int, int, int]]:
         yield start, min(start + span, BUCKETS), stride
 
 
-def records(client: Any, prefix: str, live: int, bits: int = 16) -> Iterator[tuple[bytes, bytes]]:
-    """(address, record) of every entry, a range of buckets per call: ranges of ~20,000
-    records (a call of a few MB), judged from the store's entry count ``live``."""
-    n = 1 << bits
-    script = client.register_script(_READ)
-    for start, end, stride in _ranges(max(16, min(n, n * 20_000 // max(live, 1))), bits):
-        flat = script(keys=[key(prefix, "meta")], args=[start, end, stride])
-        for i in range(0, len(flat), 2):
-            yield flat[i], flat[i + 1]
-
-
-def alias_records(
-    client: Any, prefix: str, live: int, bits: int = 16
+def records(
+    client: Any, prefix: str, live: int, bits: int = 16, aliases_only: bool = False
 ) -> Iterator[tuple[bytes, bytes]]:
-    """(address, record) of every alias, read as :func:`records` reads (the entries are not
-    sent: a store's aliases without its whole size in memory)."""
+    """(address, record) of every entry, a range of buckets per call: ranges of ~20,000
+    records (a call of a few MB), judged from the store's entry count ``live``. With
+    ``aliases_only``, of every alias (the entries are not sent: a store's aliases without
+    its whole size in memory)."""
     n = 1 << bits
-    script = client.register_script(_READ_ALIASES)
+    script = client.register_script(_READ_ALIASES if aliases_only else _READ)
     for start, end, stride in _ranges(max(16, min(n, n * 20_000 // max(live, 1))), bits):
         flat = script(keys=[key(prefix, "meta")], args=[start, end, stride])
         for i in range(0, len(flat), 2):

@@ -367,7 +367,7 @@ class RedisClusterStore(ClusterBase):
             rows: list[tuple[tuple[int, bytes], bytes]] = []
             for s, shard in enumerate(self._shards):
                 live = int(self._client.hget(shard.key("meta"), "aliases") or 0)
-                found = buckets.alias_records(self._client, shard.tag, live, self.bits)
+                found = buckets.records(self._client, shard.tag, live, self.bits, True)
                 rows += [((s, a), raw) for a, raw in found]
             roots: dict[int, set[bytes]] = {}
             for _, raw in rows:

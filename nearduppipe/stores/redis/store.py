@@ -311,7 +311,7 @@ class RedisStore(RedisBase):
         now = rk.call_time(self.clock, stamp=False)
 
         def read() -> list[tuple[bytes, bytes]]:
-            rows = list(buckets.alias_records(self._client, self.prefix, self._hint()))
+            rows = list(buckets.records(self._client, self.prefix, self._hint(), aliases_only=True))
             roots = {raw[-16:-8] for _, raw in rows}  # (the kept pages' addresses)
             return rows + buckets.read_at(self._client, self.prefix, roots)
 
