@@ -81,7 +81,7 @@ from .log import compact
 from .loss import Watch, fresh_ids, parse_flag
 from .names import Names
 from .program import CLUSTER
-from .shard import ClusterShard, Guard, Limits, send_many
+from .shard import ClusterShard, Guard, Limits
 
 __all__ = ["RedisClusterStore"]
 
@@ -356,35 +356,8 @@ class RedisClusterStore(ClusterBase):
 
     def aliases(self) -> Iterator[Alias]:
         """Every shard's aliases whose kept page (in any shard) is the entry they stand for."""
-        if not self.rule.aliases:
-            return
-        now = rk.call_time(self.clock, stamp=False)
-
-        def where(root: bytes) -> tuple[int, bytes]:
-            return int.from_bytes(root[14:16], "big"), root[:8]
-
-        def read() -> list[tuple[tuple[int, bytes], bytes]]:
-            rows: list[tuple[tuple[int, bytes], bytes]] = []
-            for s, shard in enumerate(self._shards):
-                live = int(self._client.hget(shard.key("meta"), "aliases") or 0)
-                found = buckets.records(self._client, shard.tag, live, self.bits, True)
-                rows += [((s, a), raw) for a, raw in found]
-            roots: dict[int, set[bytes]] = {}
-            for _, raw in rows:
-                rs, address = where(raw[-16:])
-                if rs < self.shards:
-                    roots.setdefault(rs, set()).add(address)
-            for rs, addresses in roots.items():
-                kept = buckets.read_at(self._client, self._shards[rs].tag, addresses)
-                rows += [((rs, a), raw) for a, raw in kept]
-            return rows
-
-        with self._errors("scan"):
-            t = rk.server_time(self._client) if isinstance(now, str) else now
-            cutoff = -math.inf if self.ttl is None else t - self.ttl
-            decode = partial(self._names.aliases, cutoff=cutoff, root_at=where)
-            found = self._names.stable(read, decode, self._refresh_names, self._where())
-        yield from found
+        if self.rule.aliases:
+            yield from self._list_aliases()
 
     def now(self) -> float:
         t = rk.call_time(self.clock, stamp=False)
@@ -414,35 +387,8 @@ class RedisClusterStore(ClusterBase):
                 removed += int(
                     self._call("prune", s, [*self._head("prune", now), *old[i : i + _BATCH]])
                 )
-        removed += self._prune_aliases(aliases, now)
+        removed += self._prune_dead(aliases, now)
         self.compact()
-        return removed
-
-    def _prune_aliases(self, aliases: list[tuple[int, bytes, bytes]], now: float | str) -> int:
-        """Delete the ``aliases`` whose kept page is no longer the entry they stand for (each
-        only if it still holds that root when the script runs)."""
-        removed = 0
-        for i in range(0, len(aliases), _BATCH):
-            part = aliases[i : i + _BATCH]
-            by_shard: dict[int, list[tuple[int, bytes, bytes]]] = {}
-            for a in part:
-                rs = int.from_bytes(a[2][14:16], "big")
-                by_shard.setdefault(rs if rs < self.shards else -1, []).append(a)
-            dead = by_shard.pop(-1, [])  # (a root naming no shard of the store)
-            calls = [
-                (self._shards[rs], [*self._head("roots", now), *(a[2][:14] for a in items)])
-                for rs, items in by_shard.items()
-            ]
-            with self._errors("prune"):
-                replies = send_many(calls)
-            for items, reply in zip(by_shard.values(), replies, strict=True):
-                if isinstance(reply, Exception):
-                    with self._errors("prune"):
-                        raise reply
-                dead += [a for a, raw in zip(items, reply, strict=True) if not raw]
-            for s in {a[0] for a in dead}:
-                args = [x for a in dead if a[0] == s for x in a[1:]]
-                removed += int(self._call("prune", s, [*self._head("unalias", now), *args]))
         return removed
 
     def compact(self, min_dead: int = 1) -> bool:

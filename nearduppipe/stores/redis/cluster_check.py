@@ -11,26 +11,25 @@ import time
 import zlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from functools import partial
 from typing import Any
 
 from ...errors import NearDupError
-from ...fingerprint.rule import Fingerprints, distances
+from ...fingerprint.rule import Fingerprints
 from ...index.layout import Layout
 from ..base import (
     Decision,
     Match,
     Source,
-    Store,
     StoreError,
     StoreUnavailable,
     Verdict,
 )
 from . import keys as rk
+from .cluster_aliases import ClusterAliases
 from .cluster_log import ShardLogs, reader
 from .cluster_wire import ClusterWire
 from .codec import NO_WIDE, encode_decision
-from .loss import fresh_ids, recreated
+from .loss import recreated
 from .names import Names
 from .shard import ClusterShard, Guard, send_many
 
@@ -104,7 +103,7 @@ class _Hit:
         )
 
 
-class ClusterBase(Store):
+class ClusterBase(ClusterAliases):
     """State, calls and the check protocol of the Redis Cluster store."""
 
     format_version = 3  # (each shard a format-3 layout; cluster_open.py)
@@ -152,10 +151,6 @@ class ClusterBase(Store):
     def _epochs(self) -> list[str]:
         """Each shard's epoch under which the cached host and job ids were read."""
         return [shard.epoch for shard in self._shards]
-
-    def _refresh_names(self) -> None:
-        """Drop the cached host and job ids (:class:`~.cluster.RedisClusterStore`)."""
-        raise NotImplementedError
 
     def _adopt_logs(self) -> None:
         """After the logs were (re)loaded: the ids are read again under their epochs."""
@@ -207,7 +202,7 @@ class ClusterBase(Store):
         """Every shard's near entries (not gone) for the query record, but those of the key
         whose key bytes are ``skip_key`` (the page key ``skip``); ``own`` (shard, pending id,
         ticket) also writes this check's ticket. An alias found stands for its kept page
-        (:meth:`_roots`)."""
+        (:meth:`._kept_pages`)."""
         hits: list[_Hit] = []
         aliases: list[tuple[tuple[int, int, int], bytes]] = []  # (rank, root) of each alias
         fp = fps.fp
@@ -275,69 +270,17 @@ class ClusterBase(Store):
                 # (a log compacted, or the store reset: then its host and job ids are new)
                 self._adopt_logs()
             if not again:
-                return hits + self._roots(aliases, fps, now, skip)
+                found = self._kept_pages(aliases, fps, now, skip)  # (the aliases' pages)
+                return hits + [_Hit(b"K", rs, r[:8], m, t, r, rank) for rs, r, m, t, rank in found]
             todo = again
         raise StoreUnavailable(f"{self._where()}: search: the logs kept changing under this client")
 
     def _root_of(self, best: _Hit, now: float | str) -> bytes:
-        """What the dropped page's alias records of the kept page ``best`` (its root, empty:
-        no alias). A page kept while this check waited for it was pending at the look, which
-        gave its pending id: its address is read from its shard, and taken only if it still
-        holds that entry (its ticket; unknown when it took one and was kept between two polls:
-        the key's entry then, a moment after)."""
+        """What the dropped page's alias records of the kept page ``best`` (its root; empty:
+        no alias): the look's, or read for a page kept while this check waited for it."""
         if best.state == b"K":
             return best.root
-        shard = self._shards[best.shard]
-
-        def attempt() -> Any:
-            head = shard.head("refs", now, 0, shard.epoch)  # (before the ids)
-            address = self._names.address(best.match.key, assign=False)
-            return [b""] if address is None else shard.send([*head, address])
-
-        errors = partial(self._errors, "check", write=True)
-        (ref,) = fresh_ids(attempt, self._refresh_names, errors, f"{self._where()}: check")
-        if not ref or best.ticket not in (0, int.from_bytes(ref[8:14], "big")):
-            return b""
-        return bytes(ref) + best.shard.to_bytes(2, "big")
-
-    def _roots(
-        self, aliases: list[tuple[tuple[int, int, int], bytes]], fps: Fingerprints,
-        now: float | str, skip: str | None,
-    ) -> list[_Hit]:  # fmt: skip
-        """The kept pages the ``aliases`` (rank and root of each) stand for, read from
-        their shards: each still the entry it was when its alias was made, not the query's
-        own key ``skip``, and within the rule's alias bound of the query, ranked as its alias
-        (as the single node's search does)."""
-        bound = self.rule.alias_threshold
-        by_shard: dict[int, list[tuple[tuple[int, int, int], bytes]]] = {}
-        for rank, root in aliases:
-            rs = int.from_bytes(root[14:16], "big")
-            if rs < self.shards:  # (else no shard of this store's: stands for nothing)
-                by_shard.setdefault(rs, []).append((rank, root))
-        if not by_shard or bound is None:
-            return []
-        calls = [
-            (self._shards[rs], [*self._head("roots", now), *(root[:14] for _, root in items)])
-            for rs, items in by_shard.items()
-        ]
-        with self._errors("search"):
-            replies = send_many(calls)
-        out: list[_Hit] = []
-        for (rs, items), reply in zip(by_shard.items(), replies, strict=True):
-            if isinstance(reply, Exception):
-                with self._errors("search"):
-                    raise reply
-            for (rank, root), raw in zip(items, reply, strict=True):
-                if not raw:
-                    continue  # (the kept page removed, replaced, or past the TTL)
-                with self._errors("search"):
-                    entry = self._names.entry(raw)
-                d, dw = distances(entry.fingerprints, fps)
-                if entry.key == skip or dw is None or dw > bound:
-                    continue
-                m = Match(entry.key, entry.fingerprint, d, dw)
-                out.append(_Hit(b"K", rs, root[:8], m, ticket_of(raw), root, rank))
-        return out
+        return self._waited_root(best.shard, best.match.key, best.ticket, now)
 
     def _wait(self, hits: list[_Hit], ticket: int) -> tuple[_Hit | None, bool]:
         """The nearest kept entry this check yields to, after waiting out every near pending
