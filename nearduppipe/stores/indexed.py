@@ -3,7 +3,8 @@
 The index holds the 64-bit fingerprints; beside it, per id, this class keeps the wide
 fingerprint (8 words), whether there is one, and the time stored, so a check is one index query
 plus one vectorised verdict over the candidates. Subclasses persist entries and decisions and
-map keys to ids; a lock makes :meth:`check` atomic across threads.
+map keys to ids; a lock makes :meth:`check` atomic across threads. Storing, listing and
+importing aliases is :class:`~.indexed_aliases.IndexedAliases`'s, the class this one builds on.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import math
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -26,26 +27,25 @@ from . import aliases
 from .base import (
     COUNTERS,
     DEFAULT_MAX_DECISIONS,
-    Alias,
     Columns,
     Decision,
     Entry,
     Match,
     Source,
-    Store,
     StoreError,
     Verdict,
     check_max_decisions,
     check_ttl,
 )
 from .counts import counter_names
+from .indexed_aliases import IndexedAliases
 
 __all__ = ["COUNTERS", "IndexedStore"]
 
 _NEW, _CHANGED, _AGAIN = Verdict("new"), Verdict("changed"), Verdict("again")
 
 
-class IndexedStore(Store):
+class IndexedStore(IndexedAliases):
     def __init__(
         self,
         uri: str,
@@ -87,18 +87,8 @@ class IndexedStore(Store):
         self._closed = False
         self._owner = fork_generation()
 
-    # -- what subclasses provide -------------------------------------------------------------
-    @abstractmethod
-    def _find(self, key: str) -> tuple[int, str | None] | None:
-        """Index id and job of ``key``'s entry, or ``None``."""
-
-    @abstractmethod
-    def _key_of(self, i: int) -> str: ...
-
-    @abstractmethod
-    def _extra_of(self, i: int) -> tuple[str | None, str | None]:
-        """Text sample and job of id ``i``."""
-
+    # -- what subclasses provide (the key map, _find, _key_of and _extra_of, and the alias
+    # rows, _persist_alias and _alias_rows: declared in indexed_aliases.py) -------------------
     @abstractmethod
     def _persist_entry(
         self,
@@ -119,13 +109,6 @@ class IndexedStore(Store):
 
     @abstractmethod
     def _persist_decision(self, decision: Decision) -> None: ...
-
-    def _persist_alias(
-        self, i: int, key: str, fps: Fingerprints, t: float, job: str | None, root: int,
-        replaces: int | None,
-    ) -> None:  # fmt: skip
-        """Persist id ``i``: ``key``'s fingerprints, an alias of the entry at id ``root``."""
-        raise StoreError(f"store {self.uri}: this backend does not keep aliases yet")
 
     # -- in-memory arrays --------------------------------------------------------------------
     def _grow(self, need: int) -> None:
@@ -171,9 +154,6 @@ class IndexedStore(Store):
     def _fingerprints_of(self, i: int) -> Fingerprints:
         wide = words_to_int(self._wide[i]) if self._has_wide[i] else None
         return Fingerprints(self._index.fingerprint(i), wide)
-
-    def _is_alias(self, i: int) -> bool:
-        return bool(self._root1[i] > 0)
 
     def _drop_id(self, i: int) -> None:
         """Take id ``i`` (an entry or an alias) out of the index."""
@@ -342,22 +322,6 @@ class IndexedStore(Store):
         self._persist_entry(i, key, fps, t, job, text, replaces)
         return i
 
-    def _store_alias(
-        self,
-        fps: Fingerprints,
-        key: str,
-        t: float,
-        job: str | None,
-        root: int,
-        replaces: int | None,
-    ) -> None:
-        i = self._index_add(fps, t)
-        self._root1[i] = root + 1
-        self._alias_count += 1
-        if replaces is not None:
-            self._drop_id(replaces)
-        self._persist_alias(i, key, fps, t, job, root, replaces)
-
     def _add(
         self,
         fps: Fingerprints,
@@ -420,11 +384,6 @@ class IndexedStore(Store):
     def __len__(self) -> int:
         return len(self._index) - self._alias_count
 
-    @property
-    def alias_count(self) -> int:
-        """Aliases in the index (Rule.aliases): pages dropped, kept as candidates."""
-        return self._alias_count
-
     def counters(self) -> dict[str, int]:
         with self._lock:
             return dict(self._counters)
@@ -439,64 +398,6 @@ class IndexedStore(Store):
             for decision in decisions:
                 self._record(decision)
         return n
-
-    def _import_aliases(self, aliases: Iterable[Alias]) -> int:
-        n = 0
-        with self._lock:
-            self._check_open(write=True)
-            if not self.rule.aliases:
-                return super()._import_aliases(aliases)
-            now = self.clock()
-            for a in aliases:
-                root, own = self._find(a.root), self._find(a.key)
-                if root is None or self._is_alias(root[0]) or self._expired(root[0], now):
-                    continue  # (it would stand for nothing)
-                if own is not None and not self._is_alias(own[0]):
-                    continue  # (the key's own entry: a page kept)
-                replaces = None if own is None else own[0]
-                self._store_alias(a.fingerprints, a.key, a.stored_at, a.job, root[0], replaces)
-                n += 1
-        return n
-
-    def aliases(self) -> Iterator[Alias]:
-        """The live aliases whose kept page is live and within the TTL, 1,024 per read; an
-        alias or kept page changed meanwhile (another thread, or a crawl writing the file a
-        read-only store reads) is left out."""
-        with self._lock:
-            self._check_open()
-            if not self._alias_count:
-                return
-            ids = self._standing(np.flatnonzero(self._root1[: self._index.id_count] > 0))
-        for start in range(0, len(ids), 1024):
-            with self._lock:
-                self._check_open()
-                part = self._standing(ids[start : start + 1024]).tolist()
-                rows = self._alias_rows(part, [int(self._root1[i]) - 1 for i in part])
-                head = [(self._fingerprints_of(i), float(self._times[i])) for i in part]
-            for row, (fps, t) in zip(rows, head, strict=True):
-                if row is not None:
-                    key, job, root = row
-                    yield Alias(key, fps.fp, t, root, fps.wide, job)
-
-    def _standing(self, ids: np.ndarray) -> np.ndarray:
-        """Of alias ids, those live whose kept page is a live entry within the TTL."""
-        alive = self._index.alive()
-        ids = ids[alive[ids] & (self._root1[ids] > 0)]
-        roots = self._root1[ids].astype(np.int64) - 1
-        ok = alive[roots] & (self._root1[roots] == 0)
-        if self.ttl is not None:
-            ok &= self._times[roots] >= self.clock() - self.ttl
-        return np.asarray(ids[ok])
-
-    def _alias_rows(
-        self, ids: list[int], roots: list[int]
-    ) -> list[tuple[str, str | None, str] | None]:
-        """(key, job, kept page's key) of aliases (``None``: a row gone from under a
-        read-only store)."""
-        return [
-            (self._key_of(i), self._extra_of(i)[1], self._key_of(r))
-            for i, r in zip(ids, roots, strict=True)
-        ]
 
     def now(self) -> float:
         return float(self.clock())

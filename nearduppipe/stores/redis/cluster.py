@@ -42,7 +42,6 @@ refused until ``nearduppipe migrate URI`` converts it (:mod:`.cluster_migrate`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any, cast
@@ -374,8 +373,7 @@ class RedisClusterStore(ClusterBase):
         aliases: list[tuple[int, bytes, bytes]] = []  # shard, address, root
         for s in range(self.shards):
             with self._errors("prune", write=True):
-                t = rk.server_time(self._client) if isinstance(now, str) else now
-                cutoff = -math.inf if self.ttl is None else t - self.ttl
+                cutoff = rk.ttl_cutoff(self._client, now, self.ttl)
                 old = []
                 for address, raw in self._records(s):
                     r = decode_record(raw)

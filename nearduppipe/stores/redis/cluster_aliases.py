@@ -12,7 +12,7 @@ shards are one concern.
 
 from __future__ import annotations
 
-import math
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
@@ -48,23 +48,23 @@ class ClusterAliases(Store):
     _shards: list[ClusterShard]
     _names: Names
 
+    @abstractmethod
     def _head(
         self, mode: str, now: float | str, pos: int = 0, epoch: str | bytes = ""
-    ) -> list[Any]:
-        raise NotImplementedError
+    ) -> list[Any]: ...
 
-    def _errors(self, what: str, write: bool = False) -> AbstractContextManager[None]:
-        raise NotImplementedError
+    @abstractmethod
+    def _errors(self, what: str, write: bool = False) -> AbstractContextManager[None]: ...
 
-    def _where(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def _where(self) -> str: ...
 
-    def _call(self, what: str, shard: int, args: list[Any], write: bool = True) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def _call(self, what: str, shard: int, args: list[Any], write: bool = True) -> Any: ...
 
+    @abstractmethod
     def _refresh_names(self) -> None:
         """Drop the cached host and job ids (:class:`~.cluster.RedisClusterStore`)."""
-        raise NotImplementedError
 
     def _read_roots(self, roots: Sequence[bytes], now: float | str, what: str) -> list[bytes]:
         """Per root, its kept page's record if that page is still the entry the root names
@@ -159,8 +159,7 @@ class ClusterAliases(Store):
 
         now = rk.call_time(self.clock, stamp=False)
         with self._errors("scan"):
-            t = rk.server_time(self._client) if isinstance(now, str) else now
-            cutoff = -math.inf if self.ttl is None else t - self.ttl
+            cutoff = rk.ttl_cutoff(self._client, now, self.ttl)
             decode = partial(self._names.aliases, cutoff=cutoff, root_at=where)
             return self._names.stable(read, decode, self._refresh_names, self._where())
 

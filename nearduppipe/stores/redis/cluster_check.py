@@ -74,8 +74,9 @@ def kept_for(pending_timeout: float) -> float:
 class _Hit:
     """A near entry a look found: kept ('K') or pending ('P', 'C'), in shard ``shard`` at
     address (or pending id) ``id``. ``root``: a kept entry's reference as an alias of it
-    records it (address, sequence slot, shard: 16 bytes); ``rank``: the order of the alias
-    it was found through (its own distances and ticket), else its own."""
+    records it (address, sequence slot, shard: 16 bytes; empty for a pending entry, whose
+    root is read by key once it is kept: :meth:`ClusterBase._root_of`); ``rank``: the order
+    of the alias it was found through (its own distances and ticket), else its own."""
 
     __slots__ = ("id", "match", "rank", "root", "shard", "state", "ticket")
 
@@ -261,7 +262,8 @@ class ClusterBase(ClusterAliases):
                         continue
                     with self._errors("search"):  # (a host not seen yet: its name is read)
                         m, pos = self._names.match(blob, pos + 9)
-                    root = eid + raw[17:23] + s.to_bytes(2, "big")
+                    # (a pending hit's root, if it is kept, is read by key: _root_of)
+                    root = eid + raw[17:23] + s.to_bytes(2, "big") if state == b"K" else b""
                     hits.append(_Hit(state, s, eid, m, ticket_of(raw), root))
             if reload:
                 with self._errors("load"):

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -68,6 +69,7 @@ __all__ = [
     "split_uri",
     "store_keys",
     "store_keys3",
+    "ttl_cutoff",
     "unavailable",
     "uri_ttl",
 ]
@@ -142,6 +144,14 @@ def server_time(client: Any) -> float:
     """The server's clock (``TIME``; on a cluster, the node redis-py picks)."""
     sec, usec = client.time()
     return int(sec) + int(usec) / 1_000_000
+
+
+def ttl_cutoff(client: Any, now: float | str, ttl: float | None) -> float:
+    """The oldest ``stored_at`` still within ``ttl`` at a call's time ``now`` (:func:`call_time`):
+    the server's time when ``now`` is a placeholder, else ``now``, minus the TTL; ``-inf`` when
+    there is none (what a listing or ``prune`` keeps; the server's time is read either way)."""
+    t = server_time(client) if isinstance(now, str) else now
+    return -math.inf if ttl is None else t - ttl
 
 
 def record_time(now: float | str) -> float:

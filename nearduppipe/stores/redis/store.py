@@ -58,7 +58,6 @@ refused at open unless ``change_ttl``.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -316,8 +315,7 @@ class RedisStore(RedisBase):
             return rows + buckets.read_at(self._client, self.prefix, roots)
 
         with self._errors("scan"):  # (in the order stored)
-            t = rk.server_time(self._client) if isinstance(now, str) else now
-            cutoff = -math.inf if self.ttl is None else t - self.ttl
+            cutoff = rk.ttl_cutoff(self._client, now, self.ttl)
             decode = partial(self._names.aliases, cutoff=cutoff, root_at=_root_address)
             found = self._names.stable(read, decode, self._refresh_names, self._where())
         yield from found
@@ -369,8 +367,7 @@ class RedisStore(RedisBase):
             return 0
         now = rk.call_time(self.clock, stamp=False)
         with self._errors("prune", write=True):
-            t = rk.server_time(self._client) if isinstance(now, str) else now
-            cutoff = -math.inf if self.ttl is None else t - self.ttl
+            cutoff = rk.ttl_cutoff(self._client, now, self.ttl)
             old = []
             for address, raw in buckets.records(self._client, self.prefix, self._hint()):
                 r = decode_record(raw)
