@@ -47,6 +47,15 @@ resiliparse's main-content pass, and keeps all its text: both are quadratic in d
 took 3.4 s on 4,000 nested ``div`` elements, selectolax's parse 2.0 s on 12,000; the plain pass
 0.04 s), and the size limits let a page nest 200,000 deep (``benchmarks/deep_pages.py``).
 
+Extraction version 4 (new stores) stops removing the article with the chrome in two places: a
+``footer`` or ``aside`` inside an ``article`` or ``main`` that holds at least half of the page's
+paragraph characters (and :data:`REGION_HOLDING_MIN`) is unwrapped, not removed (upworthy.com
+keeps its videos' transcripts in the article's footer: version 3 took the one-line teaser beside
+it for the text, the same on every page of the site); and ``html`` and ``body`` are never removed
+for their class (WeChat's articles have a body of class ``comment_feature``: version 3 removed
+the body and fell back to resiliparse's main content, which skips the article, hidden until a
+script shows it). A page's own footer is still chrome, whatever it holds (a site's legal text).
+
 Only this module imports resiliparse and selectolax, and only when the extractor is used: without
 the extra, :func:`require` raises :class:`ExtractorUnavailable` naming the install command.
 """
@@ -111,6 +120,11 @@ REGION_HEADLINES = "h1, h2"
 REGION_HEADLINE_SCAN = 20  # headings compared with the title, at most
 REGION_HEADLINE_MIN = 8  # characters a heading must have to count as the headline
 
+# Version 4: page chrome that holds the article (module doc) is not removed.
+REGION_HOLDING = "article footer, article aside, main footer, main aside"  # (not the page's own)
+REGION_HOLDING_SHARE = 0.5  # of the page's paragraph characters: then the element holds it
+REGION_HOLDING_MIN = 1000  # paragraph characters it holds at least (not a copyright line)
+
 # Version 3: a page nesting elements deeper than this gets its text without the region search
 # and without resiliparse's main-content pass, both quadratic in depth (module doc).
 MAX_DEPTH = 256
@@ -147,8 +161,13 @@ def region_html(doc: Any, budget: int, version: int = 2) -> str | None:
     paragraphs' texts add up to more than ``budget`` characters: paragraphs nested in each
     other are each read whole, so n nested ones cost n² (a 520 KB page of nested blockquotes
     took 77 s; version 1 0.03 s); such a page gets version 1's text."""
+    if version >= 4:
+        budget = _unwrap_holding(doc, budget)
+        if budget < 0:
+            return None
     for node in doc.css(_REGION_DROP):
-        node.decompose()
+        if version < 4 or node.tag not in ("html", "body"):  # (a body of class "comment_x")
+            node.decompose()
     scores: dict[int, tuple[float, Any]] = {}
 
     def add(p: Any, own: str) -> None:
@@ -194,6 +213,30 @@ def region_html(doc: Any, budget: int, version: int = 2) -> str | None:
     if version >= 3 and best_node is not None:
         best = _with_parts(best_node, scores) or best
     return best
+
+
+def _unwrap_holding(doc: Any, budget: int) -> int:
+    """Unwrap (keep the children of) each ``footer`` or ``aside`` holding at least
+    :data:`REGION_HOLDING_SHARE` of the page's paragraph characters: such a page put its article
+    there (upworthy.com's transcripts), and removing it as chrome leaves a teaser to be taken for
+    the article of every page of the site. Returns the budget left (negative: spent)."""
+    holders = doc.css(REGION_HOLDING)
+    if not holders:
+        return budget
+    total = 0
+    for p in doc.css(REGION_PARAGRAPHS):
+        total += len(p.text(deep=True))
+    budget -= total
+    for node in holders:
+        held = 0
+        for p in node.css(REGION_PARAGRAPHS):
+            held += len(p.text(deep=True))
+        budget -= held
+        if budget < 0:
+            return budget
+        if held >= max(REGION_HOLDING_MIN, REGION_HOLDING_SHARE * total):
+            node.unwrap()
+    return budget
 
 
 def _with_parts(node: Any, scores: dict[int, tuple[float, Any]]) -> str | None:
@@ -280,7 +323,7 @@ def too_deep(tree: Any) -> bool:
     return tree.document.query_selector(_DEEPER) is not None
 
 
-def main_text(html: str | bytes, max_blocks: int, version: int = 3) -> str | None:
+def main_text(html: str | bytes, max_blocks: int, version: int = 4) -> str | None:
     """The cleaned main text of ``html`` (white space not yet normalised), or ``None`` when
     there is none or it has more than ``max_blocks`` blocks (as trafilatura refuses output
     trees larger than its ``MAX_TREE_SIZE``); ``version``: the extraction version

@@ -18,7 +18,9 @@ on it. A store that records no version was made before versions: version 1.
   2. the article's region found first (:func:`.fast_text.region_html`), then cleaned as
      version 1; version 1's text where no region keeps 200 characters;
   3. as 2, the region found also where the article is a ``div``'s own text or lines split by
-     ``<br>``, cut into sections of one class, or under the page's headline.
+     ``<br>``, cut into sections of one class, or under the page's headline;
+  4. as 3, with an article's own footer or aside holding its text kept, and the page's body
+     never removed for its class (WeChat's).
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ from __future__ import annotations
 __all__ = ["EXTRACTIONS", "extraction_versions", "latest_extraction", "settled_extraction"]
 
 # every version any extractor has (what a recorded rule may name)
-EXTRACTIONS = frozenset({1, 2, 3})
+EXTRACTIONS = frozenset({1, 2, 3, 4})
 _VERSIONS: dict[str, tuple[int, ...]] = {
     "trafilatura": (1, 2),
     "trafilatura-fast": (1, 2),
-    "resiliparse": (1, 2, 3),
+    "resiliparse": (1, 2, 3, 4),
 }
 
 

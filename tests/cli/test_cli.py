@@ -346,15 +346,15 @@ def test_copy_into_an_empty_store_of_another_extraction_version_needs_reset(
 ) -> None:
     """An empty Redis store made by a crawl (resiliparse, the newest extraction version) kept
     its own version when a copy of a version-1 source filled it: version 1's fingerprints under
-    a rule of version 3, which its crawls would extract pages for. Refused now, in one line;
+    a rule of the newest version, which its crawls would extract pages for. Refused now, in one line;
     ``--reset`` makes it anew with the source's version."""
     pytest.importorskip("resiliparse")
     src, dst = tmp_path / "src.sqlite", with_prefix(redis_server.url, "test:copy-extraction")
     with open_store(str(src), rule=Rule(extractor="resiliparse", extraction=1)) as store:
         store.add(A, "https://a.example/1")
     with open_store(dst, rule=Rule(extractor="resiliparse")) as empty:
-        assert (empty.rule.extraction, len(empty)) == (3, 0)
-    one_line_error(run("copy", str(src), dst), "extraction version 3", "version 1", "--reset")
+        assert (empty.rule.extraction, len(empty)) == (4, 0)
+    one_line_error(run("copy", str(src), dst), "extraction version 4", "version 1", "--reset")
     with open_store(dst, read_only=True) as untouched:
         assert len(untouched) == 0
     assert main(["copy", "--reset", str(src), dst]) == 0
@@ -379,4 +379,4 @@ def test_dedup_against_a_new_store_records_the_extractor_s_newest_version(
     args = ["dedup", str(feed), "--html-field", "html", "--key-field", "url"]
     assert main([*args, "--extractor", "resiliparse", "--against", str(store), "--add"]) == 0
     with open_store(str(store)) as made:
-        assert (made.rule.extractor, made.rule.extraction) == ("resiliparse", 3)
+        assert (made.rule.extractor, made.rule.extraction) == ("resiliparse", 4)

@@ -125,13 +125,13 @@ def test_a_new_store_is_made_and_crawled_with_the_newest_version(
     with serve_directory(root) as base:
         urls = [base + f"a{n}.html" for n in range(PAGES)]
         crawl(tmp_path, urls, store_uri, "first", NEARDUP_EXTRACTOR="resiliparse")
-        v3 = fingerprints(root, base, 3)
+        newest = fingerprints(root, base, 4)
         with open_store(store_uri, read_only=True) as store:
-            assert store.rule.extraction == 3
-            assert {u: store.get(u).fingerprints for u in urls} == v3  # type: ignore[union-attr]
+            assert store.rule.extraction == 4
+            assert {u: store.get(u).fingerprints for u in urls} == newest  # type: ignore[union-attr]
         second = crawl(tmp_path, urls, store_uri, "second", NEARDUP_EXTRACTOR="resiliparse")
         assert second["stats"].get("neardup/revisit/unchanged") == PAGES  # type: ignore[union-attr]
-    assert recorded_rule(store_uri)["extraction"] == 3
+    assert recorded_rule(store_uri)["extraction"] == 4
 
 
 def dialog_story(n: int) -> str:

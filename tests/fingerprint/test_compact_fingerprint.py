@@ -149,7 +149,7 @@ def test_a_page_s_value_names_its_extraction_version_and_a_text_field_s_does_not
     new = dataclasses.replace(PARAMS, extractor="resiliparse", extraction=0)  # 0: the newest
     old = dataclasses.replace(new, extraction=1)
     v1 = dataclasses.replace(PARAMS, extraction=1)  # trafilatura's text as it is
-    assert (PARAMS.extraction, new.extraction, old.extraction) == (2, 3, 1)
+    assert (PARAMS.extraction, new.extraction, old.extraction) == (2, 4, 1)
     assert settings_digest(old) != settings_digest(new)
     assert settings_digest(old) == settings_digest(new, from_text=True) == settings_digest(v1)
     assert settings_digest(v1) != settings_digest(PARAMS)

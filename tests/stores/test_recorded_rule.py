@@ -62,7 +62,7 @@ def test_the_extraction_version_is_the_store_s(store_uri: str) -> None:
     version 1 whoever opens it; a reset starts it on the newest; trafilatura has versions 1-2."""
     old = Rule(extractor="resiliparse", extraction=1)
     assert "extraction" not in old.as_dict()  # what releases before versions recorded
-    assert Rule(extractor="resiliparse").extraction == 3 and Rule().extraction == 2
+    assert Rule(extractor="resiliparse").extraction == 4 and Rule().extraction == 2
     with open_store(store_uri, rule=old) as store:
         assert store.rule.extraction == 1
     with open_store(store_uri, rule=Rule(extractor="resiliparse")) as store:  # the newest asked
@@ -73,9 +73,9 @@ def test_the_extraction_version_is_the_store_s(store_uri: str) -> None:
     with pytest.raises(StoreError, match="extractor 'resiliparse'"):
         open_store(store_uri, rule=Rule()).close()
     with open_store(store_uri, rule=Rule(extractor="resiliparse"), reset=True) as store:
-        assert store.rule.extraction == 3  # a reset starts anew
+        assert store.rule.extraction == 4  # a reset starts anew
     with open_store(store_uri, read_only=True) as store:
-        assert store.rule.extraction == 3
+        assert store.rule.extraction == 4
     with pytest.raises(ValueError, match="extraction version"):
         Rule(extraction=3)  # (trafilatura has no version 3)
 
