@@ -47,14 +47,16 @@ resiliparse's main-content pass, and keeps all its text: both are quadratic in d
 took 3.4 s on 4,000 nested ``div`` elements, selectolax's parse 2.0 s on 12,000; the plain pass
 0.04 s), and the size limits let a page nest 200,000 deep (``benchmarks/deep_pages.py``).
 
-Extraction version 4 (new stores) stops removing the article with the chrome in two places: a
-``footer`` or ``aside`` inside an ``article`` or ``main`` that holds at least half of the page's
-paragraph characters (and :data:`REGION_HOLDING_MIN`) is unwrapped, not removed (upworthy.com
-keeps its videos' transcripts in the article's footer: version 3 took the one-line teaser beside
-it for the text, the same on every page of the site); and ``html`` and ``body`` are never removed
-for their class (WeChat's articles have a body of class ``comment_feature``: version 3 removed
-the body and fell back to resiliparse's main content, which skips the article, hidden until a
-script shows it). A page's own footer is still chrome, whatever it holds (a site's legal text).
+Extraction version 4 (new stores) stops removing the article with the chrome in two places: an
+``article``'s ``footer`` that holds at least half of the page's paragraph characters (and
+:data:`REGION_HOLDING_MIN`), and is not marked as comments, a dialog, a cookie box or hidden, is
+unwrapped, not removed (upworthy.com keeps its videos' transcripts in the article's footer:
+version 3 took the one-line teaser beside it for the text, the same on every page of the site);
+and ``html`` and ``body`` are never removed, whatever their class, id or attributes (WeChat's
+articles have a body of class ``comment_feature``: version 3 removed the body and fell back to
+resiliparse's main content, which skips the article, hidden until a script shows it; an
+``html`` of class ``cookie-…`` made versions 2 and 3 fail, lexbor refusing to remove the root).
+A page's own footer, and sidebars, are still chrome, whatever they hold.
 
 Only this module imports resiliparse and selectolax, and only when the extractor is used: without
 the extra, :func:`require` raises :class:`ExtractorUnavailable` naming the install command.
@@ -106,6 +108,10 @@ _REGION_DROP = (
     "[id*=cookie i], [class*=cookie i], [id*=consent i], [class*=consent i], "
     "[id*=gdpr i], [class*=gdpr i], [id*=comment i], [class*=comment i]"
 )
+# (an article's footer marked as chrome by its own attributes: never kept)
+_HOLDING_MARKED = ", ".join(
+    f"article footer{m}" for m in (m.strip() for m in _REGION_DROP.split(",")) if m[0] == "["
+)
 _COOKIE_RE = re.compile(r"cookie|consent|gdpr", re.I)
 _COMMAS = (",", "，", "、", "。")
 _PARAGRAPH_TAGS = frozenset(t.strip() for t in REGION_PARAGRAPHS.split(","))
@@ -120,10 +126,11 @@ REGION_HEADLINES = "h1, h2"
 REGION_HEADLINE_SCAN = 20  # headings compared with the title, at most
 REGION_HEADLINE_MIN = 8  # characters a heading must have to count as the headline
 
-# Version 4: page chrome that holds the article (module doc) is not removed.
-REGION_HOLDING = "article footer, article aside, main footer, main aside"  # (not the page's own)
-REGION_HOLDING_SHARE = 0.5  # of the page's paragraph characters: then the element holds it
+# Version 4: an article's footer that holds its text (module doc) is not removed.
+REGION_HOLDING = "article footer"  # (not the page's own footer, nor sidebars)
+REGION_HOLDING_SHARE = 0.5  # of the page's paragraph characters: then the footer holds it
 REGION_HOLDING_MIN = 1000  # paragraph characters it holds at least (not a copyright line)
+REGION_HOLDING_MAX = 16  # footers weighed, at most (each is one more pass over its paragraphs)
 
 # Version 3: a page nesting elements deeper than this gets its text without the region search
 # and without resiliparse's main-content pass, both quadratic in depth (module doc).
@@ -166,7 +173,7 @@ def region_html(doc: Any, budget: int, version: int = 2) -> str | None:
         if budget < 0:
             return None
     for node in doc.css(_REGION_DROP):
-        if version < 4 or node.tag not in ("html", "body"):  # (a body of class "comment_x")
+        if version < 4 or node.tag not in ("html", "body"):  # (a body of class "comment_x", …)
             node.decompose()
     scores: dict[int, tuple[float, Any]] = {}
 
@@ -216,26 +223,41 @@ def region_html(doc: Any, budget: int, version: int = 2) -> str | None:
 
 
 def _unwrap_holding(doc: Any, budget: int) -> int:
-    """Unwrap (keep the children of) each ``footer`` or ``aside`` holding at least
-    :data:`REGION_HOLDING_SHARE` of the page's paragraph characters: such a page put its article
-    there (upworthy.com's transcripts), and removing it as chrome leaves a teaser to be taken for
-    the article of every page of the site. Returns the budget left (negative: spent)."""
+    """Unwrap (keep the children of) each ``footer`` of an ``article`` that holds at least
+    :data:`REGION_HOLDING_SHARE` of the page's paragraph characters and is not marked as chrome
+    otherwise (comments, dialogs, cookies, hidden): such a page put its article there
+    (upworthy.com's transcripts), and removing it leaves a teaser to be taken for the article of
+    every page of the site. At most :data:`REGION_HOLDING_MAX` footers are weighed, none inside
+    one that was not kept, and every paragraph read costs its characters and one: a page of
+    nested footers stays linear. Returns the budget left (negative: spent)."""
     holders = doc.css(REGION_HOLDING)
     if not holders:
         return budget
     total = 0
     for p in doc.css(REGION_PARAGRAPHS):
-        total += len(p.text(deep=True))
-    budget -= total
-    for node in holders:
-        held = 0
-        for p in node.css(REGION_PARAGRAPHS):
-            held += len(p.text(deep=True))
-        budget -= held
+        n = len(p.text(deep=True))
+        total, budget = total + n, budget - n - 1
         if budget < 0:
             return budget
-        if held >= max(REGION_HOLDING_MIN, REGION_HOLDING_SHARE * total):
+    seen: set[int] = set()
+    dropped: set[int] = set()
+    marked = {n.mem_id for n in doc.css(_HOLDING_MARKED)}
+    for node in holders:
+        if node.mem_id in seen or len(seen) >= REGION_HOLDING_MAX or _inside(node, dropped):
+            continue  # (css() gives a node once per selector it matches)
+        seen.add(node.mem_id)
+        held = 0
+        for p in node.css(REGION_PARAGRAPHS):
+            n = len(p.text(deep=True))
+            held, budget = held + n, budget - n - 1
+            if budget < 0:
+                return budget
+        if held >= max(REGION_HOLDING_MIN, REGION_HOLDING_SHARE * total) and (
+            node.mem_id not in marked
+        ):
             node.unwrap()
+        else:
+            dropped.add(node.mem_id)
     return budget
 
 

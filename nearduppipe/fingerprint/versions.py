@@ -19,8 +19,8 @@ on it. A store that records no version was made before versions: version 1.
      version 1; version 1's text where no region keeps 200 characters;
   3. as 2, the region found also where the article is a ``div``'s own text or lines split by
      ``<br>``, cut into sections of one class, or under the page's headline;
-  4. as 3, with an article's own footer or aside holding its text kept, and the page's body
-     never removed for its class (WeChat's).
+  4. as 3, with an article's own footer holding its text kept, and the page's ``html`` and
+     ``body`` never removed (WeChat's body has a class naming comments).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nearduppipe.fingerprint.fast_text import main_text
+from nearduppipe.fingerprint.fast_text import REGION_TEXT_BUDGET, main_text, region_html
 from nearduppipe.fingerprint.text import extract_text
 from nearduppipe.fingerprint.versions import latest_extraction
 
@@ -40,6 +40,7 @@ def transcript_page(title: str, article: list[str], other: list[str]) -> str:
         f"<div id='lede'><p>{other[0]}</p></div>"
         f"<div class='subscribe'><p>{other[1]}</p><p>{other[2]}</p></div>"
         "<footer id='meta-data'><dl><dt>Transcript:</dt><dd><a href='#t'>Show transcript</a>"
+        "<span class='comment-count' aria-hidden='true'>3</span>"  # (marks its children, not it)
         f"<div id='transcriptContent'>{paragraphs}</div></dd></dl></footer>"
         "</article><footer class='site'><p>Example Video, 12 Main Street</p></footer>"
         "</body></html>"
@@ -142,6 +143,97 @@ def test_real_pages_give_the_article_trafilatura_gives(page_id: str) -> None:
     )
     assert len(article & v4) >= 0.95 * len(article) and len(article & v4) >= 0.95 * len(v4)
     assert len(article & v3) < 0.1 * len(article)
+
+
+def footer_page(footer: str, article: list[str], held: list[str], *, main: bool = False) -> str:
+    """An article of ``article``'s paragraphs and a ``footer`` (its opening tag given) holding
+    ``held``'s, inside the article (or, with ``main``, an ``aside`` of ``main`` beside it)."""
+    inner = "".join(f"<p>{s}</p>" for s in held)
+    body = "".join(f"<p>{s}</p>" for s in article)
+    if main:
+        return (
+            f"<html><body><main><article><h1>T</h1>{body}</article>"
+            f"<aside class='col-4'>{inner}</aside></main></body></html>"
+        )
+    return f"<html><body><article><h1>T</h1>{body}{footer}{inner}</footer></article></body></html>"
+
+
+COMMENTS = [
+    f"Comment {n}: I read this twice, and the tram plan still makes no sense." for n in range(30)
+]
+
+
+@pytest.mark.parametrize(
+    ("footer", "article", "held", "main"),
+    [
+        ("<footer class='comments'>", EN[:2], COMMENTS, False),  # marked: comments
+        ("<footer id='comments'>", EN[:2], COMMENTS, False),
+        ("<footer aria-hidden='true'>", EN[:2], COMMENTS, False),  # hidden
+        ("<footer>", EN * 6, COMMENTS[:20], False),  # > 1,000 characters, < half of the page
+        ("<footer>", EN[:1], COMMENTS[:5], False),  # > half of the page, < 1,000 characters
+        ("", EN[:2], COMMENTS, True),  # a sidebar of main, not the article's footer
+    ],
+)
+def test_a_footer_that_does_not_hold_the_article_stays_chrome(
+    footer: str, article: list[str], held: list[str], main: bool
+) -> None:
+    html = footer_page(footer, article, held, main=main)
+    v4 = main_text(html, 10_000, version=4)
+    assert v4 is not None and article[0] in v4, v4
+    assert not any(c in v4 for c in held), v4
+
+
+def test_an_html_whose_class_names_cookies_is_read() -> None:
+    """lexbor refuses to remove the root: versions 2 and 3 failed on such a page."""
+    html = PAGES["transcript-en"].replace("<html>", "<html class='no-js cookie-banner-pending'>")
+    v4 = main_text(html, 10_000, version=4)
+    assert v4 is not None and all(s in v4 for s in EN), v4
+
+
+class _Counted:
+    """A parsed page or node whose ``text()`` reads are counted (characters returned)."""
+
+    read = 0
+
+    def __init__(self, node: object) -> None:
+        self._node = node
+
+    def __getattr__(self, name: str) -> object:
+        got = getattr(self._node, name)
+        if name == "text":
+
+            def text(*args: object, **kwargs: object) -> str:
+                out: str = got(*args, **kwargs)
+                _Counted.read += len(out) + 1
+                return out
+
+            return text
+        if name in ("css", "css_first", "parent"):
+            if name == "parent":
+                return None if got is None else _Counted(got)
+
+            def css(*args: object) -> object:
+                out = got(*args)
+                if isinstance(out, list):
+                    return [_Counted(n) for n in out]
+                return None if out is None else _Counted(out)
+
+            return css
+        return got
+
+
+def test_nested_footers_are_read_within_the_region_s_budget() -> None:
+    """200 footers nested in one article, each holding the whole text: weighing each would read
+    the paragraphs 200 times; the region search stops at its budget."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    para = "".join(f"<p>{s}</p>" for s in EN * 2)
+    html = "<html><body><article>" + "<footer>" * 200 + para + "</footer>" * 200 + "</article>"
+    html += "</body></html>"
+    budget = REGION_TEXT_BUDGET * len(html)
+    _Counted.read = 0
+    region_html(_Counted(LexborHTMLParser(html)), budget, 4)
+    assert _Counted.read <= budget + len(para), (_Counted.read, budget)
 
 
 def test_new_stores_get_version_4() -> None:
