@@ -33,7 +33,7 @@ of 10 of 725 originals to resiliparse's main-content rules; version 2 catches 0.
 The region is found with selectolax (the lexbor parser, also the extra's): resiliparse's own DOM
 costs ~0.5 ms per node visited from Python, selectolax's microseconds.
 
-Extraction version 3 (new stores) finds the region where version 2 took another block of the
+Extraction version 3 finds the region where version 2 took another block of the
 page: a ``div`` whose own text (not its children's) is the article, and any element holding
 lines split by ``<br>``, score as paragraphs (as readability turns such a ``div`` into a ``p``;
 version 2 took the "about the author" box beside such an article, or nothing); an article cut
