@@ -233,12 +233,9 @@ def _unwrap_holding(doc: Any, budget: int) -> int:
     holders = doc.css(REGION_HOLDING)
     if not holders:
         return budget
-    total = 0
-    for p in doc.css(REGION_PARAGRAPHS):
-        n = len(p.text(deep=True))
-        total, budget = total + n, budget - n - 1
-        if budget < 0:
-            return budget
+    total, budget = _paragraph_chars(doc, budget)
+    if budget < 0:
+        return budget
     seen: set[int] = set()
     dropped: set[int] = set()
     marked = {n.mem_id for n in doc.css(_HOLDING_MARKED)}
@@ -246,12 +243,9 @@ def _unwrap_holding(doc: Any, budget: int) -> int:
         if node.mem_id in seen or len(seen) >= REGION_HOLDING_MAX or _inside(node, dropped):
             continue  # (css() gives a node once per selector it matches)
         seen.add(node.mem_id)
-        held = 0
-        for p in node.css(REGION_PARAGRAPHS):
-            n = len(p.text(deep=True))
-            held, budget = held + n, budget - n - 1
-            if budget < 0:
-                return budget
+        held, budget = _paragraph_chars(node, budget)
+        if budget < 0:
+            return budget
         if held >= max(REGION_HOLDING_MIN, REGION_HOLDING_SHARE * total) and (
             node.mem_id not in marked
         ):
@@ -259,6 +253,18 @@ def _unwrap_holding(doc: Any, budget: int) -> int:
         else:
             dropped.add(node.mem_id)
     return budget
+
+
+def _paragraph_chars(node: Any, budget: int) -> tuple[int, int]:
+    """The characters of ``node``'s paragraphs, and the budget left once each paragraph read has
+    cost its characters and one (negative: spent, and the count stops there)."""
+    chars = 0
+    for p in node.css(REGION_PARAGRAPHS):
+        n = len(p.text(deep=True))
+        chars, budget = chars + n, budget - n - 1
+        if budget < 0:
+            break
+    return chars, budget
 
 
 def _with_parts(node: Any, scores: dict[int, tuple[float, Any]]) -> str | None:
