@@ -241,7 +241,7 @@ def _unwrap_holding(doc: Any, budget: int) -> int:
     marked = {n.mem_id for n in doc.css(_HOLDING_MARKED)}
     for node in holders:
         if node.mem_id in seen or len(seen) >= REGION_HOLDING_MAX or _inside(node, dropped):
-            continue  # (css() gives a node once per selector it matches)
+            continue  # (a guard: one selector gives each node once, a list of several did not)
         seen.add(node.mem_id)
         held, budget = _paragraph_chars(node, budget)
         if budget < 0:

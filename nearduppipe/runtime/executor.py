@@ -125,8 +125,11 @@ def _worker_init(params: FingerprintParams, parent: int) -> None:
 # -- the executor -------------------------------------------------------------------------------
 # Seconds beyond the page time limit that pages may wait with none ending before the pool is
 # taken as stuck: its workers, new ones too, are started by then (spawn and dictionaries take
-# ~1-3 s, several times that on a loaded machine; a false alarm only retries its pages once).
+# ~1-3 s, several times that on a loaded machine; a false alarm only retries its pages).
 STALL_GRACE = 20.0
+# Pool breaks a page may wait through before it is WorkerDied (kept unchecked): every break is a
+# new pool's start-up added to its wait, and no break is the page's doing (Executor).
+BREAKS_PER_PAGE = 3
 
 
 class _PoolGone(NearDupError):
@@ -154,8 +157,15 @@ class Executor:
     leaves the pages still queued in it unresolved. So each page waits on a future of this
     executor's own; when a pool breaks (noticed by a page that fails with it, by a schedule that
     is refused, or by a watch that looks once a second while pages wait) it is replaced once,
-    the pages it held are failed over to the new pool and retried there once, and a second
-    failure is :class:`WorkerDied`. ``on_restart(reason)`` is told of each replacement.
+    and the pages it held are failed over to the new pool and retried there, through up to
+    ``BREAKS_PER_PAGE`` breaks; a page whose own worker dies under it (pebble's
+    ``ProcessExpired``) is :class:`WorkerDied` at once. ``on_restart(reason)`` is told of each
+    replacement.
+
+    A break blames no page: pebble breaks a pool when a worker dies while no worker holds a page
+    (idle, or still starting), and a page that kills its own worker is ``ProcessExpired``. So a
+    page is retried past one break: the OOM killer striking a pool and then its replacement as it
+    starts failed every page the two held (16 in a CI run of the crawl test), none of which ran.
 
     A pool can also stop without breaking: a worker killed while it holds the lock of the
     pool's task channel (pebble#163) leaves every other worker waiting for that lock, and the
@@ -206,8 +216,8 @@ class Executor:
 
     async def compute(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker; :class:`PageTimeout` past the time limit (the worker is
-        replaced), :class:`WorkerDied` if its worker died, or if the pool broke twice under it
-        (once, it is retried on the new pool)."""
+        replaced), :class:`WorkerDied` if its worker died, or if ``BREAKS_PER_PAGE`` pools broke
+        under it (before that, it is retried on the new pool)."""
         if self._processes is None:
             try:
                 return await await_future(self.threads.submit(fn, *args), self.timeout)
@@ -216,7 +226,7 @@ class Executor:
                     f"no result within {self.timeout} s; its thread runs on, as threads cannot "
                     "be stopped (NEARDUP_EXECUTOR = 'process' stops it)"
                 ) from None
-        for attempt in (1, 2):
+        for attempt in range(1, BREAKS_PER_PAGE + 1):
             waiter: _LoopWaiter | None = None
             try:
                 if asyncio_available():
@@ -232,9 +242,9 @@ class Executor:
                 raise WorkerDied(f"worker process {e.pid} died (exit code {e.exitcode})") from None
             except (BrokenProcessPool, _PoolGone) as e:
                 self._replace_pool(generation, f"worker processes died: {e}")
-                if attempt == 2:
+                if attempt == BREAKS_PER_PAGE:
                     raise WorkerDied(
-                        f"worker processes died twice while this page waited: {e}"
+                        f"worker processes died {BREAKS_PER_PAGE} times while this page waited: {e}"
                     ) from None
             finally:
                 self._progress = time.monotonic()
