@@ -102,6 +102,7 @@ class RedisServer:
         self.password = password
         self.socket = str(workdir / "redis.sock") if unix else None
         self.proc: subprocess.Popen[bytes] | None = None
+        self._started = False  # (a restart keeps its port: the test's clients name it)
 
     @property
     def url(self) -> str:
@@ -111,6 +112,20 @@ class RedisServer:
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
+        """Start the server and wait until it answers. The port was free when it was chosen;
+        another test process (CI's other lane) may have taken it since, and its server would
+        then answer here: a first start moves to another port, a restart (same port) fails."""
+        for _ in range(3):
+            if self._serve():
+                self._started = True
+                return self
+            if self._started:
+                raise RuntimeError(f"port {self.port} is taken by another redis-server")
+            self.port = free_port()
+        raise RuntimeError(f"{self.binary}: every port tried was taken by another redis-server")
+
+    def _serve(self) -> bool:
+        """Start the process; whether it is the one that answers on the port."""
         args = [
             self.binary,
             "--port",
@@ -145,7 +160,10 @@ class RedisServer:
             while True:
                 try:
                     client.ping()
-                    break
+                    if client.info("server")["process_id"] == self.proc.pid:
+                        break
+                    self.kill()  # (another's server answers: ours could not bind)
+                    return False
                 except (redis.ConnectionError, redis.TimeoutError):
                     if time.monotonic() > deadline or self.proc.poll() is not None:
                         raise RuntimeError(f"{self.binary} did not start{self._said()}") from None
@@ -155,7 +173,7 @@ class RedisServer:
             raise
         finally:
             client.close()
-        return self
+        return True
 
     def _said(self) -> str:
         """The end of what the server logged (why it refused its configuration)."""

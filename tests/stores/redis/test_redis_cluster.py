@@ -127,6 +127,7 @@ def test_a_dead_clients_pending_entry_is_gone_after_its_deadline(cluster: LocalC
     head = dead._head("reserve", time.time())
     address = dead._names.address("dead")
     args = [*head, address, "0", b"\0", rec, "pages", 1.0, b"token001"]
+    reserved = time.monotonic()  # (its deadline runs from here: 1 s)
     reply = dead._call("check", s, args)
     assert reply[0] == b"P"  # reserved, then the client "dies": no ticket, no settle
     assert dead._call("check", s, args) == reply  # a retried reserve gets its entry back
@@ -135,7 +136,8 @@ def test_a_dead_clients_pending_entry_is_gone_after_its_deadline(cluster: LocalC
     assert live.near(Fingerprints(A, W)) == []  # a pending entry is not a stored page
     t0 = time.monotonic()
     assert live.check(Fingerprints(A ^ 1, W), "other").status == "new"  # waited it out
-    assert 0.5 < time.monotonic() - t0 < 5
+    # (from the reserve, not t0: opening the second client may take most of the second)
+    assert time.monotonic() - reserved >= 0.95 and time.monotonic() - t0 < 5
     assert live.check(Fingerprints(A, W), "dead").status == "duplicate"  # its key is free
     settle = [*dead._head("settle", time.time()), reply[1], address, "K", "pages", 150]
     assert dead._call("check", s, settle) == b"X"  # too late: its owner would start again
