@@ -7,6 +7,7 @@ every time; the crawl here is the end-to-end account."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -15,7 +16,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -154,6 +158,32 @@ def nap(i: int) -> int:
     return i
 
 
+T = TypeVar("T")
+
+
+def on_own_loop(scenario: Coroutine[Any, Any, T]) -> T:
+    """Run on a loop of its own, never made current: asyncio.run would leave the thread
+    without one, and the adapter tests that run later in this process expect Scrapy's."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(scenario)
+    finally:
+        loop.close()
+
+
+async def counted(ex: Any, i: int, outcome: Counter[str], delay: float = 0.0) -> None:
+    """Page ``i`` through the executor after ``delay`` s: ``ok``, or ``died`` (WorkerDied)."""
+    from nearduppipe.runtime.executor import WorkerDied
+
+    if delay:
+        await asyncio.sleep(delay)
+    try:
+        assert await ex.compute(nap, i) == i
+        outcome["ok"] += 1
+    except WorkerDied:
+        outcome["died"] += 1
+
+
 def test_pages_queued_in_a_pool_that_breaks_all_end() -> None:
     """The executor alone, under pressure: 1,000 pages arriving over 5 s into 2 workers (a
     queue builds up), every worker SIGKILLed three times 1.2 s apart, the second time while the
@@ -161,10 +191,8 @@ def test_pages_queued_in_a_pool_that_breaks_all_end() -> None:
     or three pools broke under it. Before the fix, 57-284 of the 1,000 never ended (five
     runs); before the stall watch, 914 did in about one run of eight (a worker killed while it
     held the pool's channel lock: the next test)."""
-    import asyncio
-
     from nearduppipe.fingerprint.page import FingerprintParams
-    from nearduppipe.runtime.executor import STALL_GRACE, Executor, WorkerDied
+    from nearduppipe.runtime.executor import STALL_GRACE, Executor
 
     async def scenario() -> tuple[int, int, int, int]:
         restarts: list[str] = []
@@ -175,17 +203,11 @@ def test_pages_queued_in_a_pool_that_breaks_all_end() -> None:
         try:
             await ex.compute(nap, -1)
             rng = random.Random(3)
-            outcome = {"ok": 0, "died": 0}
-
-            async def page(i: int) -> None:
-                await asyncio.sleep(rng.random() * 5)
-                try:
-                    assert await ex.compute(nap, i) == i
-                    outcome["ok"] += 1
-                except WorkerDied:
-                    outcome["died"] += 1
-
-            pages = [asyncio.ensure_future(page(i)) for i in range(1000)]
+            outcome: Counter[str] = Counter()
+            pages = [
+                asyncio.ensure_future(counted(ex, i, outcome, rng.random() * 5))
+                for i in range(1000)
+            ]
             for _ in range(KILLS):
                 await asyncio.sleep(1.2)
                 for pid in workers_of(os.getpid()):
@@ -200,13 +222,7 @@ def test_pages_queued_in_a_pool_that_breaks_all_end() -> None:
         finally:
             ex.close()
 
-    # (a loop of its own, never made current: asyncio.run would leave the thread without one,
-    # and the adapter tests that run later in this process expect Scrapy's)
-    loop = asyncio.new_event_loop()
-    try:
-        ok, died, never, restarts = loop.run_until_complete(scenario())
-    finally:
-        loop.close()
+    ok, died, never, restarts = on_own_loop(scenario())
     assert never == 0, (
         f"{never} of 1000 pages never ended ({ok} checked, {died} failed, {restarts} restarts)"
     )
@@ -229,8 +245,6 @@ def test_a_pool_stalled_by_a_worker_killed_holding_its_channel_lock_is_replaced(
     """Every other worker then waits for the lock forever, and the pool never breaks: its
     queued pages would never end. The executor's watch sees pages waiting with none ending
     for the time limit + STALL_GRACE, replaces the pool, and they end on the new one."""
-    import asyncio
-
     from nearduppipe.fingerprint.page import FingerprintParams
     from nearduppipe.runtime.executor import STALL_GRACE, Executor, WorkerDied
 
@@ -255,11 +269,7 @@ def test_a_pool_stalled_by_a_worker_killed_holding_its_channel_lock_is_replaced(
         finally:
             ex.close()
 
-    loop = asyncio.new_event_loop()
-    try:
-        restarts, ended, took = loop.run_until_complete(scenario())
-    finally:
-        loop.close()
+    restarts, ended, took = on_own_loop(scenario())
     assert ended == list(range(20)), f"{20 - len(ended)} of 20 pages never ended"
     assert len(restarts) == 1 and "no page ended in 22 s while 20 waited" in restarts[0]
     assert took > timeout + STALL_GRACE  # (replaced by the watch, not by a broken pool)
@@ -284,10 +294,8 @@ def test_pages_held_by_two_pools_killed_in_a_row_are_still_checked() -> None:
     killer strikes the pool, then its replacement while it starts. Each break fails every page
     the pool held; none of them ran, so none is to blame. Such a page is retried twice (three
     attempts): every page ends checked. With one retry, all of them were WorkerDied."""
-    import asyncio
-
     from nearduppipe.fingerprint.page import FingerprintParams
-    from nearduppipe.runtime.executor import Executor, WorkerDied
+    from nearduppipe.runtime.executor import Executor
 
     async def scenario() -> tuple[int, int, int]:
         restarts: list[str] = []
@@ -296,16 +304,8 @@ def test_pages_held_by_two_pools_killed_in_a_row_are_still_checked() -> None:
             on_restart=restarts.append,
         )  # fmt: skip
         try:
-            outcome = {"ok": 0, "died": 0}
-
-            async def page(i: int) -> None:
-                try:
-                    assert await ex.compute(nap, i) == i
-                    outcome["ok"] += 1
-                except WorkerDied:
-                    outcome["died"] += 1
-
-            pages = [asyncio.ensure_future(page(i)) for i in range(10)]
+            outcome: Counter[str] = Counter()
+            pages = [asyncio.ensure_future(counted(ex, i, outcome)) for i in range(10)]
             await asyncio.sleep(0)  # (scheduled: the first pool's workers are spawned)
             deadline = time.monotonic() + 60
             killed: set[int] = set()
@@ -316,10 +316,6 @@ def test_pages_held_by_two_pools_killed_in_a_row_are_still_checked() -> None:
         finally:
             ex.close()
 
-    loop = asyncio.new_event_loop()
-    try:
-        ok, died, restarts = loop.run_until_complete(scenario())
-    finally:
-        loop.close()
+    ok, died, restarts = on_own_loop(scenario())
     assert restarts == 2, restarts
     assert (ok, died) == (10, 0)
