@@ -67,6 +67,14 @@ def workers_of(pid: int) -> set[int]:
     return found
 
 
+def sigkill(pids: set[int]) -> set[int]:
+    """SIGKILL each of ``pids`` (one already gone is no error); returns them."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
 def reached(log: Path) -> int:
     try:
         return len(log.read_text().splitlines())
@@ -122,10 +130,7 @@ def test_killing_every_worker_three_times_ends_the_crawl_with_every_page_counted
                     time.sleep(0.02)
                 pids = workers_of(proc.pid)
                 assert pids and proc.poll() is None, f"round {k}: the crawl ended early"
-                for pid in pids:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                killed.append(pids)
+                killed.append(sigkill(pids))
             _, stderr = proc.communicate(timeout=max(10.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
@@ -210,9 +215,7 @@ def test_pages_queued_in_a_pool_that_breaks_all_end() -> None:
             ]
             for _ in range(KILLS):
                 await asyncio.sleep(1.2)
-                for pid in workers_of(os.getpid()):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
+                sigkill(workers_of(os.getpid()))
             # (a pool stalled by a kill is replaced after 5 + STALL_GRACE s, and the pages
             # it held then wait for a new pool's start-up, several seconds under load)
             _, pending = await asyncio.wait(pages, timeout=5 + STALL_GRACE + 90)
@@ -281,10 +284,7 @@ def kill_the_workers_as_they_start(known: set[int], deadline: float) -> set[int]
     while time.monotonic() < deadline:
         pids = workers_of(os.getpid()) - known
         if len(pids) == 2:
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            return pids
+            return sigkill(pids)
         time.sleep(0.005)
     raise AssertionError("no new workers started")
 

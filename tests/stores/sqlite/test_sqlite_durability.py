@@ -188,13 +188,13 @@ def test_writes_during_a_held_lock_are_kept_and_committed_after_it(tmp_path: Pat
     s.flush()
     locker = hold_lock(path, 2.0)
     rng = random.Random(5)
-    n, done = 0, []
+    done: list[float] = []  # (when each write was accepted)
     while locker.poll() is None:
         fps = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
-        assert s.check(fps, f"k{n}").status == "new"
+        assert s.check(fps, f"k{len(done)}").status == "new"
         done.append(time.monotonic())
-        n += 1
         time.sleep(0.002)
+    n = len(done)
     assert locker.stdout is not None
     released = float(locker.stdout.read())
     # writes went on while the lock was held: more than 2 commits' worth were accepted before
