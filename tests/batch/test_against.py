@@ -240,6 +240,7 @@ def _dedup(path: Any, store: Any, add: bool = False) -> Any:
     return result, [__import__("json").loads(line)["url"] for line in out.getvalue().splitlines()]
 
 
+@pytest.mark.slow
 def test_no_record_is_dropped_for_a_record_the_store_drops(store_uri: str, tmp_path: Any) -> None:
     """The issue's chain: M near K, K near the stored S, M far from S. The old order chose K as
     M's keeper before asking the store, then dropped K for S: M was lost, named as K's copy.
@@ -352,6 +353,7 @@ with open(out, "w") as f:
 """
 
 
+@pytest.mark.slow
 def test_against_add_beside_a_writer_on_one_redis_store(redis_server: Any, tmp_path: Any) -> None:
     """``dedup --against --add`` while another process (a crawl's checks) writes near copies
     of the same pages to the same Redis store, over the whole run: ``-o`` holds exactly the

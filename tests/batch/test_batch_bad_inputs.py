@@ -59,6 +59,7 @@ def test_a_truncated_zstd_feed_is_named_incomplete(tmp_path: Path) -> None:
         _one_line(_dedup(feed), f"INPUT {feed}: incomplete: the zstd stream ends inside a frame")
 
 
+@pytest.mark.slow
 def test_a_truncated_warc_gz_is_named_incomplete_wherever_it_is_cut(tmp_path: Path) -> None:
     """Before: the records up to the cut, and exit status 0."""
     full = write_warc(tmp_path / "full.warc.gz", [as_html(r) for r in planted(6, 4, seed=2)])

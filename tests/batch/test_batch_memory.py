@@ -28,6 +28,9 @@ from nearduppipe.fingerprint.rule import Fingerprints
 
 from ..support.cli import ROOT, run
 
+# (the newest corner only: CI runs it once, see the marker in pyproject.toml)
+pytestmark = pytest.mark.slow
+
 GB = 1 << 30
 
 

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nearduppipe.fingerprint.compact import encode_for
 from nearduppipe.fingerprint.features import FeatureConfig
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_html, fingerprint_text
@@ -42,6 +44,7 @@ def _feed(
             f.write(json.dumps(record) + "\n")
 
 
+@pytest.mark.slow
 def test_dedup_against_a_store_names_every_repeat(tmp_path: Path, store_uri: str) -> None:
     first, second, planted = _exports(seed=3)
     _feed(tmp_path / "first.jsonl", first, True, PARAMS)
@@ -85,6 +88,7 @@ def test_fingerprints_of_other_settings_are_refused(tmp_path: Path) -> None:
     assert _dedup(str(tmp_path / "f.jsonl"), "--fingerprint-field", "").returncode == 0
 
 
+@pytest.mark.slow
 def test_fingerprints_of_an_earlier_extraction_version_name_it(
     tmp_path: Path, store_uri: str
 ) -> None:

@@ -134,6 +134,7 @@ def test_a_part_that_cannot_be_written_names_the_temporary_folder(
     assert _parts_left(temp_root) == []
 
 
+@pytest.mark.slow
 def test_a_400_mb_line_is_copied_to_the_output_under_600_mb(tmp_path: Path) -> None:
     """Before: the task held the 400 MB record in its part's text and sent it to the driver
     (a peak of 1.0 GB in one process); now it goes through a file, a chunk at a time."""

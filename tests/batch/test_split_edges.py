@@ -224,6 +224,7 @@ def _with_empty_members(path: Path, out: Path, where: str) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["each", "start", "end"])
 def test_empty_gzip_members_in_a_warc_gz_split_at_every_point(tmp_path: Path, where: str) -> None:
     pytest.importorskip("warcio")

@@ -145,6 +145,7 @@ def _zstd(path: Path, data: bytes, frame: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("frame", [1, 7, 300, 10_000])
 def test_zstd_frames_split_at_every_byte_read_each_record_once(tmp_path: Path, frame: int) -> None:
     """Frames of 1, 7 and 300 bytes of text cut lines anywhere; one frame of 10,000 bytes is the

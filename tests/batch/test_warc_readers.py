@@ -424,6 +424,7 @@ CLI_INPUTS = ["gz", "plain", "varied-gz", "gz-limit", "cut-gz-half", "length-hug
               "length-gz-long", "empty-each", "bomb", "two-in-one"]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CLI_INPUTS)
 def test_dedup_gives_the_same_output_with_either_reader(
     name: str,

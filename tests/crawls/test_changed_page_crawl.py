@@ -15,6 +15,7 @@ from nearduppipe import open_store
 from nearduppipe.fingerprint.simhash import fingerprints
 from nearduppipe.fingerprint.text import extract_text
 
+from ..support.crawl_settings import ON_THREADS
 from ..support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +49,7 @@ def crawl(
                     "NEARDUP_MIN_TEXT_LENGTH": 100,
                     "CONCURRENT_REQUESTS": 1,
                     "LOG_LEVEL": "WARNING",
+                    **ON_THREADS,
                     **settings,
                 },
             }

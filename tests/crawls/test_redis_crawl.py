@@ -16,6 +16,7 @@ import redis
 
 from sample_spider.site_builder import DISTINCT, GROUPS, build_site
 
+from ..support.crawl_settings import ON_THREADS
 from ..support.redis_server import RedisServer
 from ..support.server import serve_directory
 
@@ -73,7 +74,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_two_crawler_processes_share_one_index(
     site: str, tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    settings = {**MIDDLEWARE, "NEARDUP_STORE": redis_server.url, "NEARDUP_RESET": False}
+    settings = {
+        **MIDDLEWARE,
+        **ON_THREADS,
+        "NEARDUP_STORE": redis_server.url,
+        "NEARDUP_RESET": False,
+    }
     client = redis.Redis.from_url(redis_server.url)
     for key in client.scan_iter(match="{neardup:probe}:*"):
         client.delete(key)
@@ -112,6 +118,7 @@ def test_redis_killed_mid_crawl(site: str, tmp_path: Path, policy: str) -> None:
     server = RedisServer(tmp_path / "redis").start()
     settings = {
         **MIDDLEWARE,
+        **ON_THREADS,
         "NEARDUP_STORE": server.url,
         "NEARDUP_ON_STORE_ERROR": policy,
         "NEARDUP_MIN_TEXT_LENGTH": 50,

@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from ..crawls.test_redis_crawl import finish, start_crawl
+from ..support.crawl_settings import ON_THREADS
 from ..support.redis_cluster import LocalCluster
 from ..support.redis_server import RedisServer
 from ..support.server import serve_directory
@@ -89,6 +90,7 @@ def crawl_together(
         "CONCURRENT_REQUESTS": 2,
         "DOWNLOAD_DELAY": 0.05,  # (about 4 s each: the crawls overlap, whatever start-up takes)
         "LOG_LEVEL": "INFO",
+        **ON_THREADS,
     }
     started, go = [], tmp / f"go-{seed}"
     ready = [tmp / f"ready-{seed}-{k}" for k in range(n)]
@@ -242,7 +244,13 @@ def test_a_crawler_started_half_way_and_a_recrawl_by_two(
     (tmp_path / "half").mkdir()
     slow = {"DOWNLOAD_DELAY": 0.05, "CONCURRENT_REQUESTS": 1}
     urls = [base + p for g in groups for p in g]
-    settings = {**ADDON, "NEARDUP_STORE": redis_server.url, "NEARDUP_RESET": False, **slow}
+    settings = {
+        **ADDON,
+        "NEARDUP_STORE": redis_server.url,
+        "NEARDUP_RESET": False,
+        **slow,
+        **ON_THREADS,
+    }
     a = start_crawl(tmp_path / "half", "a", urls, settings)
     deadline = time.monotonic() + 60
     client = redis.Redis.from_url(redis_server.url)
@@ -282,7 +290,13 @@ def test_crawlers_sharing_scrapy_redis_scheduler_export_each_page_once(
         flush_prefix(redis_server.url, "probe:*")
         (tmp_path / f"r{rnd}").mkdir()
         urls = [base + p for g in groups for p in g]
-        settings = {**ADDON, "NEARDUP_STORE": redis_server.url, "NEARDUP_RESET": False, **shared}
+        settings = {
+            **ADDON,
+            "NEARDUP_STORE": redis_server.url,
+            "NEARDUP_RESET": False,
+            **shared,
+            **ON_THREADS,
+        }
         started = []
         for k in range(3):
             order = urls[:]

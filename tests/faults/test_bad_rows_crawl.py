@@ -24,6 +24,7 @@ import pytest
 
 from nearduppipe import open_store
 
+from ..support.crawl_settings import ON_THREADS
 from ..support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +75,7 @@ def test_bad_keys_and_texts_while_another_process_holds_the_lock(feed: str, tmp_
                 "settings": {
                     "ITEM_PIPELINES": {"nearduppipe.pipelines.NearDupPipeline": 300},
                     "NEARDUP_STORE": str(store),
+                    **ON_THREADS,
                     "NEARDUP_KEY_FIELD": "key",
                     "NEARDUP_KEEP_TEXT": 200,
                     "NEARDUP_COMMIT_EVERY": 10,

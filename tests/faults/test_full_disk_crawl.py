@@ -18,6 +18,7 @@ import pytest
 
 from nearduppipe import open_store
 
+from ..support.crawl_settings import ON_THREADS
 from ..support.server import serve_directory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +56,7 @@ def test_a_crawl_on_a_full_disk(site: str, tmp_path: Path, policy: str) -> None:
                 "settings": {
                     "DOWNLOADER_MIDDLEWARES": {"nearduppipe.middlewares.NearDupMiddleware": 543},
                     "NEARDUP_STORE": str(store),
+                    **ON_THREADS,
                     "NEARDUP_ON_STORE_ERROR": policy,
                     "NEARDUP_KEEP_TEXT": 30_000,  # ~25 KB per page: the limit is reached mid-crawl
                     "NEARDUP_COMMIT_EVERY": 20,

@@ -11,6 +11,7 @@ from pathlib import Path
 import redis
 
 from ..crawls.test_redis_crawl import MIDDLEWARE, WORDS, finish, start_crawl
+from ..support.crawl_settings import ON_THREADS
 from ..support.redis_server import RedisServer
 from ..support.server import serve_directory
 
@@ -27,6 +28,7 @@ def test_store_flushed_mid_crawl_stops_the_crawl(tmp_path: Path) -> None:
     server = RedisServer(tmp_path / "redis").start()
     settings = {
         **MIDDLEWARE,
+        **ON_THREADS,
         "NEARDUP_STORE": server.url,
         "NEARDUP_ON_STORE_ERROR": "stop",
         "NEARDUP_MIN_TEXT_LENGTH": 50,

@@ -157,13 +157,15 @@ def test_a_migration_killed_half_way_while_another_waits_leaves_every_entry_find
         while int(client.hget("{race}:meta", "live") or 0) < N // 4:
             assert first.poll() is None and time.monotonic() < deadline, "no quarter moved"
             time.sleep(0.01)
+        # (stopped while the second starts: on a fast machine it could otherwise finish first)
+        first.send_signal(signal.SIGSTOP)
         second = subprocess.Popen(_migrate_cmd(url, "--wait"), env=_env(),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
         assert second.stderr is not None
         waiting = second.stderr.readline()  # (the line it prints once it waits)
         assert f"another migration is running (pid {first.pid} on " in waiting, waiting
         assert first.poll() is None, "the first migration ended before it was killed"
-        first.send_signal(signal.SIGKILL)
+        first.send_signal(signal.SIGKILL)  # (a stopped process dies of SIGKILL too)
         first.wait()
         half = int(client.hget("{race}:meta", "live") or 0)
         assert N // 4 <= half < N and client.hget("{race}:meta", "migrating") == b"2"

@@ -472,6 +472,7 @@ def test_pairs_are_the_brute_force_self_join(bulk: bool, workers: int) -> None:
     assert idx.pairs(workers).tolist() == [list(p) for p in sorted(want)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_pairs_at_a_bulk_size_are_the_brute_force_self_join(workers: int) -> None:
     """The grouped self-join on a run of 4 tables of 16-bit keys (~200 k ids): clusters of

@@ -206,6 +206,7 @@ def test_every_id_removed() -> None:
     assert idx.cross(stored).shape == (0, 3) and idx.pairs().shape == (0, 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("radius", [5, 8, 16])
 def test_threads_give_the_full_scan(radius: int) -> None:
     """1, 2, 3 and 7 threads (one per 1,024 queries at most: 8,000 queries), and threads

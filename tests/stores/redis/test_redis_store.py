@@ -63,6 +63,7 @@ def _worker(
     out.put(statuses)
 
 
+@pytest.mark.slow
 def test_eight_processes_keep_one_entry_per_key_and_one_page_per_group(
     redis_server: RedisServer,
 ) -> None:
