@@ -92,18 +92,40 @@ def make_crawler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[An
 @pytest.hookimpl(trylast=True)  # (after pytest's own: the session fixtures are torn down)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The no-reactor leg fails if anything imported Twisted's reactor in this process; any
-    run fails if a process it started is still running (a redis-server, a crawl, a worker)."""
+    run fails if a process it started is still running (a redis-server, a crawl, a worker).
+
+    Under pytest-xdist a worker's exit status and output never reach the run's result: a
+    worker hands its errors to the controller (``workeroutput``, sent after this hook), which
+    prints them and fails the run (``pytest_testnodedown``, then this hook)."""
+    errors = list(session.config.stash.get(_WORKER_ERRORS, []))
     if NO_REACTOR and "twisted.internet.reactor" in sys.modules:
-        print("\nERROR: twisted.internet.reactor was imported in the no-reactor leg")
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        errors.append("twisted.internet.reactor was imported in the no-reactor leg")
     left = leftover_processes()
     if left:
-        print("\nERROR: still running after the test run (now killed):")
+        errors.append("still running after the test run (now killed):")
         for pid, cmd in sorted(left.items()):
-            print(f"  pid {pid}: {cmd}")
+            errors.append(f"  pid {pid}: {cmd}")
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller reports them
+        workeroutput["nearduppipe_errors"] = errors
+        return
+    if errors:
+        print("\nERROR: " + "\n".join(errors))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_WORKER_ERRORS = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """(pytest-xdist, in the controller) a worker's end-of-run errors, kept for the check."""
+    found = node.workeroutput.get("nearduppipe_errors", []) if hasattr(node, "workeroutput") else []
+    if found:
+        name = node.gateway.id if hasattr(node, "gateway") else "a worker"
+        node.config.stash.setdefault(_WORKER_ERRORS, []).extend([f"(xdist worker {name})", *found])
 
 
 def leftover_processes(grace: float = 5.0) -> dict[int, str]:

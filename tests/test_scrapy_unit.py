@@ -468,6 +468,29 @@ def test_page_over_the_time_limit_is_kept_and_counted(make_crawler: Any, executo
     assert stats(mw)["neardup/checked"] == 2
 
 
+def test_a_threads_time_limit_counts_from_its_start_not_its_queueing() -> None:
+    """On threads, as in a worker, the limit is the page's own run time: two pages of 0.7 s
+    on one thread under a limit of 1 s both end (the second waited 0.7 s first: before, it
+    was timed from its queueing and timed out unrun, e.g. behind store calls on a slow store);
+    a page of 3 s still does not."""
+    from nearduppipe.runtime.executor import Executor, PageTimeout
+
+    ex = Executor(threads=1, workers=0, timeout=1.0, params=FingerprintParams())
+    try:
+
+        async def both() -> list[Any]:
+            pages = [ex.compute(time.sleep, 0.7), ex.compute(time.sleep, 0.7)]
+            return await asyncio.gather(*pages, return_exceptions=True)
+
+        assert run(both()) == [None, None]
+        t0 = time.monotonic()
+        with pytest.raises(PageTimeout):
+            run(ex.compute(time.sleep, 3.0))
+        assert time.monotonic() - t0 < 2.9
+    finally:
+        ex.close()
+
+
 @pytest.mark.parametrize("executor", ["thread", "process"])
 def test_both_executors_decide_alike(make_crawler: Any, executor: str) -> None:
     mw = middleware(make_crawler, NEARDUP_EXECUTOR=executor)

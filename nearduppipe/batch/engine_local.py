@@ -5,7 +5,10 @@ so its pairs are those of the distributed engines' block-permutation join)."""
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.util
 import os
+import shutil
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -100,6 +103,7 @@ class LocalEngine:
         # forkserver, not fork: the driver has threads by now (progress, a store's client),
         # and fork() under threads can deadlock a child (Python 3.12+ warns of it). Workers
         # get their jobs pickled either way, so results are the same.
+        _short_socket_folder()
         context = multiprocessing.get_context("forkserver")
         # (the server imports the fingerprint code once; each worker forks from it ready)
         context.set_forkserver_preload(["nearduppipe.batch.write_task"])
@@ -121,3 +125,27 @@ class LocalEngine:
 
     def close(self) -> None:
         pass
+
+
+# A Unix socket's path holds at most 107 bytes on Linux (103 on macOS). The forkserver's socket
+# is made in multiprocessing's folder for the process, itself made in TMPDIR: a TMPDIR over ~70
+# characters failed every dedup with "AF_UNIX path too long" (before Python 3.14, which falls
+# back to /tmp in the same way; the parts of pass 2 stay in TMPDIR).
+SOCKET_PATH_MAX = 103
+_SOCKET_NAME = len("/pymp-xxxxxxxx/listener-xxxxxxxx")
+
+
+def _short_socket_folder() -> None:
+    """Make multiprocessing's folder for this process in /tmp (or /var/tmp, /usr/tmp) when
+    TMPDIR is too long for a socket in it, before anything makes it in TMPDIR."""
+    config: dict[str, object] = getattr(multiprocessing.process.current_process(), "_config", {})
+    if "tempdir" in config or len(tempfile.gettempdir()) + _SOCKET_NAME <= SOCKET_PATH_MAX:
+        return
+    for base in ("/tmp", "/var/tmp", "/usr/tmp"):
+        if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            folder = tempfile.mkdtemp(prefix="pymp-", dir=base)
+            multiprocessing.util.Finalize(
+                None, shutil.rmtree, args=(folder, True), exitpriority=-100
+            )
+            config["tempdir"] = folder  # (where multiprocessing.util.get_temp_dir looks first)
+            return

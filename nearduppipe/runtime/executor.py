@@ -214,18 +214,31 @@ class Executor:
         """``fn(*args)`` in the thread pool (store calls)."""
         return await await_future(self.threads.submit(fn, *args))
 
+    async def _on_thread(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """``fn(*args)`` on a thread, its time limit counted from its start, as a worker's is:
+        a page queued behind store calls that wait on a slow store is not timed out unrun."""
+        started: concurrent.futures.Future[None] = concurrent.futures.Future()
+        future = self.threads.submit(_started_then, started, fn, *args)
+        future.add_done_callback(lambda _: _mark(started))  # (cancelled unrun: no wait)
+        try:
+            await await_future(started)
+        except BaseException:  # (the crawl closing: a page not yet started never starts)
+            future.cancel()
+            raise
+        try:
+            return await await_future(future, self.timeout)
+        except TimeoutError:
+            raise PageTimeout(
+                f"no result within {self.timeout} s; its thread runs on, as threads cannot "
+                "be stopped (NEARDUP_EXECUTOR = 'process' stops it)"
+            ) from None
+
     async def compute(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker; :class:`PageTimeout` past the time limit (the worker is
         replaced), :class:`WorkerDied` if its worker died, or if ``BREAKS_PER_PAGE`` pools broke
         under it (before that, it is retried on the new pool)."""
         if self._processes is None:
-            try:
-                return await await_future(self.threads.submit(fn, *args), self.timeout)
-            except TimeoutError:
-                raise PageTimeout(
-                    f"no result within {self.timeout} s; its thread runs on, as threads cannot "
-                    "be stopped (NEARDUP_EXECUTOR = 'process' stops it)"
-                ) from None
+            return await self._on_thread(fn, args)
         for attempt in range(1, BREAKS_PER_PAGE + 1):
             waiter: _LoopWaiter | None = None
             try:
@@ -392,6 +405,16 @@ class _LoopWaiter:
     def _fail(self, error: BaseException) -> None:
         if not self.future.done():
             self.future.set_exception(error)
+
+
+def _started_then(started: concurrent.futures.Future[None], fn: Callable[..., T], *args: Any) -> T:
+    _mark(started)
+    return fn(*args)
+
+
+def _mark(started: concurrent.futures.Future[None]) -> None:
+    with contextlib.suppress(concurrent.futures.InvalidStateError):  # (marked, or cancelled)
+        started.set_result(None)
 
 
 def _fail(future: concurrent.futures.Future[Any] | _LoopWaiter, error: BaseException) -> None:

@@ -7,6 +7,9 @@ the folder is gone after the run, also when it fails."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from nearduppipe.batch.compression import FeedError
 from nearduppipe.batch.engine_local import LocalEngine
 from nearduppipe.batch.records import dedup_records
 
+from ..support.cli import ROOT
 from .test_batch_memory import GB, _peak, write_big_line
 from .test_dedup_inputs import planted, write_jsonl
 
@@ -150,3 +154,26 @@ def test_a_400_mb_line_is_copied_to_the_output_under_600_mb(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert out.stat().st_size > 400 << 20
     assert peak < 0.6 * GB, f"peak {peak / 2**20:.0f} MB"
+
+
+def test_a_tmpdir_too_long_for_a_socket_gives_the_same_output(tmp_path: Path) -> None:
+    """The forkserver's socket is made in multiprocessing's folder, made in TMPDIR, and a Unix
+    socket's path holds 107 bytes: with a TMPDIR of 100 characters every dedup failed ("INPUT
+    …: cannot read: AF_UNIX path too long"). That folder is then made in /tmp; nothing is left
+    in TMPDIR, and the output is the one a short TMPDIR gives."""
+    records = planted(groups=5, distinct=20, seed=3)
+    feed = write_jsonl(tmp_path / "in.jsonl", records)
+    outputs = []
+    for name in ("short", "t" * max(1, 100 - len(str(tmp_path)) - 1)):
+        temp = tmp_path / name
+        temp.mkdir()
+        out = tmp_path / f"{len(name)}.jsonl"
+        done = subprocess.run(
+            [sys.executable, "-m", "nearduppipe.cli", "dedup", str(feed), "-o", str(out)],
+            env={**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(ROOT)},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, (len(str(temp)), done.stderr[-2000:])
+        assert list(temp.iterdir()) == []
+        outputs.append(out.read_bytes())
+    assert len(str(temp)) >= 100 and outputs[0] == outputs[1] and outputs[0]

@@ -105,7 +105,15 @@ def test_an_old_store_is_crawled_with_its_own_version(tmp_path: Path, store_uri:
         urls = [base + f"a{n}.html" for n in range(PAGES)]
         v1, v2 = fingerprints(root, base, 1), fingerprints(root, base, 2)
         assert all(v1[u] != v2[u] for u in urls)  # the two versions' texts differ
-        first = crawl(tmp_path, urls, store_uri, "first", NEARDUP_EXTRACTOR="resiliparse")
+        # (in worker processes: the store's version reaches them with their parameters)
+        first = crawl(
+            tmp_path,
+            urls,
+            store_uri,
+            "first",
+            NEARDUP_EXTRACTOR="resiliparse",
+            NEARDUP_EXECUTOR="process",
+        )
         assert first["stats"]["neardup/unique"] == PAGES  # type: ignore[index]
         with open_store(store_uri, read_only=True) as store:
             assert store.rule.extraction == 1

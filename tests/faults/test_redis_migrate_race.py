@@ -151,8 +151,10 @@ def test_a_migration_killed_half_way_while_another_waits_leaves_every_entry_find
     its pid gone), moves exactly the rest, and every sampled entry is then found."""
     url, fps, wides = format2_store
     client = redis.Redis.from_url(server.url)
+    started = []  # (ended below, whatever fails)
     try:
         first = subprocess.Popen(_migrate_cmd(url, "--batch", "500", "--pause", "0.01"), env=_env())
+        started.append(first)
         deadline = time.monotonic() + 60
         while int(client.hget("{race}:meta", "live") or 0) < N // 4:
             assert first.poll() is None and time.monotonic() < deadline, "no quarter moved"
@@ -161,6 +163,7 @@ def test_a_migration_killed_half_way_while_another_waits_leaves_every_entry_find
         first.send_signal(signal.SIGSTOP)
         second = subprocess.Popen(_migrate_cmd(url, "--wait"), env=_env(),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        started.append(second)
         assert second.stderr is not None
         waiting = second.stderr.readline()  # (the line it prints once it waits)
         assert f"another migration is running (pid {first.pid} on " in waiting, waiting
@@ -175,6 +178,10 @@ def test_a_migration_killed_half_way_while_another_waits_leaves_every_entry_find
         assert "is no longer running; took the lock over" in err
     finally:
         client.close()
+        for proc in started:  # (a failed assertion would leave the first stopped for good)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     _assert_migrated(server)
     assert found_near_copies(url, "race", fps, wides) == SAMPLE
 

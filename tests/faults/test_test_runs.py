@@ -92,18 +92,22 @@ def test_starts_a_process_and_waits_for_it():
 """
 
 
-def test_a_run_that_leaves_a_process_alive_fails_and_kills_it(tmp_path: Path) -> None:
-    """The suite's own conftest (loaded as a plugin) checks at the end of the run. A process
-    this test started, alive meanwhile, is another run's: it is not counted."""
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_run_that_leaves_a_process_alive_fails_and_kills_it(
+    tmp_path: Path, workers: list[str]
+) -> None:
+    """The suite's own conftest (loaded as a plugin) checks at the end of the run, in one
+    process or in pytest-xdist's workers (the README's command), whose own exit status and
+    output never reach the run's result. A process this test started, alive meanwhile, is
+    another run's: it is not counted."""
     (tmp_path / "test_leaky.py").write_text(textwrap.dedent(LEAKY))
     sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
     mine = subprocess.Popen([*sleep, str(tmp_path / "mine")])
+    leaky_file = str(tmp_path / "test_leaky.py")
     try:
-        clean = pytest_run(
-            tmp_path, "-p", "tests.conftest", str(tmp_path / "test_leaky.py"), "-k", "waits"
-        )
+        clean = pytest_run(tmp_path, "-p", "tests.conftest", *workers, leaky_file, "-k", "waits")
         assert clean.returncode == 0, clean.stdout[-3000:]
-        leaky = pytest_run(tmp_path, "-p", "tests.conftest", str(tmp_path / "test_leaky.py"))
+        leaky = pytest_run(tmp_path, "-p", "tests.conftest", *workers, leaky_file)
         left = finish(tmp_path, keep=mine.pid)
         assert mine.poll() is None  # (not killed by the child run: not its descendant)
     finally:

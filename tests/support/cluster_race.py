@@ -160,7 +160,7 @@ def race_with_a_kill(
         "survivors_distinct_kept": all(k in keys for k in survivors if k.startswith("d")),
         "survivor_statuses": sorted({status for _, status in results}),
         "killed_exitcode": ps[0].exitcode,
-        "seconds_after_kill": took,
+        "seconds": took,
         "stored_unique": len(set(keys)) == len(keys),
     }
 
