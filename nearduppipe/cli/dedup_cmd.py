@@ -256,8 +256,10 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     except FeedError as e:
         raise CliError(f"INPUT {e}") from None
     except OSError as e:
-        where = e.filename or ", ".join(args.input)
-        raise CliError(f"INPUT {where}: cannot read: {e.strerror or e}") from None
+        if e.filename:
+            raise CliError(f"INPUT {e.filename}: cannot read: {e.strerror or e}") from None
+        # (no file named: not an input's fault, e.g. the engine's processes failed to start)
+        raise CliError(f"{e.strerror or e} (while reading {', '.join(args.input)})") from None
     by = result.chosen_by
     chose = by.get(args.keep, 0) if args.keep != "first" else 0
     r = dataclasses.replace(result.report, keep=KeepChoice(args.keep, sum(by.values()), chose))

@@ -177,3 +177,21 @@ def test_a_tmpdir_too_long_for_a_socket_gives_the_same_output(tmp_path: Path) ->
         assert list(temp.iterdir()) == []
         outputs.append(out.read_bytes())
     assert len(str(temp)) >= 100 and outputs[0] == outputs[1] and outputs[0]
+
+
+def test_an_error_that_names_no_file_does_not_blame_an_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OSError naming no file (the engine's processes failing to start, as above) was said
+    as "INPUT <every input>: cannot read: …", sending the user to files that were fine."""
+    from ..support.cli import run
+
+    feed = write_jsonl(tmp_path / "in.jsonl", planted(groups=2, distinct=3, seed=3))
+
+    def fails(*args: Any) -> Any:
+        raise OSError("AF_UNIX path too long")
+
+    monkeypatch.setattr(LocalEngine, "_map", fails)
+    done = run("dedup", str(feed), "-o", str(tmp_path / "out.jsonl"))
+    assert done.returncode == 2 and "cannot read" not in done.stderr, done.stderr
+    assert f"AF_UNIX path too long (while reading {feed})" in done.stderr.splitlines()[-1]
