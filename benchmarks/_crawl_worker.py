@@ -5,7 +5,8 @@
 Modes: ``none`` (no nearduppipe), ``default`` (the add-on with its default settings),
 ``resiliparse`` (the add-on with ``NEARDUP_EXTRACTOR = "resiliparse"``); ``default-mark`` and
 ``resiliparse-mark`` (the same with both verdicts ``mark``: every page reaches the spider, so
-the spider's work is that of ``none`` and the difference is nearduppipe's alone); and the older
+the spider's work is that of ``none`` and the difference is nearduppipe's alone); any of these
+with ``-thread`` (``NEARDUP_EXECUTOR = "thread"``) or ``-wN`` (``NEARDUP_WORKERS = N``); and the older
 ``extract`` (an item pipeline that only extracts), ``neardup`` (the downloader middleware
 alone), ``page``/``items``/``mark`` (the add-on, both verdicts set to the mode).
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -146,18 +148,24 @@ def settings_for(mode: str, store: str) -> dict[str, Any]:
         settings["DOWNLOADER_MIDDLEWARES"] = {"nearduppipe.middlewares.NearDupMiddleware": 543}
         settings["NEARDUP_STORE"] = store
         settings["NEARDUP_RESET"] = True
-    elif mode.removesuffix("-mark") in ("default", "resiliparse", "page", "items", "mark"):
+    elif (base := re.sub(r"-(thread|w\d+)", "", mode)).removesuffix("-mark") in (
+        "default", "resiliparse", "page", "items", "mark"
+    ):  # fmt: skip
         settings["ADDONS"] = {"nearduppipe.Addon": 0}
+        if "-thread" in mode:  # pages checked on the crawl's threads, not worker processes
+            settings["NEARDUP_EXECUTOR"] = "thread"
+        if m := re.search(r"-w(\d+)", mode):  # this many worker processes
+            settings["NEARDUP_WORKERS"] = int(m.group(1))
         settings["NEARDUP_STORE"] = store  # the default store kind (sqlite), fresh
         settings["NEARDUP_RESET"] = True
         if mode.startswith("resiliparse"):
             settings["NEARDUP_EXTRACTOR"] = "resiliparse"
-        if mode.endswith("-mark"):  # every page reaches the spider: the same spider work
+        if base.endswith("-mark"):  # every page reaches the spider: the same spider work
             settings["NEARDUP_ON_DUPLICATE"] = "mark"
             settings["NEARDUP_ON_UNCHANGED"] = "mark"
-        elif mode not in ("default", "resiliparse"):  # both verdicts set to the mode
-            settings["NEARDUP_ON_DUPLICATE"] = mode
-            settings["NEARDUP_ON_UNCHANGED"] = mode
+        elif base not in ("default", "resiliparse"):  # both verdicts set to the mode
+            settings["NEARDUP_ON_DUPLICATE"] = base
+            settings["NEARDUP_ON_UNCHANGED"] = base
     elif mode != "none":
         raise SystemExit(f"unknown mode {mode!r}")
     return settings

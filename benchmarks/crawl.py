@@ -246,7 +246,7 @@ def main() -> None:
                 r["window_pages_per_s"] / base_rs[r["round"]]["window_pages_per_s"] for r in rs
             )
             line += f"; added {added:5.1f} ms per page"
-            kind = m.removesuffix("@old")
+            kind = re.sub(r"-(thread|w\d+)", "", m.removesuffix("@old"))
             if kind in TARGETS:
                 ok = "met" if added <= TARGETS[kind] else "NOT met"
                 line += f" (target <= {TARGETS[kind]:.0f}: {ok})"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -85,7 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_ON_STORE_ERROR": "keep",
     "NEARDUP_REDIS_PARAMS": {},  # extra redis.Redis client options, e.g. {"retry_on_timeout": True}
     "NEARDUP_KEEP_TEXT": 0,  # characters of each page's text kept in the store for reports
-    "NEARDUP_WORKERS": None,  # None: one worker process per CPU, at most 8
+    "NEARDUP_WORKERS": None,  # None: by the extractor and CPUs (runtime.executor.default_workers)
     "NEARDUP_PAGE_TIMEOUT": 5.0,  # seconds of extraction + fingerprinting per page
 }
 
@@ -196,7 +195,7 @@ class NearDupConfig:
     commit_interval: float
     threads: int
     executor: str
-    workers: int
+    workers: int | None  # None: default_workers of the store's extractor (runtime.executor)
     ttl: float | None
     ttl_change: bool
     on_store_error: str
@@ -365,8 +364,7 @@ class NearDupConfig:
             ),
             threads=_int("NEARDUP_THREADS", get("NEARDUP_THREADS"), 1, 64),
             executor=_choice("NEARDUP_EXECUTOR", get("NEARDUP_EXECUTOR"), ("process", "thread")),
-            workers=_int("NEARDUP_WORKERS", get("NEARDUP_WORKERS"), 1, 64, optional=True)
-            or min(8, os.cpu_count() or 1),
+            workers=_int("NEARDUP_WORKERS", get("NEARDUP_WORKERS"), 1, 64, optional=True),
             ttl=None
             if _unset(get("NEARDUP_TTL"))
             else _float("NEARDUP_TTL", get("NEARDUP_TTL"), 0, 100 * 365 * 86_400, least=1),

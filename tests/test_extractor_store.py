@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scrapy.settings import Settings
@@ -15,7 +16,10 @@ from scrapy.settings import Settings
 from nearduppipe import StoreError, open_store
 from nearduppipe.fingerprint import text as text_module
 from nearduppipe.fingerprint.rule import Rule
+from nearduppipe.runtime.executor import default_workers
 from nearduppipe.settings import NearDupConfig, NearDupConfigError
+
+from .support.adapters import middleware
 
 
 def test_the_setting() -> None:
@@ -125,3 +129,25 @@ def test_dedup_with_either_extractor(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         kept = [json.loads(line)["url"] for line in out.read_text().splitlines()]
         assert kept == [f"https://a.example/{i}" for i in range(6)], extractor
+
+
+def test_worker_processes_by_the_extractor(
+    make_crawler: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset, ``NEARDUP_WORKERS`` leaves the crawl's event loop a CPU where extraction costs less
+    than the loop's own work per page (resiliparse), and takes every CPU (at most 8) where it
+    costs more (trafilatura); set, it is what it says; the thread executor has none."""
+    assert [default_workers("trafilatura", n) for n in (1, 2, 4, 16)] == [1, 2, 4, 8]
+    assert [default_workers("resiliparse", n) for n in (1, 2, 4, 16)] == [1, 1, 3, 7]
+    pytest.importorskip("resiliparse", reason="the nearduppipe[resiliparse] extra")
+    monkeypatch.setattr("nearduppipe.runtime.executor.usable_cpus", lambda: 4)
+    cases: list[tuple[dict[str, Any], int]] = [
+        ({}, 4),
+        ({"NEARDUP_EXTRACTOR": "resiliparse"}, 3),
+        ({"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_WORKERS": 2}, 2),
+        ({"NEARDUP_WORKERS": 1}, 1),
+        ({"NEARDUP_EXECUTOR": "thread"}, 0),
+    ]
+    for settings, workers in cases:
+        mw = middleware(make_crawler, **settings)
+        assert mw.runtime.executor.workers == workers, settings

@@ -27,7 +27,7 @@ from ..stores.base import StoreError, StoreUnavailable
 from ..stores.decide import Deduplicator, Outcome
 from .canonical import CanonicalKeys
 from .commands import debug_command
-from .executor import Executor, PageTimeout, WorkerDied
+from .executor import Executor, PageTimeout, WorkerDied, default_workers
 from .health import StoreHealth
 from .items import PageNotes, listing_key
 from .lifecycle import StoreLifecycle, default_store_uri, job_id, resolve_store_uri
@@ -145,7 +145,9 @@ class NearDupRuntime:
         try:
             self.executor = Executor(
                 threads=config.threads,
-                workers=config.workers if config.executor == "process" else 0,
+                workers=0
+                if config.executor != "process"
+                else config.workers or default_workers(self.store.rule.extractor),
                 timeout=config.page_timeout,
                 params=self.params,
                 on_restart=self.log.workers_restarted,
