@@ -16,7 +16,9 @@ portal``: the synthetic ~50 KB Chinese portal pages of benchmarks/pages.py.
 
 Modes (benchmarks/_crawl_worker.py): ``none`` (no nearduppipe), ``default`` (the add-on with
 default settings: trafilatura), ``resiliparse`` (the add-on with ``NEARDUP_EXTRACTOR =
-"resiliparse"``); also ``extract``, ``neardup``, ``page``, ``items``, ``mark`` (see the worker).
+"resiliparse"``); also ``extract``, ``neardup``, ``page``, ``items``, ``mark`` (see the worker);
+any add-on mode with ``-mark`` (both verdicts ``mark``), ``-thread`` (``NEARDUP_EXECUTOR =
+"thread"``) or ``-wN`` (``NEARDUP_WORKERS = N``), e.g. ``resiliparse-w1``.
 Each crawl runs in its own process; the HTTP server runs in this one, so its CPU is not
 counted. The modes alternate within each round (rotated, so none always runs first), and the
 figures are medians over the rounds: pages/s, CPU ms per page of the crawl's process tree

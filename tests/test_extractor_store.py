@@ -5,6 +5,7 @@ extractor is refused (two extractors' texts differ: their fingerprints do not co
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -131,23 +132,38 @@ def test_dedup_with_either_extractor(tmp_path: Path) -> None:
         assert kept == [f"https://a.example/{i}" for i in range(6)], extractor
 
 
-def test_worker_processes_by_the_extractor(
-    make_crawler: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_worker_processes_by_the_extractor() -> None:
     """Unset, ``NEARDUP_WORKERS`` leaves the crawl's event loop a CPU where extraction costs less
     than the loop's own work per page (resiliparse), and takes every CPU (at most 8) where it
-    costs more (trafilatura); set, it is what it says; the thread executor has none."""
-    assert [default_workers("trafilatura", n) for n in (1, 2, 4, 16)] == [1, 2, 4, 8]
-    assert [default_workers("resiliparse", n) for n in (1, 2, 4, 16)] == [1, 1, 3, 7]
-    pytest.importorskip("resiliparse", reason="the nearduppipe[resiliparse] extra")
-    monkeypatch.setattr("nearduppipe.runtime.executor.usable_cpus", lambda: 4)
-    cases: list[tuple[dict[str, Any], int]] = [
+    costs more (trafilatura)."""
+    cpus = (1, 2, 4, 8, 9, 16)
+    assert [default_workers("trafilatura", n) for n in cpus] == [1, 2, 4, 8, 8, 8]
+    assert [default_workers("resiliparse", n) for n in cpus] == [1, 1, 3, 7, 8, 8]
+
+
+@pytest.mark.parametrize(
+    ("settings", "workers"),
+    [
         ({}, 4),
         ({"NEARDUP_EXTRACTOR": "resiliparse"}, 3),
         ({"NEARDUP_EXTRACTOR": "resiliparse", "NEARDUP_WORKERS": 2}, 2),
         ({"NEARDUP_WORKERS": 1}, 1),
         ({"NEARDUP_EXECUTOR": "thread"}, 0),
-    ]
-    for settings, workers in cases:
-        mw = middleware(make_crawler, **settings)
-        assert mw.runtime.executor.workers == workers, settings
+    ],
+)
+def test_a_crawls_worker_processes(
+    make_crawler: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    settings: dict[str, Any],
+    workers: int,
+) -> None:
+    """The crawl sizes its pool by its store's extractor and the CPUs it may use, and says so
+    when the store opens; a setting wins; the thread executor has no pool."""
+    if settings.get("NEARDUP_EXTRACTOR") == "resiliparse":
+        pytest.importorskip("resiliparse", reason="the nearduppipe[resiliparse] extra")
+    monkeypatch.setattr("nearduppipe.runtime.executor.usable_cpus", lambda: 4)
+    with caplog.at_level(logging.INFO, logger="nearduppipe"):
+        assert middleware(make_crawler, **settings).runtime.executor.workers == workers
+    said = "on threads" if not workers else f"in {workers} worker process"
+    assert any(f"; pages checked {said}" in r.getMessage() for r in caplog.records)

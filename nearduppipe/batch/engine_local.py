@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
+from ..fingerprint.cpus import usable_cpus
 from ..fingerprint.page import FingerprintParams
 from ..fingerprint.rule import Rule
 from .core import Fields
@@ -87,7 +88,7 @@ class LocalEngine:
 
     @property
     def cores(self) -> int:
-        return self.workers or os.cpu_count() or 1
+        return self.workers or usable_cpus()
 
     def read(
         self, splits: list[Split], fields: Fields, params: FingerprintParams, wants: Wants

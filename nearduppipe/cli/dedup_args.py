@@ -131,7 +131,7 @@ def add_parsers(sub: Any) -> None:
         "--workers",
         type=bounded_int(1, 256),
         default=None,
-        help="fingerprinting processes (default: one per CPU)",
+        help="fingerprinting processes (default: one per CPU this process may use)",
     )
     p.add_argument(
         "--keep",

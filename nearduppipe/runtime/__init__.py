@@ -142,12 +142,13 @@ class NearDupRuntime:
         rule = self.store.rule
         self._exact_items = rule.verifies or rule.radius <= 3
         self.dedup_no_job = Deduplicator(self.store)
+        workers = 0  # (NEARDUP_EXECUTOR = "thread": the pages on the store's threads)
+        if config.executor == "process":
+            workers = config.workers or default_workers(self.store.rule.extractor)
         try:
             self.executor = Executor(
                 threads=config.threads,
-                workers=0
-                if config.executor != "process"
-                else config.workers or default_workers(self.store.rule.extractor),
+                workers=workers,
                 timeout=config.page_timeout,
                 params=self.params,
                 on_restart=self.log.workers_restarted,
@@ -177,7 +178,11 @@ class NearDupRuntime:
                 extra={"crawler": crawler},
             )
         self.log.opened(
-            self.store.uri, self.lifecycle.size_at_open, self.store.rule.describe(), config.reset
+            self.store.uri,
+            self.lifecycle.size_at_open,
+            self.store.rule.describe(),
+            config.reset,
+            workers,
         )
         if not config.rule.radius_given and self.store.rule.verifies:
             self.log.kept_radius(self.store.rule.radius, config.rule.radius)

@@ -195,11 +195,22 @@ class StatsLog:
         )
         self.stats.set_value("neardup/pages_per_minute", round(rate, 1))
 
-    def opened(self, uri: str, size: int, rule: str, reset: bool) -> None:
+    def opened(self, uri: str, size: int, rule: str, reset: bool, workers: int) -> None:
+        """The store and its rule, and where pages are checked (the worker count follows the
+        extractor and the CPUs when unset: runtime.executor.default_workers)."""
         self.stats.set_value("neardup/store_size/open", size)
         logger.info(
-            "nearduppipe: store %(uri)s opened with %(n)d pages (%(rule)s%(reset)s)",
-            {"uri": uri, "n": size, "rule": rule, "reset": ", reset" if reset else ""},
+            "nearduppipe: store %(uri)s opened with %(n)d pages (%(rule)s%(reset)s); pages "
+            "checked %(where)s",
+            {
+                "uri": uri,
+                "n": size,
+                "rule": rule,
+                "reset": ", reset" if reset else "",
+                "where": f"in {workers} worker process{'es' if workers != 1 else ''}"
+                if workers
+                else "on threads",
+            },
             extra=self._extra,
         )
 
