@@ -17,7 +17,7 @@ __all__ = ["cgroup_cpu_limit", "usable_cpus"]
 
 
 def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask), no more than its CGroup quota
+    """The CPUs this process may run on (its affinity mask), no more than its cgroup CPU quota
     allows; at least 1."""
     count = getattr(os, "process_cpu_count", None)  # Python 3.13: the affinity mask
     if count is not None:
