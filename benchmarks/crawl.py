@@ -20,7 +20,9 @@ default settings: trafilatura), ``resiliparse`` (the add-on with ``NEARDUP_EXTRA
 any add-on mode with ``-mark`` (both verdicts ``mark``), ``-thread`` (``NEARDUP_EXECUTOR =
 "thread"``) or ``-wN`` (``NEARDUP_WORKERS = N``), e.g. ``resiliparse-w1``.
 Each crawl runs in its own process; the HTTP server runs in this one, so its CPU is not
-counted. The modes alternate within each round (rotated, so none always runs first), and the
+counted in the crawl's, but it is printed with each run (CPU ms per page of this process while
+the crawl ran): on a machine of two CPUs the server, the crawl's event loop and its worker
+processes share them. The modes alternate within each round (rotated, so none always runs first), and the
 figures are medians over the rounds: pages/s, CPU ms per page of the crawl's process tree
 (psutil, steady state after the first ``--warm`` pages), nearduppipe's added CPU per page (the
 mode's minus ``none``'s, per round, then the median) and pages/s against ``none``. The crawl
@@ -197,6 +199,7 @@ def main() -> None:
                     env = dict(os.environ)
                     if checkout is not None:
                         env["CRAWL_PACKAGE_ROOT"] = checkout
+                    server_cpu = time.process_time()
                     out = subprocess.run(
                         [
                             sys.executable,
@@ -215,6 +218,9 @@ def main() -> None:
                         raise SystemExit(f"{label} crawl failed:\n{out.stderr[-4000:]}")
                     res = json.loads(out.stdout.strip().splitlines()[-1])
                     res["round"] = r
+                    res["server_ms_per_page"] = (
+                        (time.process_time() - server_cpu) * 1000 / max(1, res["responses"])
+                    )
                     results[label].append(res)
                     threads = ", ".join(
                         f"{k} {v:.2f}" for k, v in res["thread_ms_per_page"].items()
@@ -226,7 +232,7 @@ def main() -> None:
                         f"ms CPU per page ({res['own_cpu_ms_per_page']:.1f} in the crawl process) (reached spider: {res['reached_spider']}, dropped: "
                         f"{res['dropped']}, timed out: {res['timeouts']}, items: {res.get('items', 0)}; store checks "
                         f"{res['store_ms_per_page']:.2f} ms per page; crawl process by thread: {threads} ms "
-                        f"per page); load {load()}",
+                        f"per page; the HTTP server {res['server_ms_per_page']:.2f} ms per page); load {load()}",
                         flush=True,
                     )
     print(f"load averages at end: {load()}")

@@ -192,7 +192,8 @@ def region_html(doc: Any, budget: int, version: int = 2) -> str | None:
         budget -= len(own)
         if budget < 0:
             return None
-        add(p, own)
+        if len(own) >= REGION_MIN_PARAGRAPH:  # (shorter ones score nothing: no call)
+            add(p, own)
     if version >= 3:  # text held by a div itself or split by <br>, not in paragraphs
         seen: set[int] = set()
         for holder in [br.parent for br in doc.css("br")] + doc.css(REGION_HOLDERS):
@@ -203,18 +204,20 @@ def region_html(doc: Any, budget: int, version: int = 2) -> str | None:
             budget -= len(own)
             if budget < 0:
                 return None
-            add(holder, own)
+            if len(own) >= REGION_MIN_PARAGRAPH:
+                add(holder, own)
     best: str | None = None
     best_node: Any = None
     best_score = 0.0
     top = sorted(scores.values(), key=lambda e: -e[0])[:REGION_CANDIDATES]
     near = _near_headline(doc) if version >= 3 else set()
     for scored, node in top:
+        factor = REGION_HEADLINE_FACTOR if near and _inside(node, near) else 1.0
+        if scored * factor <= best_score:
+            continue  # (its weight is at most that: it cannot win, no need to serialise it)
         html: str = node.html
         text: str = node.text(deep=True)
-        weighed = scored * (1 - link_chars(html) / max(1, len(text)))
-        if near and _inside(node, near):
-            weighed *= REGION_HEADLINE_FACTOR
+        weighed = scored * (1 - link_chars(html) / max(1, len(text))) * factor
         if weighed > best_score:
             best, best_node, best_score = html, node, weighed
     if version >= 3 and best_node is not None:
