@@ -76,7 +76,8 @@ class RepeatedItem(NearDupError, DropItem):
 
 def text_key(text: str | bytes) -> str:
     """Stable key for an item without a key field: a 128-bit digest of its text."""
-    data = text.encode("utf-8") if isinstance(text, str) else text
+    # (surrogatepass: a lone surrogate, which JSON and Python strings allow, is hashed as is)
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     return "xxh3_128:" + xxhash.xxh3_128_hexdigest(data)
 
 
@@ -120,6 +121,8 @@ class NearDupPipeline:
     ) -> Any:
         runtime, config = self.runtime, self.config
         raw_key = adapter.get(config.key_field)
+        if isinstance(raw_key, int) and not isinstance(raw_key, bool):
+            raw_key = str(raw_key)  # (an integer id, as APIs give: the item's key all the same)
         content = text if text is not None else html
         assert content is not None
         key = raw_key if isinstance(raw_key, str) and raw_key else text_key(content)

@@ -39,6 +39,10 @@ class NearDupConfigError(NearDupError, ValueError):
 class _SettingsLike(Protocol):
     def get(self, name: str, default: Any = None) -> Any: ...
 
+    def __contains__(self, name: str) -> bool: ...
+
+    def __getitem__(self, name: str) -> Any: ...
+
 
 DEFAULTS: dict[str, Any] = {
     "NEARDUP_ENABLED": True,
@@ -214,6 +218,11 @@ class NearDupConfig:
         def get(name: str) -> Any:
             return settings.get(name, DEFAULTS[name])
 
+        def given(name: str) -> Any:
+            # the value as set, None included: Scrapy's get() gives the default for a None,
+            # and NEARDUP_SIMILARITY = None is a rule of its own (the paper's), not the default
+            return settings[name] if name in settings else DEFAULTS[name]
+
         store = get("NEARDUP_STORE")
         if isinstance(store, str) and store.strip().lower() == "none":
             store = None  # (-s NEARDUP_STORE=None: the default, not a file named "None")
@@ -227,11 +236,13 @@ class NearDupConfig:
             )
         except ValueError as e:
             raise NearDupConfigError(str(e)) from None
-        similarity = get("NEARDUP_SIMILARITY")
+        similarity = given("NEARDUP_SIMILARITY")
         if _unset(similarity):
             similarity = None
         else:
             try:
+                if isinstance(similarity, bool):  # (True is not a cosine of 1.0)
+                    raise TypeError
                 similarity = float(similarity)
             except (TypeError, ValueError):
                 raise NearDupConfigError(

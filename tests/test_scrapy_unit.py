@@ -17,6 +17,7 @@ from scrapy.exceptions import NotConfigured, ScrapyDeprecationWarning
 from scrapy.http import HtmlResponse, Response, TextResponse
 from scrapy.settings import Settings
 
+from nearduppipe.addon import Addon
 from nearduppipe.fingerprint.compact import decode, settings_digest
 from nearduppipe.fingerprint.page import FingerprintParams, fingerprint_text
 from nearduppipe.fingerprint.text import extract_text
@@ -196,6 +197,25 @@ def test_none_from_the_command_line_leaves_a_setting_unset() -> None:
         NearDupConfig.from_settings({"NEARDUP_SIMILARITY": "high"})
 
 
+def test_similarity_none_in_the_project_is_the_papers_rule() -> None:
+    """``NEARDUP_SIMILARITY = None`` in settings.py (a Python None, over the add-on's default):
+    Scrapy's ``get`` gives the default for a None, which turned the paper's rule into 0.93
+    (and wrote that into a new store)."""
+    settings = Settings()
+    Addon.update_pre_crawler_settings(settings)  # the defaults, at the add-on's priority
+    settings.set("NEARDUP_SIMILARITY", None, priority="project")
+    rule = NearDupConfig.from_settings(settings).rule
+    assert (rule.similarity, rule.radius, rule.aliases) == (None, 3, False)
+    assert (
+        NearDupConfig.from_settings(Settings({"NEARDUP_SIMILARITY": None})).rule.similarity is None
+    )
+    defaults = Settings()
+    Addon.update_pre_crawler_settings(defaults)
+    assert NearDupConfig.from_settings(defaults).rule.similarity == 0.93
+    with pytest.raises(NearDupConfigError, match=r"NEARDUP_SIMILARITY must be a cosine .* True"):
+        NearDupConfig.from_settings(Settings({"NEARDUP_SIMILARITY": True}))
+
+
 @pytest.mark.parametrize("field", ["NEARDUP_TEXT_FIELD", "NEARDUP_HTML_FIELD", "NEARDUP_KEY_FIELD"])
 def test_settings_that_contradict_each_other_are_refused(field: str) -> None:
     value = DEFAULTS[field]
@@ -287,14 +307,24 @@ def test_pipeline_fields_keys_and_skips(make_crawler: Any) -> None:
     ]:
         assert run(pl.process_item(item)) is item
         assert stats(pl)[f"neardup/items/skipped/{reason}"] == 1
+    # a lone surrogate (JSON and Python strings allow one) in a keyless item's text: a key all
+    # the same, and the item judged, not lost to an encoding error
+    odd = {"body": " ".join(f"段落{i} word{i}" for i in range(120)) + " \udc80 尾"}
+    assert run(pl.process_item(odd)) is odd
+    with pytest.raises(NearDuplicateItem, match=text_key(odd["body"])) as again:
+        run(pl.process_item(dict(odd)))  # stored under that key: the same text is unchanged
+    assert again.value.unchanged
+    # an integer key (an API's id) is the item's key, not replaced by a digest of its text
+    with pytest.raises(NearDuplicateItem, match=r"near-duplicate of k1 .*: 7$"):
+        run(pl.process_item({"link": 7, "body": ARTICLE + " 7"}))
     # a short text is known by its key and exact text (docs/verdicts.md): once, then unchanged
     # (a key made of the text: no crawl job)
     assert run(pl.process_item({"body": "short"})) == {"body": "short"}
     assert stats(pl)["neardup/items/exact"] == 1
     with pytest.raises(NearDuplicateItem):
         run(pl.process_item({"body": "short"}))
-    assert stats(pl)["neardup/items/dropped"] == 1
-    assert stats(pl)["neardup/items/revisit/unchanged/dropped"] == 2
+    assert stats(pl)["neardup/items/dropped"] == 2  # k2 and 7
+    assert stats(pl)["neardup/items/revisit/unchanged/dropped"] == 3  # OTHER, odd, short
     pl.runtime.spider_closed()
 
 

@@ -124,9 +124,13 @@ def _text_of(label: str, value: str, store: Store | None, as_text: bool) -> str 
     if "://" in value and " " not in value:
         where = "in --store" if store is not None else "without --store"
         raise CliError(f"{label} {value}: looks like a key (URL), and there is no such key {where}")
-    if _looks_like_path(value):
+    if path.is_dir():
+        raise CliError(f"{label} {value}: is a directory, not a file")
+    if _looks_like_path(value) or (value and not any(c.isspace() for c in value)):
+        # one word is a mistyped key or file name, not a text worth comparing
+        what = "no such key in --store, nor file" if store is not None else "no such file"
         raise CliError(
-            f"{label} {value}: no such file (pass --text to compare the argument itself as text)"
+            f"{label} {value}: {what} (pass --text to compare the argument itself as text)"
         )
     return value
 

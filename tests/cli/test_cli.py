@@ -289,6 +289,13 @@ def test_explain_files_keys_texts_and_misspelled_names(
     one_line_error(
         run("explain", "https://a/1", "https://a/9", "--store", str(store)), "https://a/9"
     )
+    # one word that is neither a key nor a file: a mistyped name, not a text to compare (it
+    # was compared as text: "only in A: nokey1")
+    mistyped = run("explain", "nokey1", "https://a/1", "--store", str(store))
+    one_line_error(mistyped, "nokey1: no such key in --store, nor file")
+    one_line_error(run("explain", "nokey1", "a.txt", cwd=tmp_path), "nokey1: no such file")
+    (tmp_path / "adir").mkdir()
+    one_line_error(run("explain", "adir", "a.txt", cwd=tmp_path), "adir: is a directory")
 
 
 def test_help_is_plain_text_and_every_option_explained() -> None:
