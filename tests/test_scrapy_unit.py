@@ -328,6 +328,23 @@ def test_pipeline_fields_keys_and_skips(make_crawler: Any) -> None:
     pl.runtime.spider_closed()
 
 
+def test_a_key_s_control_characters_are_escaped_in_log_lines(
+    make_crawler: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An item's key is whatever its field holds: a newline would forge a log line of its own,
+    an escape sequence clear the terminal."""
+    pl = pipeline(make_crawler, NEARDUP_DEBUG=True)
+    run(pl.process_item({"url": "k-a\nforged line", "text": ARTICLE}))
+    with caplog.at_level(logging.DEBUG, logger="nearduppipe"), pytest.raises(NearDuplicateItem):
+        run(pl.process_item({"url": "k-d\x1b[2J", "text": ARTICLE + " "}))
+    line = next(
+        r.getMessage() for r in caplog.records if "Dropped near-duplicate" in r.getMessage()
+    )
+    assert "\n" not in line and "\x1b" not in line
+    assert "item k-d\\x1b[2J: distance" in line and "from k-a\\nforged line" in line
+    pl.runtime.spider_closed()
+
+
 def test_item_is_not_a_duplicate_of_its_own_page(make_crawler: Any) -> None:
     crawler = make_crawler()
     mw = NearDupMiddleware.from_crawler(crawler)

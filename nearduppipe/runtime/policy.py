@@ -26,7 +26,7 @@ from ..errors import NearDupError
 from ..stores.base import BadKey, StoreUnavailable
 from .executor import PageTimeout, WorkerDied
 from .loop import start_coroutine
-from .stats import Source, StatsLog, logger
+from .stats import Source, StatsLog, logger, shown
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -81,7 +81,7 @@ class FailurePolicy:
             self.log.skip(source, "timeout")
             logger.warning(
                 "nearduppipe: gave up checking %(key)s, keeping it: %(exc)s (NEARDUP_PAGE_TIMEOUT)",
-                {"key": key, "exc": exc},
+                {"key": shown(key), "exc": exc},
                 extra=self._extra,
             )
             return "timeout"
@@ -90,7 +90,7 @@ class FailurePolicy:
             stop = self.on_store_error == "stop"
             logger.error(
                 "nearduppipe: could not check %(key)s, keeping it%(stop)s: %(exc)s",
-                {"key": key, "exc": exc, "stop": " and stopping the spider" if stop else ""},
+                {"key": shown(key), "exc": exc, "stop": " and stopping the spider" if stop else ""},
                 extra=self._extra,
             )
             if stop:
@@ -99,7 +99,7 @@ class FailurePolicy:
         first = self.log.count(source, "skipped/error") == 1
         logger.error(
             "nearduppipe: could not check %(key)s, keeping it: %(exc)r",
-            {"key": key, "exc": exc},
+            {"key": shown(key), "exc": exc},
             exc_info=exc if first else None,
             extra=self._extra,
         )

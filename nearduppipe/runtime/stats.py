@@ -19,9 +19,16 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["Source", "StatsLog", "logger"]
+__all__ = ["Source", "StatsLog", "logger", "shown"]
 
 logger = logging.getLogger("nearduppipe")
+
+
+def shown(key: str) -> str:
+    """A key as a log line shows it: with its control characters escaped, as Python writes
+    them, when it has any (an item's key is whatever its field holds: a newline would forge a
+    log line of its own, an escape sequence rewrite the terminal)."""
+    return key if key.isprintable() else repr(key)[1:-1]
 
 
 # what the closing line reports for pages and for items
@@ -98,7 +105,7 @@ class StatsLog:
                 return
             self.inc(source, f"{stat}/dropped")
             whose = "page's items of" if action == "items" and source == "pages" else what
-            logger.debug(said, whose, key, extra=self._extra)
+            logger.debug(said, whose, shown(key), extra=self._extra)
             return
         match = outcome.match
         assert match is not None
@@ -112,7 +119,13 @@ class StatsLog:
         if action == "items" and source == "pages":
             what = "page's items of the"  # the page itself reaches the spider
         wide = "" if match.wide_distance is None else f", {match.wide_distance} of 512 bits"
-        args = {"what": what, "key": key, "match": match.key, "d": match.distance, "w": wide}
+        args = {
+            "what": what,
+            "key": shown(key),
+            "match": shown(match.key),
+            "d": match.distance,
+            "w": wide,
+        }
         msg = "Dropped near-duplicate %(what)s %(key)s: distance %(d)d%(w)s from %(match)s"
         if self.debug:
             logger.info(msg, args, extra=self._extra)
@@ -153,7 +166,7 @@ class StatsLog:
     def repeat(self, key: str) -> None:
         """An item whose key this crawl job checked before (it passed then): dropped."""
         self.stats.inc_value("neardup/items/again/dropped")
-        logger.debug("Dropped item %s: seen earlier in this crawl", key, extra=self._extra)
+        logger.debug("Dropped item %s: seen earlier in this crawl", shown(key), extra=self._extra)
 
     def items_dropped_with_page(self, verdict: Mapping[str, Any], n: int) -> None:
         """``n`` items the spider made of a page whose verdict drops its items."""
