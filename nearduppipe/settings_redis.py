@@ -54,10 +54,34 @@ def _as_dict(value: Any, name: str, example: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _check_values(params: dict[str, Any], name: str) -> None:
+    """A client option whose value redis-py would fail on at its first connection (a wrong
+    type, a timeout out of range): one line naming the setting and the option."""
+    from .stores.redis.params import bad_values  # (no Redis client needed)
+
+    problem = bad_values(params)
+    if problem:
+        raise RedisSettingsError(f"{name}: {problem}")
+
+
+def _check_names(url: str, params: dict[str, Any], name: str) -> None:
+    """Options redis-py's client does not take (for scrapy-redis's ``REDIS_PARAMS``, which the
+    store takes with ``NEARDUP_REDIS_PARAMS`` as its client options): named with the setting
+    they came from, before the store says only where its client options came from."""
+    from .stores.redis.params import unknown_options
+
+    unknown = unknown_options(url, params)
+    if unknown:
+        raise RedisSettingsError(
+            f"{name} holds options redis-py does not take: {', '.join(unknown)}"
+        )
+
+
 def read_redis_settings(settings: Any, neardup_params: Any, scrapy_redis: bool) -> RedisSettings:
     """``neardup_params``: the value of ``NEARDUP_REDIS_PARAMS``; ``scrapy_redis``: whether the
     store is ``"redis"`` (the address and options of scrapy-redis's settings apply)."""
     ours = _as_dict(neardup_params, "NEARDUP_REDIS_PARAMS", '{"socket_timeout": 10}')
+    _check_values(ours, "NEARDUP_REDIS_PARAMS")
     if not scrapy_redis:
         return RedisSettings(params=ours)
     theirs = _as_dict(settings.get("REDIS_PARAMS"), "REDIS_PARAMS", '{"socket_timeout": 10}')
@@ -71,4 +95,6 @@ def read_redis_settings(settings: Any, neardup_params: Any, scrapy_redis: bool) 
         raise RedisSettingsError(f"REDIS_URL must be a Redis URL, got {url!r}")
     ignored = tuple(sorted(k for k in theirs if k in IGNORED_REDIS_PARAMS))
     params = {k: v for k, v in theirs.items() if k not in IGNORED_REDIS_PARAMS + _ADDRESS}
+    _check_values(params, "REDIS_PARAMS")
+    _check_names(url.strip(), params, "REDIS_PARAMS")
     return RedisSettings(url.strip(), {**params, **ours}, ignored)

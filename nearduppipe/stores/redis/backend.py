@@ -108,7 +108,9 @@ class RedisBackend(Backend):
 
     def list_stores(self, uri: str) -> list[StoreListing]:
         """SCAN for the ``{prefix}:meta`` hash each store writes (not a Cluster store's shards,
-        nor a store of the other kind: a Cluster store on a ``redis://`` URI or the reverse)."""
+        nor a store of the other kind: a Cluster store on a ``redis://`` URI or the reverse).
+        A key of that name that is not a hash is another application's, not a store: skipped."""
+        import redis
 
         def scan(client: Any) -> list[StoreListing]:
             found = []
@@ -116,7 +118,12 @@ class RedisBackend(Backend):
                 name = raw.decode("utf-8", "replace")
                 if not (name.startswith("{") and name.endswith("}:meta")):
                     continue
-                meta = client.hgetall(raw)
+                try:
+                    meta = client.hgetall(raw)
+                except redis.ResponseError as e:  # (WRONGTYPE: a string, list, … of that name)
+                    if "WRONGTYPE" not in str(e):
+                        raise
+                    continue
                 if b"shard_of" in meta:  # a shard of a Redis Cluster store, not a store
                     continue
                 if (meta.get(b"cluster") == b"1") != self.cluster:  # the other scheme's

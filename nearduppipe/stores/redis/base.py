@@ -196,6 +196,10 @@ class RedisBase(Store):
         self._names = Names(self._client, self.prefix)
         self._shard.epoch = "-"  # (never an epoch: the first call that sends it reads the meta's)
 
+    def _meta_int(self, meta: dict[str, str], field: str, default: int | None = None) -> int:
+        """A whole number of the meta; a damaged one names the field (:func:`.keys.meta_int`)."""
+        return rk.meta_int(meta, field, self._where(), self._k("meta"), default)
+
     def _meta(self) -> dict[str, str]:
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._k("meta")))
         return {k.decode(): v.decode() for k, v in raw.items()}
@@ -227,7 +231,7 @@ class RedisBase(Store):
                 f"{self._where()}: a Redis Cluster store (or one of its shards): open it with "
                 "redis+cluster://"
             )
-        fmt = int(meta.get("format", "0"))
+        fmt = self._meta_int(meta, "format", 0)
         if fmt == 2:
             raise migrate_first(self._where(), self.uri, 2)
         if fmt == 3 and "migrating" in meta:
@@ -275,7 +279,7 @@ class RedisBase(Store):
                 "development version); reset it"
             )
         stored = recorded_rule(self._where(), meta["rule"])
-        stored_blocks = int(meta["blocks"])
+        stored_blocks = self._meta_int(meta, "blocks")
         rule = settle_rule(self._where(), stored, rule)
         asked = rule or stored
         if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
@@ -288,7 +292,7 @@ class RedisBase(Store):
                 "it with rule=None to use its rule, copy it to a new prefix with that rule "
                 "(nearduppipe copy), or reset it"
             )
-        self._set_layout(rule or stored, rk.index_blocks(meta))
+        self._set_layout(rule or stored, rk.index_blocks(meta, self._where(), self._k("meta")))
         self._settle_meta(meta)  # (before a writer's TTL touches the keys: persist, sweeps)
         if rule is not None and rule != stored and not self.read_only:
             # similarity and legacy_distance are thresholds, not layout: the new default
@@ -297,7 +301,7 @@ class RedisBase(Store):
                 fields["format"] = str(ALIASES_FORMAT)
             self._client.hset(self._k("meta"), mapping=fields)
         self.format_version = ALIASES_FORMAT if self.rule.aliases else FORMAT_VERSION
-        live = int(meta.get("live", "0"))
+        live = self._meta_int(meta, "live", 0)
         if not (self.ttl or self.read_only) and buckets.expiring(self._client, self._k("n"), live):
             self._client.persist(self._k("n"))  # undo the expiry of an earlier TTL run
             buckets.persist(self._client, self.prefix, aliases=self.rule.aliases)  # (and count)
@@ -306,7 +310,7 @@ class RedisBase(Store):
                 self._client.eval(_COUNT_ENTRIES_LUA, 1, self._k("meta"))
             self._compact_if_needed(meta)
             # (memory: the writers' business; a bucket holds aliases as records too)
-            self._check_listpack(live + int(meta.get("aliases", "0")))
+            self._check_listpack(live + self._meta_int(meta, "aliases", 0))
         self._shard.epoch = meta["epoch"]  # (no id was read yet: the names cache is empty)
 
     def _settle_meta(self, meta: dict[str, str]) -> None:
@@ -349,8 +353,8 @@ class RedisBase(Store):
     def _compact_if_needed(self, meta: dict[str, str]) -> None:
         """Compact the log once the members of removed records outnumber the live ones
         (entries and aliases: both are logged)."""
-        dead = int(meta.get("dead", "0"))
-        if dead > max(10_000, int(meta.get("live", "0")) + int(meta.get("aliases", "0"))):
+        dead = self._meta_int(meta, "dead", 0)
+        if dead > max(10_000, self._meta_int(meta, "live", 0) + self._meta_int(meta, "aliases", 0)):
             compact(self._shard)
 
     def _open_format1(self, rule: Rule | None, blocks: int | None) -> None:
@@ -382,7 +386,8 @@ class RedisBase(Store):
             raise StoreError(f"{self._where()}: {e}") from None
         if meta.get("format") == "2":
             stored = recorded_rule(self._where(), meta["rule"])
-            counts.append(Layout(distance=stored.radius, blocks=int(meta["blocks"])).tables())
+            blocks2 = self._meta_int(meta, "blocks")
+            counts.append(Layout(distance=stored.radius, blocks=blocks2).tables())
         for tables in counts:
             doomed.update(rk.store_keys(self.prefix, len(tables)))
         if meta.get("format") == "1":

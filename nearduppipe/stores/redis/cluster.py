@@ -133,7 +133,8 @@ class RedisClusterStore(ClusterBase):
         try:
             defaults = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
             check_params(self.uri, params or {})
-            with rk.bad_params(self.uri, uri):  # (the user's options win over the defaults)
+            rk.check_options(self.uri, uri, params)
+            with rk.bad_params(self.uri, uri, params):  # (the user's options win over the defaults)
                 self._client = RedisCluster.from_url(base, **{**defaults, **(params or {})})
         except redis.exceptions.RedisClusterException as e:
             msg = rk.redact(str(e), uri)

@@ -55,6 +55,7 @@ DEFAULT_SHARDS = 12
 # A store whose rule keeps aliases: its shards' buckets hold alias records (redis_cluster.lua),
 # which releases before Cluster aliases would read as entries: they refuse the format.
 _ALIASES = str(ALIASES_FORMAT)
+_SIZES = ("blocks", "shards", "bucket_bits")  # whole numbers of a Cluster store's meta
 # A meta is created only where none of its keys is left (else the server lost part of the
 # store: loss.py), and a shard's only until the store recorded all of them (``shards_ready``
 # in ARGV[1]): after that a missing shard meta is a lost shard (a master restarted empty).
@@ -227,7 +228,7 @@ def open_meta(
             fields["blocks_auto"] = "1"
         meta = _init(client, where, prefix, fields)
     stored = recorded_rule(where, meta["rule"])
-    stored_blocks, n, bits = int(meta["blocks"]), int(meta["shards"]), int(meta["bucket_bits"])
+    stored_blocks, n, bits = (rk.meta_int(meta, f, where, key) for f in _SIZES)
     rule = settle_rule(where, stored, rule)
     asked = rule or stored
     if (asked.radius, asked.wide_bits) != (stored.radius, stored.wide_bits) or (
@@ -260,7 +261,7 @@ def open_meta(
             _init(client, where, tag, fields, ready)
         if not ready:  # (a store from before this field gets it here)
             client.hset(key, "shards_ready", "1")
-    layout = _layout(where, stored, rk.index_blocks(meta))
+    layout = _layout(where, stored, rk.index_blocks(meta, where, key))
     return Opened(rule or stored, layout, n, bits, True, identity)
 
 

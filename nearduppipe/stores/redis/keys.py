@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -49,6 +50,7 @@ from ...fingerprint.rule import Rule
 from ..base import StoreError
 from ..counts import Status
 from ..redaction import redact
+from .params import bad_query_values, bad_values, query_options
 
 __all__ = [
     "FIXED_NAMES",
@@ -58,10 +60,13 @@ __all__ = [
     "bad_params",
     "call_head",
     "call_time",
+    "check_options",
     "format1_key_pattern",
     "glob_escape",
     "index_blocks",
+    "meta_int",
     "open_checked",
+    "option_source",
     "record_time",
     "redact",
     "rule_args",
@@ -160,13 +165,36 @@ def record_time(now: float | str) -> float:
     return 0.0 if isinstance(now, str) else now
 
 
-def index_blocks(meta: dict[str, str]) -> int | None:
+def meta_int(
+    meta: dict[str, str], field: str, where: str, key: str, default: int | None = None
+) -> int:
+    """The whole number a store's meta (the hash ``key``) holds in ``field`` (``default`` when
+    it holds none); anything else is a damaged meta: a :class:`StoreError` naming the field
+    and the store ``where`` (edited by hand, or another program's hash), as a damaged sqlite
+    store's record is."""
+    raw = meta.get(field)
+    if raw is None and default is not None:
+        return default
+    try:
+        if raw is None:
+            raise ValueError("missing")
+        return int(raw)
+    except ValueError:
+        shown = "missing" if raw is None else f"{raw!r:.40}, not a whole number"
+        raise StoreError(
+            f"{where}: its meta is damaged: field {field!r} of {key} is {shown} (redis-cli "
+            f"HGETALL '{key}' shows it); fix that field, restore the store from a backup, or "
+            "reset it"
+        ) from None
+
+
+def index_blocks(meta: dict[str, str], where: str = "", key: str = "meta") -> int | None:
     """The ``blocks`` of the clients' index for a store's meta: ``None`` (each run of the index
     picks its table set by its size) for a store created without explicit blocks, which
     records ``blocks_auto``; else the recorded count. Stores created before that field keep
     their count: it cannot tell the default from an explicit request. Any layout finds the
     same pages; only speed differs."""
-    return None if meta.get("blocks_auto") == "1" else int(meta["blocks"])
+    return None if meta.get("blocks_auto") == "1" else meta_int(meta, "blocks", where, key)
 
 
 def key(prefix: str, name: str) -> str:
@@ -240,19 +268,78 @@ REPLY_STATUS: dict[bytes, Status] = {
 }
 
 
+PARAMS = "NEARDUP_REDIS_PARAMS (params=)"  # where a store's client options come from
+
+
+def option_source(name: str, uri: str) -> str:
+    """Where the client option ``name`` of a store at ``uri`` was given: the URI's query, else
+    its client options (``NEARDUP_REDIS_PARAMS``, ``params=``)."""
+    return f"the URI's query (?{name}=)" if name in query_options(uri) else PARAMS
+
+
+def check_options(where: str, uri: str, params: dict[str, Any] | None) -> None:
+    """Refuse, before any client is made, a client option whose value redis-py would fail on
+    at its first connection (:mod:`.params`): a wrong type, a timeout out of range."""
+    problem = bad_values(params or {})
+    if problem:
+        raise StoreError(f"{where}: {PARAMS}: {problem}")
+    problem = bad_query_values(uri)
+    if problem:
+        raise StoreError(f"{where}: the URI's query: {problem}")
+
+
+def _in_client(error: BaseException) -> bool:
+    """Whether ``error`` was raised in redis-py's code (or a socket call it made), not in
+    nearduppipe's: an option's value it could not use."""
+    import redis
+
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    path = os.path.abspath(tb.tb_frame.f_code.co_filename)
+    inside = os.path.dirname(os.path.abspath(redis.__file__)) + os.sep
+    return path.startswith(inside) or os.path.basename(path) in ("socket.py", "ssl.py")
+
+
 @contextlib.contextmanager
-def bad_params(where: str, uri: str) -> Iterator[None]:
-    """A client option redis-py does not know (``NEARDUP_REDIS_PARAMS``, ``params=``) is a
-    ``TypeError`` when the first connection is made: a :class:`StoreError` naming it."""
+def bad_params(where: str, uri: str, params: dict[str, Any] | None = None) -> Iterator[None]:
+    """A client option redis-py does not know (``NEARDUP_REDIS_PARAMS``, ``params=``, the
+    URI's query) is a ``TypeError`` when the first connection is made: a :class:`StoreError`
+    naming it and where it came from. So is an option's value redis-py fails on there that
+    :func:`check_options` does not know of (an error raised in redis-py's code, when the
+    user gave client options)."""
     try:
         yield
     except TypeError as e:
-        if "unexpected keyword argument" not in str(e):
+        found = _UNEXPECTED.search(str(e))
+        if found is None:
+            _refuse_value(e, where, uri, params)
             raise
         raise StoreError(
-            f"{where}: NEARDUP_REDIS_PARAMS (params=) holds an option redis-py does not take: "
-            f"{redact(str(e), uri)}"
+            f"{where}: {option_source(found.group(1), uri)} holds an option redis-py does not "
+            f"take: {redact(str(e), uri)}"
         ) from None
+    except (ValueError, AttributeError, OverflowError) as e:
+        _refuse_value(e, where, uri, params)
+        raise
+
+
+_UNEXPECTED = re.compile(r"unexpected keyword argument '([^']+)'")
+
+
+def _refuse_value(
+    error: BaseException, where: str, uri: str, params: dict[str, Any] | None
+) -> None:
+    given = [*(f"{PARAMS} {name}" for name in sorted(params or {}))]
+    given += [f"the URI's query ?{name}=" for name in sorted(query_options(uri))]
+    if not given or not _in_client(error):
+        return
+    raise StoreError(
+        f"{where}: redis-py cannot use a client option's value ({', '.join(given)}): "
+        f"{type(error).__name__}: {redact(str(error), uri)}"
+    ) from None
 
 
 # Server replies that mean "not now" (the failure policy's business), not a bug: out of memory,

@@ -148,6 +148,7 @@ class RedisStore(RedisBase):
             "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
             "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
         }
+        rk.check_options(self.uri, uri, params)  # (a bad value: one line, not a socket's error)
         try:
             # the user's options (NEARDUP_REDIS_PARAMS) win over these defaults
             self._client = redis.Redis.from_url(client_uri, **{**options, **(params or {})})
@@ -156,7 +157,7 @@ class RedisStore(RedisBase):
         self._guard.client = self._client
         keys = rk.store_keys3(self.prefix)
         self._shard = NodeShard(self._client, self.prefix, keys, self._guard, SINGLE3)
-        with rk.bad_params(self.uri, uri), self._errors("open"):
+        with rk.bad_params(self.uri, uri, params), self._errors("open"):
             watch.start(self._client, self.read_only)  # (before anything is written)
             if reset:
                 self._reset(blocks, rule)
