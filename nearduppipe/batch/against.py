@@ -14,6 +14,11 @@ check (:meth:`~nearduppipe.stores.decide.Deduplicator.decide`, that is ``Store.c
 same path a crawl takes, so the store's counters, TTL and decisions stay what a crawl would have
 made them, and a record some other writer stored near it in the meantime is caught there rather
 than added twice. Run twice, the second run finds every record already stored and adds nothing.
+The adds come last, once every output of the batch is written (:func:`.records.dedup_records`):
+a run that fails before them adds nothing, so running it again gives the same output. A record
+whose key no store can hold (:class:`~nearduppipe.stores.base.BadKey`: a lone surrogate, over
+65,536 characters) is kept and written but not added, and counted (``unstorable``), as a
+crawl's pipeline skips such a page.
 
 The fingerprints given are each page's own; under a store's ``domain`` or ``host`` scope they
 are masked by their key's scope here, as a crawl's are (:mod:`nearduppipe.stores.scope`). The
@@ -34,8 +39,9 @@ import numpy as np
 from ..fingerprint.page import Fingerprinted
 from ..fingerprint.rule import Fingerprints, Rule
 from ..index.words import WIDE_WORDS, words_to_int
-from ..stores.base import Store, StoreError
+from ..stores.base import BadKey, Store, StoreError
 from ..stores.decide import Deduplicator, Outcome
+from .unicode_out import escape_surrogates
 
 if TYPE_CHECKING:
     from .engine_local import Engine, Side
@@ -65,11 +71,18 @@ class AgainstResult:
     looked up: ``unchanged``, ``duplicate``, or ``new`` (new to the store, or its key stored
     with other content; :func:`check_against` tells ``changed`` apart); a record the store
     refused at ``add`` counts under the status it gave. ``added``: records stored by ``add``;
-    a record another writer stored a near copy of meanwhile is in ``matches``."""
+    a record another writer stored a near copy of meanwhile is in ``matches``.
+    ``unstorable``: kept records not added because the store cannot hold their key
+    (:class:`~nearduppipe.stores.base.BadKey`), the first few named in ``unstorable_named``.
+    ``refused_written``: records the store refused that stay in an output that could not be
+    written again (a FIFO: :func:`.records.dedup_records`)."""
 
     matches: list[AgainstMatch] = field(default_factory=list)
     looked_up: Counter[str] = field(default_factory=Counter)
     added: int = 0
+    unstorable: int = 0
+    unstorable_named: list[str] = field(default_factory=list)
+    refused_written: int = 0  # refused records already written to an -o not written again
 
     @property
     def dropped(self) -> set[int]:
@@ -126,6 +139,7 @@ def against_rule(
 
 
 Progress = Callable[[int], Any]
+UNSTORABLE_NAMED = 5  # (unstorable keys named in AgainstResult, each cut to 80 characters)
 
 
 class Against:
@@ -348,12 +362,17 @@ def add_kept_records(
     fp: np.ndarray,
     wide_fps: np.ndarray,
     ok: np.ndarray,
+    *,
+    regroup: bool = True,
 ) -> None:
     """``--add``: the records this run keeps, stored in input order through the store's
     check. One the store refuses (another writer stored a near page since the join) is
     dropped, and its group's records are checked in its place, in input order, as a crawl
     would meet them: each is kept only if the store takes it (``label`` and ``by_store``
-    updated in place)."""
+    updated in place). ``regroup=False`` (the kept records already written where they stay):
+    a refused keeper's records stay its copies, none checked. A record whose key the store
+    cannot hold is kept, not added: counted in ``unstorable`` (the first few named, lone
+    surrogates escaped)."""
     n = len(label)
     members: dict[int, list[int]] | None = None
     todo = np.flatnonzero((label == np.arange(n)) & ok).tolist()
@@ -362,10 +381,20 @@ def add_kept_records(
         i = heapq.heappop(todo)
         if i in by_store:
             continue
-        refused = against.add_kept(i, keys[i], Fingerprints(int(fp[i]), words_to_int(wide_fps[i])))
+        fps = Fingerprints(int(fp[i]), words_to_int(wide_fps[i]))
+        try:
+            refused = against.add_kept(i, keys[i], fps)
+        except BadKey:  # (checked before anything is written: the store is untouched)
+            result = against.result
+            result.unstorable += 1
+            if len(result.unstorable_named) < UNSTORABLE_NAMED:
+                result.unstorable_named.append(escape_surrogates(keys[i][:80]))
+            continue
         if refused is None:
             continue
         by_store[i] = refused
+        if not regroup:
+            continue
         if members is None:  # (once: every group's records)
             members = {}
             for j in np.flatnonzero(label != np.arange(n)).tolist():

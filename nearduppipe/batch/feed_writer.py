@@ -1,6 +1,8 @@
 """Writing kept records in the feed formats Scrapy's exporters write (JSON lines, JSON, CSV,
 XML), as they lay them out: records read from JSON keep their raw text when written to JSON
-(byte for byte), and a JSON line over the read limit is copied a chunk at a time."""
+(byte for byte), and a JSON line over the read limit is copied a chunk at a time. A lone
+surrogate (a JSON feed's ``"\udc80"``), which UTF-8 cannot encode, is escaped in JSON and
+made U+FFFD in CSV and XML (:mod:`.unicode_out`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from xml.sax.saxutils import XMLGenerator
 
 from .bounded import Oversized
 from .compression import FeedError
+from .unicode_out import json_text, replace_surrogates
 
 __all__ = ["FeedWriter", "neutralise_formula"]
 
@@ -40,7 +43,7 @@ def _csv_cell(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False)
     else:
         text = str(value)
-    return neutralise_formula(text)
+    return neutralise_formula(replace_surrogates(text))
 
 
 class FeedWriter:
@@ -73,7 +76,7 @@ class FeedWriter:
             out.write("[")
         elif fmt == "csv":
             self._csv = csv.writer(out, lineterminator="\r\n")
-            self._csv.writerow([neutralise_formula(f) for f in fields])
+            self._csv.writerow([neutralise_formula(replace_surrogates(f)) for f in fields])
         elif fmt == "xml":
             self._xml = XMLGenerator(cast(Any, out), encoding="utf-8", short_empty_elements=False)
             self._xml.startDocument()
@@ -96,9 +99,9 @@ class FeedWriter:
             if raw is not None and self.source_format == "jsonl":
                 self.out.write(raw if raw.endswith("\n") else raw + "\n")
             else:
-                self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                self.out.write(json_text(record) + "\n")
         elif self.format == "json":
-            text = raw.rstrip("\r\n") if raw is not None else json.dumps(record, ensure_ascii=False)
+            text = raw.rstrip("\r\n") if raw is not None else json_text(record)
             self.out.write(("\n" if self._n == 1 else ",\n") + text)
         elif self.format == "csv":
             self._csv.writerow([_csv_cell(record.get(f)) for f in self.fields])
@@ -112,6 +115,7 @@ class FeedWriter:
 
     def _xml_field(self, name: str, value: Any) -> None:
         assert self._xml is not None
+        name = replace_surrogates(name)
         self._xml.startElement(name, {})  # type: ignore[arg-type]
         if isinstance(value, dict):
             for k, v in value.items():
@@ -120,7 +124,8 @@ class FeedWriter:
             for v in value:
                 self._xml_field("value", v)
         elif value is not None:
-            self._xml.characters(value if isinstance(value, str) else json.dumps(value))
+            text = value if isinstance(value, str) else json.dumps(value)
+            self._xml.characters(replace_surrogates(text))
         self._xml.endElement(name)
 
     def write_part(self, text: str) -> None:

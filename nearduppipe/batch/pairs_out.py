@@ -5,6 +5,9 @@ optional extra ``nearduppipe[parquet]``).
 One row per pair ``a < b`` in input order (sorted by ``a``, then ``b``): both records' keys and
 1-based record numbers over all inputs in order, the 64-bit distance, the 512-bit distance and
 the cosine that distance implies (:func:`nearduppipe.fingerprint.rule.implied_similarity`).
+A key holding a lone surrogate (a JSON feed's ``"\udc80"``) is escaped: in a JSON line as
+JSON escapes it (read back, the same key), in Parquet as the text ``\udc80``
+(:mod:`.unicode_out`), so two keys stay two.
 Pairs are the rule's verdicts before groups are formed: a group joined through a chain holds
 records that are not a pair.
 """
@@ -13,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import json
 import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ import numpy as np
 
 from ..fingerprint.rule import WIDE_BITS
 from .compression import MissingExtraError
+from .unicode_out import escape_surrogates, json_text
 
 __all__ = ["PAIR_COLUMNS", "check_pyarrow", "need_pyarrow", "pairs_format", "write_pairs"]
 
@@ -65,8 +68,8 @@ def _similarity(wide_distance: np.ndarray) -> np.ndarray:
 def _parquet_table(pa: Any, pairs: np.ndarray, keys: dict[int, str]) -> Any:
     return pa.table(
         {
-            "a": pa.array([keys[i] for i in pairs[:, 0].tolist()], pa.string()),
-            "b": pa.array([keys[j] for j in pairs[:, 1].tolist()], pa.string()),
+            "a": pa.array([escape_surrogates(keys[i]) for i in pairs[:, 0].tolist()], pa.string()),
+            "b": pa.array([escape_surrogates(keys[j]) for j in pairs[:, 1].tolist()], pa.string()),
             "a_record": pa.array(pairs[:, 0] + 1, pa.int64()),
             "b_record": pa.array(pairs[:, 1] + 1, pa.int64()),
             "distance": pa.array(pairs[:, 2], pa.int16()),
@@ -88,7 +91,7 @@ def _jsonl_lines(pairs: np.ndarray, keys: dict[int, str]) -> Iterator[str]:
             "wide_distance": dw if dw >= 0 else None,
             "similarity": s if not math.isnan(s) else None,
         }
-        yield json.dumps(line, ensure_ascii=False) + "\n"
+        yield json_text(line) + "\n"
 
 
 def write_pairs(

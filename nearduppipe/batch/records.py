@@ -27,11 +27,14 @@ an output with a WARC input is JSON lines.
 
 from __future__ import annotations
 
+import io
+import os
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 import numpy as np
 
@@ -56,10 +59,12 @@ from .engine_local import Engine, LocalEngine
 from .inputs import Input, check_extras, sources_of
 from .keep import KEEP_RULES, keep_groups
 from .near import NearPairs
+from .pairs_out import write_pairs
 from .precomputed import DEFAULT_FIELD
 from .source import anchored
 from .split_task import SplitResult
 from .splits import Split, plan_splits
+from .unicode_out import escape_surrogates, replace_surrogates
 from .walk import Walk, read_splits
 from .write_task import parts_dir, text_clusters, write_pass
 
@@ -95,6 +100,7 @@ class DedupResult:
     # records over max_record_bytes (not read; kept): how many, and the first ones named
     oversized: int = 0
     oversized_named: list[str] = field(default_factory=list)
+    pairs_written: int = 0  # rows written to ``pairs`` (dedup_records' argument)
 
     @property
     def pairs(self) -> np.ndarray:
@@ -146,6 +152,8 @@ def dedup_records(
     fingerprint_field: str | None = DEFAULT_FIELD,
     against: Against | None = None,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    pairs: IO[bytes] | None = None,
+    pairs_format: str = "jsonl",
 ) -> DedupResult:
     """Deduplicate the inputs at ``path`` (a file, glob or :class:`Input`, or a sequence of
     them: the order decides which copy is first); write kept records to ``output`` (in
@@ -158,7 +166,12 @@ def dedup_records(
     field of fingerprints a crawl wrote (``NEARDUP_FINGERPRINT_FIELD``), used instead of
     extracting when made under ``params`` (:mod:`.precomputed`; other settings raise
     :class:`~.precomputed.MixedFingerprintsError`). ``against``: kept records near a page of
-    its store are dropped too, and named (:mod:`.against`; its ``add`` runs at the end).
+    its store are dropped too, and named (:mod:`.against`); its ``add`` runs last, once
+    ``output`` and ``pairs`` are written, so a run that fails before it adds nothing (a record
+    the store then refuses, another writer having stored a near copy meanwhile, is dropped:
+    ``output`` is written again; one that cannot be emptied, a FIFO or a device, keeps it:
+    ``against.result.refused_written``). ``pairs``: every near pair written there in
+    ``pairs_format`` (:func:`.pairs_out.write_pairs`), before the adds.
     ``max_record_bytes``: a record larger than this is not read (:mod:`.bounded`): a JSON
     line or WARC record is kept unfingerprinted (``record_too_large``), counted and named;
     in a JSON array, CSV or XML it stops the job (:class:`~.bounded.RecordTooLargeError`)."""
@@ -254,42 +267,62 @@ def dedup_records(
     label[index] = index[kept_by.keeper]
 
     near = NearPairs(index, rep, rep_pairs, has_wide)  # (pairs of records: never listed here)
-    if against is not None and against.add:  # (before -o: it holds what the store took)
-        ok_mask = np.frombuffer(bytes(ok), dtype=bool)
-        add_kept_records(against, label, by_store, walk.keys, fp, wide_fps, ok_mask)
 
     # 4. output: each split read again by its task (pass 2, .write_task), which writes its
-    # kept records as a part; the parts written to -o in input order (the driver reads none)
-    named = label != np.arange(n)
-    named[label[named]] = True  # keepers of groups too
-    dropped = np.zeros(n, dtype=bool)  # (by the store: --against)
-    dropped[list(by_store)] = True
-    named |= dropped
-    named[near.in_pairs()] = True  # (and both ends of every near pair)
-    shown = np.zeros(n, dtype=bool)  # (the texts of the pairs an HTML report shows)
-    if keep_texts:
-        shown = named & np.isin(label, np.array(sorted(text_clusters(label)), dtype=np.int64))
-    what = dict(
-        label=label, named=named, dropped=dropped, shown=shown, fingerprints=(fp, wide_fps, ok),
-        fields=fields, params=params, out_fmt=out_fmt, header=header, keep_texts=keep_texts,
-        first_format=sources[0].format,
-    )  # fmt: skip
-    bar = bar_of(total=n, desc="writing" if output else "reading keys", unit="rec")
-    with parts_dir(engine, output) as part_dir:  # (the parts on disk, not in memory)
-        keys, texts, kept = write_pass(
-            engine.write, splits, walk.spans, what, output, bar, part_dir
-        )
-    bar.close()
+    # kept records as a part; the parts written to -o in input order (the driver reads none);
+    # then the pairs; then (--add) the store's adds, last: a run that fails before them adds
+    # nothing (a re-run gives the same output), and -o holds what the store took (a record
+    # another writer stored a near copy of meanwhile is dropped: -o written again)
+    def pass2(target: TextIO | None) -> tuple[dict[int, str], dict[str, str], int]:
+        what = _write_plan(label, by_store, near, keep_texts, n)
+        what.update(
+            fingerprints=(fp, wide_fps, ok), fields=fields, params=params, out_fmt=out_fmt,
+            header=header, keep_texts=keep_texts, first_format=sources[0].format,
+        )  # fmt: skip
+        bar = bar_of(total=n, desc="writing" if target else "reading keys", unit="rec")
+        with parts_dir(engine, target) as part_dir:  # (the parts on disk, not in memory)
+            got = write_pass(engine.write, splits, walk.spans, what, target, bar, part_dir)
+        bar.close()
+        return got
+
+    adding = against is not None and against.add
+    start = _rewind_point(output) if adding and output is not None else None
+    keys, texts, kept = pass2(output)
+    if output is not None:
+        output.flush()  # (a write's error, a full disk, raised here: before any add)
+    pairs_written = 0
+    if pairs is not None:
+        pairs_written = write_pairs(pairs, near.chunks(), keys, pairs_format)
+        pairs.flush()
+    if against is not None and against.add:
+        before = len(by_store)
+        again = output is None or start is not None  # (-o can be written again)
+        ok_mask = np.frombuffer(bytes(ok), dtype=bool)
+        add_kept_records(against, label, by_store, walk.keys, fp, wide_fps, ok_mask, regroup=again)
+        against.store.flush()
+        refused = len(by_store) - before
+        if refused and again:  # (labels moved: pass 2 again, -o emptied first)
+            if output is not None and start is not None:
+                output.seek(start)
+                output.truncate()
+            keys, texts, kept = pass2(output)
+            if output is not None:
+                output.flush()
+        elif refused:  # (written to a FIFO or a device: there they stay, and are named)
+            against.result.refused_written = refused
     against_result = None
     if against is not None:
-        against.store.flush()
         against_result = against.result
         against_result.matches = sorted(by_store.values(), key=lambda m: m.record)
+    dropped = np.zeros(n, dtype=bool)
+    dropped[list(by_store)] = True
     alive = (label == np.arange(n)) & ~dropped
     host_names = list(walk.hosts)
     ids = np.frombuffer(walk.host_ids, dtype=np.int32) if n else np.zeros(0, dtype=np.int32)
     per_host = np.bincount(ids[alive], minlength=len(host_names))
-    unique_by_host = Counter({host_names[h]: int(c) for h, c in enumerate(per_host) if c})
+    unique_by_host = Counter(
+        {escape_surrogates(host_names[h]): int(c) for h, c in enumerate(per_host) if c}
+    )
     decisions = [
         (keys[i], keys[int(label[i])], int(np.bitwise_count(fp[i] ^ fp[label[i]])))
         for i in np.flatnonzero(label != np.arange(n)).tolist()
@@ -301,7 +334,13 @@ def dedup_records(
             if m.status != "superseded"  # (not a copy: an older version of its key's page)
         ]
     name = str(sources[0]) if len(sources) == 1 else f"{len(sources)} inputs"
-    report = build_report(name, unique_by_host, decisions, texts)
+    # (names as a report can write them: a key's lone surrogate escaped, a text's U+FFFD)
+    report = build_report(
+        escape_surrogates(name),
+        unique_by_host,
+        [(escape_surrogates(a), escape_surrogates(b), d) for a, b, d in decisions],
+        {escape_surrogates(k): replace_surrogates(t) for k, t in texts.items()},
+    )
     return DedupResult(
         report,
         kept,
@@ -321,4 +360,41 @@ def dedup_records(
         against_result,
         walk.oversized_count,
         walk.oversized,
+        pairs_written,
     )
+
+
+def _write_plan(
+    label: np.ndarray,
+    by_store: dict[int, AgainstMatch],
+    near: NearPairs,
+    keep_texts: bool,
+    n: int,
+) -> dict[str, Any]:
+    """What pass 2 does with each record: ``label``, ``named`` (its key wanted: groups'
+    members and keepers, records dropped by the store, both ends of every near pair),
+    ``dropped`` (by the store: --against) and ``shown`` (its text wanted: an HTML report's
+    pairs)."""
+    named = label != np.arange(n)
+    named[label[named]] = True  # keepers of groups too
+    dropped = np.zeros(n, dtype=bool)  # (by the store: --against)
+    dropped[list(by_store)] = True
+    named |= dropped
+    named[near.in_pairs()] = True  # (and both ends of every near pair)
+    shown = np.zeros(n, dtype=bool)  # (the texts of the pairs an HTML report shows)
+    if keep_texts:
+        shown = named & np.isin(label, np.array(sorted(text_clusters(label)), dtype=np.int64))
+    return dict(label=label, named=named, dropped=dropped, shown=shown)
+
+
+def _rewind_point(out: TextIO) -> int | None:
+    """Where ``out`` can be emptied back to, to be written again: an in-memory text, or a
+    regular file (the temporary file of an atomic output); None for a FIFO, a device, a
+    terminal."""
+    try:
+        if not out.seekable():
+            return None
+        fd = out.fileno()
+    except (OSError, ValueError):  # (io.UnsupportedOperation: a StringIO has no file)
+        return out.tell() if isinstance(out, io.StringIO) else None
+    return out.tell() if stat.S_ISREG(os.fstat(fd).st_mode) else None

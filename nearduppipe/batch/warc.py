@@ -18,7 +18,6 @@ and counted by kind.
 from __future__ import annotations
 
 import gzip
-import json
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -30,6 +29,7 @@ from .bounded import DEFAULT_MAX_RECORD_BYTES, OVERSIZED
 from .compression import FeedError, IncompleteError, MissingExtraError
 from .fs import AnyPath, as_path
 from .splits import Bounds, Split, member_start
+from .unicode_out import json_text
 from .warc_pages import HTML_TYPES, NOT_HTML, OFFSET, declared_charset
 
 __all__ = [
@@ -306,4 +306,4 @@ def locator(
         "fingerprint": None if fp is None else f"{fp:016x}",
         "fingerprint_wide": None if wide is None else f"{wide:0128x}",
     }
-    return json.dumps(line, ensure_ascii=False) + "\n"
+    return json_text(line) + "\n"  # (a path of undecodable bytes: escaped)

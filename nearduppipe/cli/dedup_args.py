@@ -104,7 +104,9 @@ def add_parsers(sub: Any) -> None:
         "--add",
         action="store_true",
         help="with --against: also add the kept records near nothing stored to the store, in "
-        "input order, as a crawl would (a new store is made with this run's rule)",
+        "input order, as a crawl would (a new store is made with this run's rule); added last, "
+        "once -o and --pairs are written, so a run that fails adds nothing and can be run "
+        "again; a record whose key the store cannot hold is kept, not added",
     )
     p.add_argument(
         "--format", choices=REPORT_FORMATS, default="text", help="report format (default text)"

@@ -14,7 +14,7 @@ from ..batch.compression import MissingExtraError, OutputError
 from ..batch.feeds import FeedError, feed_format
 from ..batch.fs import full_name
 from ..batch.inputs import Input, InputError, check_extras, expand_inputs
-from ..batch.pairs_out import check_pyarrow, pairs_format, write_pairs
+from ..batch.pairs_out import check_pyarrow, pairs_format
 from ..fingerprint.rule import Rule
 from ..fingerprint.versions import settled_extraction
 from ..stores import Store
@@ -241,12 +241,11 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                 fingerprint_field=args.fingerprint_field or None,
                 against=against,
                 max_record_bytes=args.max_record_bytes,
+                # (written by dedup_records before --add's adds: a failure adds nothing)
+                pairs=pairs_out.buffer if pairs_out is not None else None,
+                pairs_format=pairs_format(args.pairs) if args.pairs else "jsonl",
             )
-            if pairs_out is not None:
-                pairs_out.flush()
-                rows = write_pairs(
-                    pairs_out.buffer, result.near.chunks(), result.keys, pairs_format(args.pairs)
-                )
+            rows = result.pairs_written
     except (MissingFieldError, MixedFingerprintsError) as e:
         raise CliError(str(e)) from None
     except MissingExtraError as e:
@@ -284,6 +283,19 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             + (f"{a.added} added" if args.add else "nothing added (read-only; --add adds)")
             + (f"; {later} superseded by a later record of their key" if later else "")
         )
+        if a.refused_written:
+            say(
+                f"{a.refused_written} records written to {args.output} were then refused by the "
+                f"store (another writer stored a near page meanwhile): {args.output} is not a "
+                f"regular file, so it could not be written again without them"
+            )
+        if a.unstorable:
+            more = a.unstorable - len(a.unstorable_named)
+            say(
+                f"{a.unstorable} kept records not added: the store cannot hold their key (not "
+                f"valid Unicode text, or over 65,536 characters): "
+                + ", ".join(a.unstorable_named + ([f"{more} more"] if more else []))
+            )
     say(
         f"kept by --keep {args.keep} ({args.engine} engine): {chose} of {sum(by.values())} "
         f"groups kept a record other than their first; every dropped record is near its kept one"

@@ -466,3 +466,60 @@ def test_an_expired_own_entry_is_new_to_the_join_and_the_lookup(tmp_path: Any) -
         )
         assert by_store == {} and left.tolist() == [True]
         assert store.check(a, "u").status == "new"
+
+
+@pytest.mark.parametrize("where", ["file", "fifo"])
+def test_adds_come_after_the_output_and_a_refusal_rewrites_it(tmp_path: Any, where: str) -> None:
+    """The adds run once ``-o`` and the pairs are written (a failed write adds nothing). A
+    refusal then (another writer stored P, near A, meanwhile) drops A: a regular file is
+    written again, holding what the store took; an output that cannot be (a FIFO: here an
+    unseekable text) keeps A, counted in ``refused_written``, J left A's copy."""
+    import io
+    import json
+
+    from nearduppipe import open_store
+    from nearduppipe.batch.records import dedup_records
+
+    rng = random.Random(31)
+    bits = rng.sample(range(512), 110)  # (as the test above: A, K, J; P near A only)
+    a = Fingerprints(rng.getrandbits(64), rng.getrandbits(512))
+    j = Fingerprints(_flip(a.fp, [1]), _flip(a.wide, bits[:40]))  # type: ignore[arg-type]
+    k = Fingerprints(_flip(j.fp, [2]), _flip(j.wide, bits[40:80]))  # type: ignore[arg-type]
+    p = Fingerprints(_flip(a.fp, [3]), _flip(a.wide, bits[80:]))  # type: ignore[arg-type]
+    _feed(tmp_path / "in.jsonl", [("A", a), ("K", k), ("J", j)])
+    seen: list[list[str]] = []
+
+    class Unseekable(io.StringIO):
+        def seekable(self) -> bool:
+            return False
+
+    class Racing(Against):
+        def add_kept(self, record: int, key: str, fps: Fingerprints) -> Any:
+            out.flush()
+            seen.append(list(map(str, _read(out))))  # (-o already written)
+            if record == 0:
+                self.store.add(p, "P")
+            return super().add_kept(record, key, fps)
+
+    def _read(f: Any) -> list[str]:
+        text = f.getvalue() if isinstance(f, io.StringIO) else (tmp_path / "o.jsonl").read_text()
+        return [json.loads(x)["url"] for x in text.splitlines()]
+
+    with open_store(str(tmp_path / "s.sqlite")) as store:
+        out: Any = Unseekable() if where == "fifo" else open(tmp_path / "o.jsonl", "w")  # noqa: SIM115
+        with out:
+            result = dedup_records(
+                str(tmp_path / "in.jsonl"), output=out, against=Racing(store, add=True),
+                workers=1,
+            )  # fmt: skip
+            out.flush()
+            written = _read(out)
+        assert seen[0] == ["A", "K"]  # (both written before the first add)
+        assert {e.key for e in store.entries()} == {"P", "K"}
+    assert result.against is not None
+    if where == "file":
+        assert written == ["K"] and result.kept == 1 and result.against.refused_written == 0
+        assert {(m.key, m.matched_key) for m in result.against.matches} == {("A", "P"), ("J", "K")}
+    else:
+        assert written == ["A", "K"] and result.against.refused_written == 1
+        assert {(m.key, m.matched_key) for m in result.against.matches} == {("A", "P")}

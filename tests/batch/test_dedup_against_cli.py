@@ -135,3 +135,80 @@ def test_fingerprints_of_an_earlier_extraction_version_name_it(
     assert (
         proc.returncode == 2 and "--extraction 9: extraction version of trafilatura" in proc.stderr
     )
+
+
+def _entries(store: Path) -> set[str]:
+    from nearduppipe.cli._stores import open_cli_store
+
+    with open_cli_store(str(store), read_only=True, must_exist=True) as s:
+        return {e.key for e in s.entries()}
+
+
+def _five(path: Path, key: str = "u4", text_end: str = "") -> list[dict[str, str]]:
+    """Five records, u1 a near copy of u0, the others far apart; the last one's key ``key``
+    and text ending ``text_end``. Returns the four kept."""
+    from .test_dedup_surrogates import _text
+
+    records = [{"url": f"u{n}", "text": _text(100 + n)} for n in range(5)]
+    records[1]["text"] = records[0]["text"] + " again"
+    records[-1] = {"url": key, "text": records[-1]["text"] + text_end}
+    with path.open("w") as f:  # (ensure_ascii: a surrogate written "\udc80", as Scrapy does)
+        f.writelines(json.dumps(r) + "\n" for r in records)
+    return [records[0], *records[2:]]
+
+
+@pytest.mark.parametrize("failing", ["-o", "--pairs"])
+def test_a_run_that_fails_writing_adds_nothing(tmp_path: Path, failing: str) -> None:
+    """-o (or --pairs) on a full disk: the run fails, the store gets nothing, and the run
+    again writes every record (it used to add them first: "5 already stored ... 0 added" and
+    an empty output, the records lost)."""
+    from ..support.cli import run
+
+    records = _five(tmp_path / "in.jsonl")
+    store, out = tmp_path / "t.sqlite", tmp_path / "o.jsonl"
+    full = ["-o", "/dev/full", "--output-format", "jsonl"]
+    where = full if failing == "-o" else ["-o", str(out), "--pairs", "/dev/full"]
+    args = ["dedup", "--quiet", "--workers", "1", str(tmp_path / "in.jsonl"), "--against"]
+    proc = run(*args, str(store), "--add", *where)
+    assert proc.returncode == 2 and "/dev/full: cannot write there" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert _entries(store) == set() and not out.exists()
+    proc = run(*args, str(store), "--add", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "0 already stored under their key" in proc.stderr and "4 added" in proc.stderr
+    assert [json.loads(x) for x in out.read_text().splitlines()] == records
+    assert _entries(store) == {"u0", "u2", "u3", "u4"}
+
+
+def test_a_surrogate_in_a_text_is_written_and_added(tmp_path: Path) -> None:
+    """The brief's repro: a text holding "\\udc80" made the run fail after the adds."""
+    from ..support.cli import run
+
+    records = _five(tmp_path / "in.jsonl", text_end=" \udc80")
+    store, out = tmp_path / "t.sqlite", tmp_path / "o.csv"
+    args = ["dedup", "--quiet", "--workers", "1", str(tmp_path / "in.jsonl"), "--against"]
+    proc = run(*args, str(store), "--add", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "4 added" in proc.stderr
+    written = out.read_bytes().decode("utf-8")
+    assert written.count("\r\n") == 5  # (the header and four records)
+    assert records[-1]["text"].replace("\udc80", "\ufffd") in written
+    assert _entries(store) == {"u0", "u2", "u3", "u4"}
+
+
+@pytest.mark.parametrize("key", ["x\udc80", "k" * 70_000])
+def test_a_key_the_store_cannot_hold_is_kept_not_added(tmp_path: Path, key: str) -> None:
+    """A key no store holds (a lone surrogate; over 65,536 characters): the record is written,
+    not added, and named; the others are added (the run used to stop there, its earlier
+    records added and no output written)."""
+    from ..support.cli import run
+
+    records = _five(tmp_path / "in.jsonl", key=key)
+    store, out = tmp_path / "t.sqlite", tmp_path / "o.jsonl"
+    args = ["dedup", "--quiet", "--workers", "1", str(tmp_path / "in.jsonl"), "--against"]
+    proc = run(*args, str(store), "--add", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "3 added" in proc.stderr
+    assert "1 kept records not added: the store cannot hold their key" in proc.stderr
+    assert [json.loads(x) for x in out.read_text().splitlines()] == records
+    assert _entries(store) == {"u0", "u2", "u3"}
