@@ -57,7 +57,7 @@ def _as_dict(value: Any, name: str, example: str) -> dict[str, Any]:
 def _check_values(params: dict[str, Any], name: str) -> None:
     """A client option whose value redis-py would fail on at its first connection (a wrong
     type, a timeout out of range): one line naming the setting and the option."""
-    from .stores.redis.params import bad_values  # (no Redis client needed)
+    from .stores.redis_options import bad_values  # (no Redis client needed)
 
     problem = bad_values(params)
     if problem:
@@ -68,7 +68,7 @@ def _check_names(url: str, params: dict[str, Any], name: str) -> None:
     """Options redis-py's client does not take (for scrapy-redis's ``REDIS_PARAMS``, which the
     store takes with ``NEARDUP_REDIS_PARAMS`` as its client options): named with the setting
     they came from, before the store says only where its client options came from."""
-    from .stores.redis.params import unknown_options
+    from .stores.redis_options import unknown_options
 
     unknown = unknown_options(url, params)
     if unknown:

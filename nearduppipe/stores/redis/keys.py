@@ -50,7 +50,7 @@ from ...fingerprint.rule import Rule
 from ..base import StoreError
 from ..counts import Status
 from ..redaction import redact
-from .params import bad_query_values, bad_values, query_options
+from ..redis_options import bad_query_values, bad_values, query_options
 
 __all__ = [
     "FIXED_NAMES",
@@ -279,7 +279,7 @@ def option_source(name: str, uri: str) -> str:
 
 def check_options(where: str, uri: str, params: dict[str, Any] | None) -> None:
     """Refuse, before any client is made, a client option whose value redis-py would fail on
-    at its first connection (:mod:`.params`): a wrong type, a timeout out of range."""
+    at its first connection (:mod:`..redis_options`): a wrong type, a timeout out of range."""
     problem = bad_values(params or {})
     if problem:
         raise StoreError(f"{where}: {PARAMS}: {problem}")
