@@ -1,7 +1,7 @@
 """Writing kept records in the feed formats Scrapy's exporters write (JSON lines, JSON, CSV,
 XML), as they lay them out: records read from JSON keep their raw text when written to JSON
 (byte for byte), and a JSON line over the read limit is copied a chunk at a time. A lone
-surrogate (a JSON feed's ``"\udc80"``), which UTF-8 cannot encode, is escaped in JSON and
+surrogate (a JSON feed's ``"\\udc80"``), which UTF-8 cannot encode, is escaped in JSON and
 made U+FFFD in CSV and XML (:mod:`.unicode_out`)."""
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ optional extra ``nearduppipe[parquet]``).
 One row per pair ``a < b`` in input order (sorted by ``a``, then ``b``): both records' keys and
 1-based record numbers over all inputs in order, the 64-bit distance, the 512-bit distance and
 the cosine that distance implies (:func:`nearduppipe.fingerprint.rule.implied_similarity`).
-A key holding a lone surrogate (a JSON feed's ``"\udc80"``) is escaped: in a JSON line as
-JSON escapes it (read back, the same key), in Parquet as the text ``\udc80``
+A key holding a lone surrogate (a JSON feed's ``"\\udc80"``) is escaped: in a JSON line as
+JSON escapes it (read back, the same key), in Parquet as the text ``\\udc80``
 (:mod:`.unicode_out`), so two keys stay two.
 Pairs are the rule's verdicts before groups are formed: a group joined through a chain holds
 records that are not a pair.
