@@ -12,9 +12,10 @@ import re
 from typing import Any, TextIO, cast
 from xml.sax.saxutils import XMLGenerator
 
+from ..stores.checks import clean_text
 from .bounded import Oversized
 from .compression import FeedError
-from .unicode_out import json_text, replace_surrogates
+from .unicode_out import json_text
 
 __all__ = ["FeedWriter", "neutralise_formula"]
 
@@ -43,7 +44,7 @@ def _csv_cell(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False)
     else:
         text = str(value)
-    return neutralise_formula(replace_surrogates(text))
+    return neutralise_formula(clean_text(text))
 
 
 class FeedWriter:
@@ -76,7 +77,7 @@ class FeedWriter:
             out.write("[")
         elif fmt == "csv":
             self._csv = csv.writer(out, lineterminator="\r\n")
-            self._csv.writerow([neutralise_formula(replace_surrogates(f)) for f in fields])
+            self._csv.writerow([neutralise_formula(clean_text(f)) for f in fields])
         elif fmt == "xml":
             self._xml = XMLGenerator(cast(Any, out), encoding="utf-8", short_empty_elements=False)
             self._xml.startDocument()
@@ -115,7 +116,7 @@ class FeedWriter:
 
     def _xml_field(self, name: str, value: Any) -> None:
         assert self._xml is not None
-        name = replace_surrogates(name)
+        name = clean_text(name)
         self._xml.startElement(name, {})  # type: ignore[arg-type]
         if isinstance(value, dict):
             for k, v in value.items():
@@ -125,7 +126,7 @@ class FeedWriter:
                 self._xml_field("value", v)
         elif value is not None:
             text = value if isinstance(value, str) else json.dumps(value)
-            self._xml.characters(replace_surrogates(text))
+            self._xml.characters(clean_text(text))
         self._xml.endElement(name)
 
     def write_part(self, text: str) -> None:

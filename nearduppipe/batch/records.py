@@ -42,6 +42,7 @@ from ..errors import NearDupError
 from ..fingerprint.page import FingerprintParams
 from ..fingerprint.rule import Rule
 from ..index.words import wide_words
+from ..stores.checks import clean_text
 from ..stores.report import Report, build_report
 from ..stores.scope import mask_of
 from .against import (
@@ -64,7 +65,7 @@ from .precomputed import DEFAULT_FIELD
 from .source import anchored
 from .split_task import SplitResult
 from .splits import Split, plan_splits
-from .unicode_out import escape_surrogates, replace_surrogates
+from .unicode_out import escape_surrogates
 from .walk import Walk, read_splits
 from .write_task import parts_dir, text_clusters, write_pass
 
@@ -339,7 +340,7 @@ def dedup_records(
         escape_surrogates(name),
         unique_by_host,
         [(escape_surrogates(a), escape_surrogates(b), d) for a, b, d in decisions],
-        {escape_surrogates(k): replace_surrogates(t) for k, t in texts.items()},
+        {escape_surrogates(k): clean_text(t) for k, t in texts.items()},
     )
     return DedupResult(
         report,

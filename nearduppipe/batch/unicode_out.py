@@ -8,8 +8,8 @@ One rule for every output of ``dedup``, so that nothing is lost and no write fai
   record holding one is written with its non-ASCII characters escaped (:func:`json_text`),
   which reads back as the very same string; every other record as before.
 - a text (a field of ``-o`` CSV or XML, a text the report shows): each lone surrogate becomes
-  U+FFFD (:func:`replace_surrogates`), as a store's text samples (``stores/checks.py``) and so
-  a crawl's report show them.
+  U+FFFD, by the store's own rule for its text samples (``stores/checks.py`` ``clean_text``), so
+  a crawl's report shows them the same.
 - a key naming a record (in the reports, in Parquet pairs): each lone surrogate written as
   JSON writes it, ``\\udc80`` (:func:`escape_surrogates`), so two keys stay two (U+FFFD would
   make ``x\\udc80`` and ``x\\udc81`` one name) and match what the JSON outputs hold.
@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["encodable", "escape_surrogates", "json_text", "replace_surrogates"]
+__all__ = ["encodable", "escape_surrogates", "json_text"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -35,11 +35,6 @@ def encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def replace_surrogates(text: str) -> str:
-    """``text`` with each lone surrogate made U+FFFD."""
-    return text if encodable(text) else _SURROGATE.sub("\ufffd", text)
 
 
 def escape_surrogates(text: str) -> str:
