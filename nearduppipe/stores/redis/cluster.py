@@ -58,7 +58,7 @@ from ..base import (
     check_max_decisions,
     check_ttl,
 )
-from . import buckets, bulk
+from . import buckets, bulk, client_options
 from . import keys as rk
 from .base import ALIASES_FORMAT
 from .cluster_check import ClusterBase
@@ -133,8 +133,10 @@ class RedisClusterStore(ClusterBase):
         try:
             defaults = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
             check_params(self.uri, params or {})
-            rk.check_options(self.uri, uri, params)
-            with rk.bad_params(self.uri, uri, params):  # (the user's options win over the defaults)
+            client_options.check_options(self.uri, uri, params)
+            with client_options.bad_params(
+                self.uri, uri, params
+            ):  # (the user's options win over the defaults)
                 self._client = RedisCluster.from_url(base, **{**defaults, **(params or {})})
         except redis.exceptions.RedisClusterException as e:
             msg = rk.redact(str(e), uri)

@@ -37,12 +37,10 @@ needs a pattern):
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode
 
@@ -50,23 +48,19 @@ from ...fingerprint.rule import Rule
 from ..base import StoreError
 from ..counts import Status
 from ..redaction import redact
-from ..redis_options import bad_query_values, bad_values, query_options
 
 __all__ = [
     "FIXED_NAMES",
     "FORMAT2_NAMES",
     "FORMAT3_NAMES",
     "REPLY_STATUS",
-    "bad_params",
     "call_head",
     "call_time",
-    "check_options",
     "format1_key_pattern",
     "glob_escape",
     "index_blocks",
     "meta_int",
     "open_checked",
-    "option_source",
     "record_time",
     "redact",
     "rule_args",
@@ -266,80 +260,6 @@ REPLY_STATUS: dict[bytes, Status] = {
     b"D": "duplicate",
     b"L": "claimed",
 }
-
-
-PARAMS = "NEARDUP_REDIS_PARAMS (params=)"  # where a store's client options come from
-
-
-def option_source(name: str, uri: str) -> str:
-    """Where the client option ``name`` of a store at ``uri`` was given: the URI's query, else
-    its client options (``NEARDUP_REDIS_PARAMS``, ``params=``)."""
-    return f"the URI's query (?{name}=)" if name in query_options(uri) else PARAMS
-
-
-def check_options(where: str, uri: str, params: dict[str, Any] | None) -> None:
-    """Refuse, before any client is made, a client option whose value redis-py would fail on
-    at its first connection (:mod:`..redis_options`): a wrong type, a timeout out of range."""
-    problem = bad_values(params or {})
-    if problem:
-        raise StoreError(f"{where}: {PARAMS}: {problem}")
-    problem = bad_query_values(uri)
-    if problem:
-        raise StoreError(f"{where}: the URI's query: {problem}")
-
-
-def _in_client(error: BaseException) -> bool:
-    """Whether ``error`` was raised in redis-py's code (or a socket call it made), not in
-    nearduppipe's: an option's value it could not use."""
-    import redis
-
-    tb = error.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    path = os.path.abspath(tb.tb_frame.f_code.co_filename)
-    inside = os.path.dirname(os.path.abspath(redis.__file__)) + os.sep
-    return path.startswith(inside) or os.path.basename(path) in ("socket.py", "ssl.py")
-
-
-@contextlib.contextmanager
-def bad_params(where: str, uri: str, params: dict[str, Any] | None = None) -> Iterator[None]:
-    """A client option redis-py does not know (``NEARDUP_REDIS_PARAMS``, ``params=``, the
-    URI's query) is a ``TypeError`` when the first connection is made: a :class:`StoreError`
-    naming it and where it came from. So is an option's value redis-py fails on there that
-    :func:`check_options` does not know of (an error raised in redis-py's code, when the
-    user gave client options)."""
-    try:
-        yield
-    except TypeError as e:
-        found = _UNEXPECTED.search(str(e))
-        if found is None:
-            _refuse_value(e, where, uri, params)
-            raise
-        raise StoreError(
-            f"{where}: {option_source(found.group(1), uri)} holds an option redis-py does not "
-            f"take: {redact(str(e), uri)}"
-        ) from None
-    except (ValueError, AttributeError, OverflowError) as e:
-        _refuse_value(e, where, uri, params)
-        raise
-
-
-_UNEXPECTED = re.compile(r"unexpected keyword argument '([^']+)'")
-
-
-def _refuse_value(
-    error: BaseException, where: str, uri: str, params: dict[str, Any] | None
-) -> None:
-    given = [*(f"{PARAMS} {name}" for name in sorted(params or {}))]
-    given += [f"the URI's query ?{name}=" for name in sorted(query_options(uri))]
-    if not given or not _in_client(error):
-        return
-    raise StoreError(
-        f"{where}: redis-py cannot use a client option's value ({', '.join(given)}): "
-        f"{type(error).__name__}: {redact(str(error), uri)}"
-    ) from None
 
 
 # Server replies that mean "not now" (the failure policy's business), not a bug: out of memory,

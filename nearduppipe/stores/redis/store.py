@@ -79,7 +79,7 @@ from ..base import (
     check_ttl,
 )
 from ..memory import MemoryStore
-from . import buckets, bulk
+from . import buckets, bulk, client_options
 from . import keys as rk
 from .base import RedisBase
 from .codec import decision_head, decode_decision
@@ -148,7 +148,9 @@ class RedisStore(RedisBase):
             "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
             "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
         }
-        rk.check_options(self.uri, uri, params)  # (a bad value: one line, not a socket's error)
+        client_options.check_options(
+            self.uri, uri, params
+        )  # (a bad value: one line, not a socket's error)
         try:
             # the user's options (NEARDUP_REDIS_PARAMS) win over these defaults
             self._client = redis.Redis.from_url(client_uri, **{**options, **(params or {})})
@@ -157,7 +159,7 @@ class RedisStore(RedisBase):
         self._guard.client = self._client
         keys = rk.store_keys3(self.prefix)
         self._shard = NodeShard(self._client, self.prefix, keys, self._guard, SINGLE3)
-        with rk.bad_params(self.uri, uri, params), self._errors("open"):
+        with client_options.bad_params(self.uri, uri, params), self._errors("open"):
             watch.start(self._client, self.read_only)  # (before anything is written)
             if reset:
                 self._reset(blocks, rule)
